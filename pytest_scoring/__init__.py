@@ -1,0 +1,30 @@
+"""pytest-scoring: score a repository's test session and what it does to its databases."""
+
+from __future__ import annotations
+
+from importlib.metadata import version as _version
+from typing import Any
+
+from pytest_scoring.report import SessionResult
+from pytest_scoring.scorers.tests import all_tests_pass_scorer
+from pytest_scoring.scorers.tests import percent_failing_tests_scorer
+from pytest_scoring.scorers.tests import percent_passing_tests_scorer
+from pytest_scoring.scorers.tests import test_runner_scorer
+from pytest_scoring.scores import Score
+from pytest_scoring.session import last_result
+
+__all__ = [
+    "Score",
+    "SessionResult",
+    "all_tests_pass_scorer",
+    "last_result",
+    "percent_failing_tests_scorer",
+    "percent_passing_tests_scorer",
+    "test_runner_scorer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version("pytest-scoring")
+    raise AttributeError(name)

@@ -1,0 +1,38 @@
+"""Turn the options of one pytest run into a registered scoring session (or nothing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.scorers import default_test_scorers
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.session import PLUGIN_NAME
+from pytest_scoring.session import ScoringSession
+from pytest_scoring.session import XdistCollection
+from pytest_scoring.settings import ScoringSettings
+from pytest_scoring.settings import resolve_settings
+
+
+def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
+    """The scorers this session runs, built (and validated) before any test runs."""
+    return default_test_scorers()
+
+
+def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
+    """Validate the options and, on the controller, register the scoring session.
+
+    :raises pytest.UsageError: for any bad option or configuration, before tests run.
+    """
+    settings = resolve_settings(config)
+    if not settings.enabled or is_worker:
+        return
+    try:
+        scorers = build_scorers(config, settings)
+    except ScoringError as error:
+        raise pytest.UsageError(str(error)) from None
+    session = ScoringSession(config, settings, scorers)
+    config.pluginmanager.register(session, PLUGIN_NAME)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistCollection(session.tally), f"{PLUGIN_NAME}-xdist")
+    config.add_cleanup(lambda: config.pluginmanager.unregister(name=PLUGIN_NAME))

@@ -1,0 +1,83 @@
+"""Metrics over the scores of all samples in one report (SPEC 2.1).
+
+Values map to numbers as Inspect AI's ``value_to_float`` does; every metric returns a
+finite float, because Inspect Scout rejects a null or NaN metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import final
+
+from pytest_scoring.scores import CORRECT
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import value_to_float
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A named function from the scores of all samples to one number."""
+
+    #: The key under which the value is stored (``mean``, ``accuracy_at_100``…).
+    name: str
+    compute: Callable[[Sequence[Score]], float]
+
+    def __call__(self, scores: Sequence[Score]) -> float:
+        value = self.compute(scores)
+        return value if math.isfinite(value) else 0.0
+
+
+def _numbers(scores: Sequence[Score]) -> list[float]:
+    return [value_to_float(score.get("value")) for score in scores]
+
+
+def _mean(scores: Sequence[Score]) -> float:
+    numbers = _numbers(scores)
+    return sum(numbers) / len(numbers) if numbers else 0.0
+
+
+def _stderr(scores: Sequence[Score]) -> float:
+    numbers = _numbers(scores)
+    n = len(numbers)
+    if n < 2:
+        return 0.0
+    average = sum(numbers) / n
+    variance = sum((x - average) ** 2 for x in numbers) / (n - 1)
+    return math.sqrt(variance) / math.sqrt(n)
+
+
+def _accuracy(scores: Sequence[Score]) -> float:
+    if not scores:
+        return 0.0
+    return sum(1 for score in scores if score.get("value") == CORRECT) / len(scores)
+
+
+mean = Metric("mean", _mean)
+stderr = Metric("stderr", _stderr)
+accuracy = Metric("accuracy", _accuracy)
+
+
+def threshold_accuracy(threshold: float, inclusive: bool = True, scale: float = 1.0) -> Metric:
+    """Share of finite values ``>= threshold`` (inclusive) or ``> threshold``, times ``scale``.
+
+    Named ``accuracy_at_<t>`` when inclusive, ``accuracy_over_<t>`` otherwise.
+    """
+
+    def compute(scores: Sequence[Score]) -> float:
+        numbers = [x for x in _numbers(scores) if math.isfinite(x)]
+        if not numbers:
+            return 0.0
+        passing = [x for x in numbers if (x >= threshold if inclusive else x > threshold)]
+        return scale * len(passing) / len(numbers)
+
+    label = f"{threshold:g}"
+    return Metric(f"accuracy_{'at' if inclusive else 'over'}_{label}", compute)
+
+
+def compute_metrics(metrics: Sequence[Metric], scores: Sequence[Score]) -> dict[str, float]:
+    """Every metric's value over the given scores, keyed by metric name."""
+    return {metric.name: metric(scores) for metric in metrics}

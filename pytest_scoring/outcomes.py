@@ -1,0 +1,148 @@
+"""Tally test outcomes from pytest's own reports, one final outcome per test id (SPEC 2.1).
+
+Pure bookkeeping: the plugin feeds it ``TestReport``/``CollectReport`` objects (on the
+controller under pytest-xdist, where workers' reports are replayed), and the CLI feeds it
+outcomes read from JUnit XML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import Any
+from typing import Literal
+from typing import Protocol
+from typing import TypedDict
+
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+
+class TestRecord(TypedDict):
+    """One test's final outcome, as stored in ``scores.json`` under ``tests.tests``."""
+
+    nodeid: str
+    outcome: Outcome
+    duration: float
+    user_properties: list[list[Any]]
+
+
+class Counts(TypedDict):
+    passed: int
+    failed: int
+    error: int
+    skipped: int
+    xfailed: int
+    xpassed: int
+    total: int
+
+
+class RunReport(Protocol):
+    """What we read of a pytest ``TestReport`` (also satisfied by xdist's replayed ones)."""
+
+    nodeid: str
+    when: str
+    outcome: str
+    duration: float
+    user_properties: list[tuple[str, object]]
+
+
+class CollectionReport(Protocol):
+    nodeid: str
+    outcome: str
+
+
+@dataclass
+class _TestState:
+    outcome: Outcome | None = None
+    duration: float = 0.0
+    user_properties: list[list[Any]] = field(default_factory=list)
+
+
+def _phase_outcome(report: RunReport) -> Outcome | None:
+    """The outcome one phase (setup/call/teardown) contributes, or None when it says nothing."""
+    wasxfail = hasattr(report, "wasxfail")
+    if report.outcome == "skipped":
+        return "xfailed" if wasxfail else "skipped"
+    if report.when == "call":
+        if report.outcome == "passed":
+            return "xpassed" if wasxfail else "passed"
+        return "failed"
+    return "error" if report.outcome == "failed" else None
+
+
+@dataclass
+class OutcomeTally:
+    """The final outcome of every test id seen in a session.
+
+    A test whose setup or teardown fails is an ``error``, unless its call already failed.
+    A test rerun by pytest-rerunfailures starts afresh with each attempt, so the last
+    attempt's outcome is the one kept.
+    """
+
+    tests: dict[str, _TestState] = field(default_factory=dict)
+    #: Test ids pytest collected (the controller learns them from xdist's workers).
+    collected: set[str] = field(default_factory=set)
+
+    def record_test(self, report: RunReport) -> None:
+        """Fold one phase report into that test's outcome."""
+        if report.outcome == "rerun":
+            self.tests.pop(report.nodeid, None)
+            return
+        state = self.tests.setdefault(report.nodeid, _TestState())
+        if report.when == "setup":
+            # A new attempt (rerunfailures) starts with setup: forget the previous one.
+            state.outcome, state.duration = None, 0.0
+        state.duration += float(report.duration or 0.0)
+        state.user_properties = [list(item) for item in report.user_properties]
+        phase = _phase_outcome(report)
+        if phase is None or state.outcome == "failed":
+            return
+        if phase == "error" or state.outcome is None or state.outcome == "passed":
+            state.outcome = phase
+
+    def record_collection(self, report: CollectionReport) -> None:
+        """A failed collector counts as one ``error``, once per collector id."""
+        if report.outcome == "failed":
+            self.tests[report.nodeid] = _TestState(outcome="error")
+
+    def record_outcome(self, nodeid: str, outcome: Outcome, duration: float = 0.0) -> None:
+        """Set one test's final outcome directly (e.g. read from JUnit XML)."""
+        self.tests[nodeid] = _TestState(outcome=outcome, duration=duration)
+
+    def records(self) -> list[TestRecord]:
+        """Every test with a known outcome, in the order first seen."""
+        return [
+            {
+                "nodeid": nodeid,
+                "outcome": state.outcome,
+                "duration": round(state.duration, 6),
+                "user_properties": state.user_properties,
+            }
+            for nodeid, state in self.tests.items()
+            if state.outcome is not None
+        ]
+
+    def counts(self) -> Counts:
+        """Per-outcome counts and ``total = passed + failed + error``."""
+        tally = dict.fromkeys(OUTCOMES, 0)
+        for state in self.tests.values():
+            if state.outcome is not None:
+                tally[state.outcome] += 1
+        return {
+            "passed": tally["passed"],
+            "failed": tally["failed"],
+            "error": tally["error"],
+            "skipped": tally["skipped"],
+            "xfailed": tally["xfailed"],
+            "xpassed": tally["xpassed"],
+            "total": tally["passed"] + tally["failed"] + tally["error"],
+        }
+
+    def ids_with(self, outcome: Outcome) -> list[str]:
+        """Test ids whose final outcome is ``outcome``."""
+        return [nodeid for nodeid, state in self.tests.items() if state.outcome == outcome]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``tests`` section of ``scores.json``."""
+        return {"counts": self.counts(), "tests": self.records()}

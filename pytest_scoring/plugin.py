@@ -1,0 +1,34 @@
+"""pytest hooks of pytest-scoring: options, and wiring the session to plain functions.
+
+Kept thin and cheap to import: the scoring machinery is imported inside the hooks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def is_xdist_worker(config: pytest.Config) -> bool:
+    """True inside a pytest-xdist worker process."""
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_scoring.settings import add_options
+
+    add_options(parser)
+
+
+@pytest.hookimpl
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_scoring import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl
+def pytest_configure(config: pytest.Config) -> None:
+    from pytest_scoring.configure import configure_scoring
+
+    configure_scoring(config, is_worker=is_xdist_worker(config))

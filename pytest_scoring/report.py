@@ -1,0 +1,105 @@
+"""Write a scored session as a report folder (SPEC 5).
+
+The folder is built under a temporary name beside its final one and renamed into place when
+every file is written, so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from datetime import UTC
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.errors import ReportError
+from pytest_scoring.metrics import compute_metrics
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scores import Score
+
+FORMAT_VERSION: Final = 1
+SCAN_DIR_PREFIX: Final = "scan_id="
+
+
+def new_scan_id() -> str:
+    """22 url-safe random characters, drawn from ``os.urandom``.
+
+    Not from ``secrets``: ``--score-deterministic`` patches its token functions.
+    """
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode("ascii")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class SessionResult:
+    """Everything a report holds about one scored repository."""
+
+    repository: str
+    scorers: Sequence[Scorer]
+    scores: dict[str, Score]
+    #: ``{"counts": …, "tests": […]}`` from :meth:`OutcomeTally.to_json`.
+    tests: dict[str, Any]
+    complete: bool = True
+    #: Run-level errors: ``{"scanner", "error", "traceback"}``.
+    errors: list[dict[str, str]] = field(default_factory=list)
+    #: Extra JSON files for the folder (``diff.json``…), by file name.
+    files: dict[str, Any] = field(default_factory=dict)
+    scan_id: str = field(default_factory=new_scan_id)
+    created: str = field(default_factory=now_iso)
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Each scorer's metrics over this report's samples (one scored repository)."""
+        return {
+            scorer.name: compute_metrics(scorer.metrics, [self.scores[scorer.name]])
+            for scorer in self.scorers
+            if scorer.name in self.scores
+        }
+
+    def scores_json(self) -> dict[str, Any]:
+        """The content of ``scores.json``."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "scan_id": self.scan_id,
+            "created": self.created,
+            "repository": self.repository,
+            "complete": self.complete,
+            "scores": self.scores,
+            "metrics": self.metrics(),
+            "tests": self.tests,
+            "errors": self.errors,
+        }
+
+
+def write_json(path: Path, content: Any) -> None:
+    """Write JSON text; NaN is allowed where Inspect writes it (unscored values)."""
+    path.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def write_report(result: SessionResult, report_root: Path) -> Path:
+    """Write ``report_root/scan_id=<id>/`` and return its path.
+
+    :raises ReportError: when the report root cannot be created or written.
+    """
+    final = report_root / f"{SCAN_DIR_PREFIX}{result.scan_id}"
+    building = report_root / f".{SCAN_DIR_PREFIX}{result.scan_id}.tmp"
+    try:
+        report_root.mkdir(parents=True, exist_ok=True)
+        building.mkdir()
+        write_json(building / "scores.json", result.scores_json())
+        for name, content in result.files.items():
+            write_json(building / name, content)
+        building.rename(final)
+    except OSError as error:
+        shutil.rmtree(building, ignore_errors=True)
+        raise ReportError(f"cannot write the report under {report_root}: {error}") from error
+    return final

@@ -1,0 +1,88 @@
+"""What every scorer is, what it is given, and how a list of them runs.
+
+A scorer is a small object with a ``name`` (its key in ``scores.json``, its Parquet file
+and its variable in formulas), a ``type`` (the SPEC scorer name, stored as
+``metadata.scorer``), its metrics, and a ``score(context)`` method. Scorers never raise
+into pytest: :func:`run_scorers` turns any exception into a ``"N"`` score.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
+
+from pytest_scoring.metrics import Metric
+from pytest_scoring.outcomes import OutcomeTally
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import error_score
+
+if TYPE_CHECKING:
+    from pytest_scoring.settings import ScoringSettings
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """The interface of every scorer, built in or registered through the hook."""
+
+    #: Key of the score in the report and variable name in formulas.
+    name: str
+    #: The SPEC scorer type (``percent_passing_tests``, ``db_change``…).
+    type: str
+    #: Metrics computed over all samples of a report.
+    metrics: Sequence[Metric]
+
+    def score(self, context: ScoringContext) -> Score:
+        """Score the session described by ``context``."""
+        ...
+
+
+@dataclass
+class ScoringContext:
+    """Everything a scorer may read about the finished session.
+
+    Expensive inputs (database diffs, the reference rerun) live in ``resources``, filled
+    lazily by the scorers that need them and shared between scorers, keyed by a name the
+    owning module chooses (``interim_score=True`` scorers bypass that cache).
+    """
+
+    #: The scored repository's root folder.
+    root: Path
+    tally: OutcomeTally
+    settings: ScoringSettings | None = None
+    #: Scores computed so far in this session, by scorer name (composite reads these).
+    scores: dict[str, Score] = field(default_factory=dict)
+    #: Shared, lazily computed inputs (snapshots, diffs, reference results).
+    resources: dict[str, Any] = field(default_factory=dict)
+    #: Extra JSON files for the report folder (``diff.json``…), by file name.
+    report_files: dict[str, Any] = field(default_factory=dict)
+    #: Run-level errors for ``_errors.jsonl``: ``{scanner, error, traceback}``.
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
+    """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""
+    try:
+        score = scorer.score(context)
+    except Exception as error:  # noqa: BLE001 - a scorer must never take the session down
+        context.errors.append(
+            {
+                "scanner": scorer.name,
+                "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc(),
+            }
+        )
+        score = error_score(scorer.type, error)
+    context.scores[scorer.name] = score
+    return score
+
+
+def run_scorers(scorers: Sequence[Scorer], context: ScoringContext) -> dict[str, Score]:
+    """Run every scorer in order; each sees the scores of those before it."""
+    return {scorer.name: run_scorer(scorer, context) for scorer in scorers}

@@ -1,0 +1,104 @@
+"""Scores shaped like Inspect AI's ``Score``, and helpers every scorer shares."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from typing import Final
+from typing import TypedDict
+
+CORRECT: Final = "C"
+INCORRECT: Final = "I"
+PARTIAL: Final = "P"
+NOANSWER: Final = "N"
+
+#: How many items a list in score metadata keeps (failing test ids, command output lines…).
+METADATA_LIST_CAP: Final = 100
+#: How many characters a text in score metadata keeps (stdout, stderr…).
+METADATA_TEXT_CAP: Final = 10_000
+
+Value = str | int | float | bool
+
+
+class Score(TypedDict, total=False):
+    """Inspect AI's ``Score`` with exactly its defined keys (``value`` is required)."""
+
+    value: Value
+    answer: str | None
+    explanation: str | None
+    metadata: dict[str, Any]
+
+
+def make_score(
+    value: Value,
+    scorer: str,
+    explanation: str | None = None,
+    answer: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Score:
+    """Build a score whose metadata names the scorer that made it.
+
+    :param value: ``"C"``, ``"I"``, ``"N"``, ``"P"`` or a number.
+    :param scorer: the scorer's type name, stored as ``metadata.scorer``.
+    """
+    return {
+        "value": value,
+        "answer": answer,
+        "explanation": explanation,
+        "metadata": {"scorer": scorer, **(metadata or {})},
+    }
+
+
+def error_score(scorer: str, error: BaseException | str, **metadata: Any) -> Score:
+    """A ``"N"`` (no answer) score for a scorer that could not decide."""
+    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return make_score(
+        NOANSWER,
+        scorer,
+        explanation=f"{scorer} could not score: {message}",
+        metadata={"error": message, **metadata},
+    )
+
+
+def bool_value(condition: bool) -> str:
+    """``"C"`` when the condition holds, else ``"I"``."""
+    return CORRECT if condition else INCORRECT
+
+
+def value_to_float(value: object) -> float:
+    """Map a score value to a number the way Inspect AI's ``value_to_float`` does."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        return _string_to_float(value)
+    return 0.0
+
+
+def _string_to_float(value: str) -> float:
+    named = {CORRECT: 1.0, INCORRECT: 0.0, PARTIAL: 0.5, NOANSWER: 0.0}
+    if value in named:
+        return named[value]
+    lowered = value.lower()
+    if lowered in ("yes", "true"):
+        return 1.0
+    if lowered in ("no", "false"):
+        return 0.0
+    try:
+        number = float(value)
+    except ValueError:
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+def cap_list(items: list[Any], limit: int = METADATA_LIST_CAP) -> list[Any]:
+    """The first ``limit`` items; callers store the full count beside the list."""
+    return items[:limit]
+
+
+def cap_text(text: str, limit: int = METADATA_TEXT_CAP) -> str:
+    """The text cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… [{len(text) - limit} more characters cut]"

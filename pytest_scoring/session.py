@@ -1,0 +1,165 @@
+"""The scoring session on the controller: tally, start scorers, score, report, summarise.
+
+:class:`ScoringSession` is registered as a plugin (named ``scoring-session``) only on the
+controller, never on pytest-xdist workers, so snapshots, scoring and the report happen once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
+
+import pytest
+
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.outcomes import OutcomeTally
+from pytest_scoring.report import SessionResult
+from pytest_scoring.report import write_report
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.base import run_scorers
+from pytest_scoring.scorers.tests import percent_passing
+from pytest_scoring.settings import ScoringSettings
+
+PLUGIN_NAME = "scoring-session"
+
+_last_result: SessionResult | None = None
+
+
+def last_result() -> SessionResult | None:
+    """The result of the last session scored in this process (``pytest.main`` callers)."""
+    return _last_result
+
+
+@runtime_checkable
+class StartsWithSession(Protocol):
+    """A scorer that must act when the session starts (take snapshots, launch a rerun)."""
+
+    def start(self, context: ScoringContext) -> None: ...
+
+
+class ScoringSession:
+    """Collects outcomes during the session and scores it at the end."""
+
+    def __init__(self, config: pytest.Config, settings: ScoringSettings, scorers: Sequence[Scorer]):
+        self.config = config
+        self.settings = settings
+        self.scorers = list(scorers)
+        self.tally = OutcomeTally()
+        self.context = ScoringContext(root=settings.root, tally=self.tally, settings=settings)
+        self.interrupted = False
+        self.result: SessionResult | None = None
+        self.report_path: Path | None = None
+        self.report_error: str | None = None
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        for scorer in self.scorers:
+            if isinstance(scorer, StartsWithSession):
+                self._start(scorer)
+
+    def _start(self, scorer: Scorer) -> None:
+        try:
+            scorer.start(self.context)  # type: ignore[attr-defined]
+        except ScoringError as error:
+            # The scorer will see the missing resource and score "N" with this reason.
+            self.context.errors.append(
+                {"scanner": scorer.name, "error": str(error), "traceback": ""}
+            )
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.tally.record_collection(report)
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tally.record_test(report)
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.tally.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.settings.tally_output is not None:
+            self._write_tally(self.settings.tally_output)
+            return
+        self._score()
+        if self._below_fail_under() and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _write_tally(self, path: Path) -> None:
+        """For a reference rerun: outcomes and collected ids as JSON, no report."""
+        content: dict[str, Any] = {
+            **self.tally.to_json(),
+            "collected": sorted(self.tally.collected | set(self.tally.tests)),
+        }
+        path.write_text(json.dumps(content), encoding="utf-8")
+
+    def _score(self) -> None:
+        global _last_result
+        scores = run_scorers(self.scorers, self.context)
+        crashed = any(error["traceback"] for error in self.context.errors)
+        self.result = SessionResult(
+            repository=str(self.settings.root),
+            scorers=self.scorers,
+            scores=scores,
+            tests=self.tally.to_json(),
+            complete=not (self.interrupted or crashed),
+            errors=self.context.errors,
+            files=self.context.report_files,
+        )
+        _last_result = self.result
+        try:
+            self.report_path = write_report(self.result, self.settings.report_root)
+        except ScoringError as error:
+            self.report_error = str(error)
+        self.config.hook.pytest_scoring_session_scored(
+            config=self.config, result=self.result, report_path=self.report_path
+        )
+
+    def _below_fail_under(self) -> bool:
+        threshold = self.settings.fail_under
+        return threshold is not None and percent_passing(self.tally) < threshold
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.result is None:
+            return
+        terminalreporter.write_sep("-", "scores")
+        for name, score in self.result.scores.items():
+            explanation = score.get("explanation") or ""
+            terminalreporter.write_line(f"{name}: {score['value']}  ({explanation})")
+        if self.report_path is not None:
+            terminalreporter.write_line(f"score report: {self.report_path}")
+        if self.report_error is not None:
+            terminalreporter.write_line(f"score report NOT written: {self.report_error}", red=True)
+        if self._below_fail_under():
+            terminalreporter.write_line(
+                f"FAIL: {percent_passing(self.tally)}% of tests pass, "
+                f"below --score-fail-under={self.settings.fail_under:g}",
+                red=True,
+            )
+
+
+class XdistCollection:
+    """Learns on the controller which test ids xdist's workers collected."""
+
+    def __init__(self, tally: OutcomeTally):
+        self.tally = tally
+
+    @pytest.hookimpl
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.tally.collected.update(ids)

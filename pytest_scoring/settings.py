@@ -1,0 +1,222 @@
+"""The plugin's options and ini settings, combined into one :class:`ScoringSettings`.
+
+Command-line options win over ini settings (the scored repository's ``pytest.ini``,
+``tox.ini`` or ``pyproject.toml``), which win over the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+import pytest
+
+DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
+DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
+DEFAULT_REPORT_ROOT: Final = "scores"
+
+
+@dataclass
+class ScoringSettings:
+    """What the evaluator asked for, after options, ini settings and defaults are merged."""
+
+    root: Path
+    enabled: bool = False
+    db_diff: bool = False
+    selector: dict[str, Any] | None = None
+    reference: Path | None = None
+    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
+    db_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_DB_PATTERNS))
+    config_file: Path | None = None
+    report_root: Path = Path(DEFAULT_REPORT_ROOT)
+    fail_under: float | None = None
+    deterministic: bool = False
+    db_reset: bool = False
+    #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
+    tally_output: Path | None = None
+
+    def database_args(self) -> list[str]:
+        """The command-line arguments that repeat the database options in another run."""
+        args = [f"--score-db-pattern={pattern}" for pattern in self.db_patterns]
+        return [*args, "--score-deterministic"] if self.deterministic else args
+
+
+def fail_under_type(text: str) -> float:
+    """``--score-fail-under``: a percentage from 0 to 100."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (expected 0 to 100)") from None
+    if not math.isfinite(value) or not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
+def load_json_argument(text: str, what: str, base: Path) -> Any:
+    """Parse ``JSON`` or ``@FILE`` (relative to ``base``) given for option ``what``."""
+    source = "inline JSON"
+    if text.startswith("@"):
+        path = base / text[1:]
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise pytest.UsageError(f"{what}: cannot read {path}: {error.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise pytest.UsageError(
+            f"{what}: {source} is not valid JSON ({error.msg} at line {error.lineno}, "
+            f"column {error.colno})"
+        ) from None
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the ``--score-*`` options and their ini twins."""
+    group = parser.getgroup("scoring", "score the session (pytest-scoring)")
+    group.addoption(
+        "--score",
+        action="store_true",
+        dest="score",
+        help="Score the session with the test scorers and write a report",
+    )
+    group.addoption(
+        "--score-db-diff",
+        action="store_true",
+        dest="score_db_diff",
+        help="Also snapshot databases at session start and finish; adds db_change",
+    )
+    group.addoption(
+        "--score-selector",
+        dest="score_selector",
+        metavar="JSON|@FILE",
+        help="Selector for db_change / db_diff_change",
+    )
+    group.addoption(
+        "--score-reference",
+        dest="score_reference",
+        metavar="DIR",
+        help="Reference checkout; adds db_diff_change",
+    )
+    group.addoption(
+        "--score-test-pattern",
+        action="append",
+        dest="score_test_patterns",
+        metavar="GLOB",
+        help="Test files copied into the reference copy (repeatable)",
+    )
+    group.addoption(
+        "--score-db-pattern",
+        action="append",
+        dest="score_db_patterns",
+        metavar="GLOB",
+        help="Database files at any depth (repeatable); default *.db *.sqlite *.sqlite3",
+    )
+    group.addoption(
+        "--score-config",
+        dest="score_config",
+        metavar="FILE",
+        help="Scorer configuration file (TOML, JSON or YAML)",
+    )
+    group.addoption(
+        "--score-report",
+        dest="score_report",
+        metavar="DIR",
+        help="Report root, default ./scores; given alone it also turns scoring on",
+    )
+    group.addoption(
+        "--score-fail-under",
+        dest="score_fail_under",
+        metavar="PCT",
+        type=fail_under_type,
+        help="Exit status 1 if percent_passing_tests is below PCT",
+    )
+    group.addoption(
+        "--score-deterministic",
+        action="store_true",
+        dest="score_deterministic",
+        help="Patch salt and token generators to fixed values during the session",
+    )
+    group.addoption(
+        "--score-db-reset",
+        action="store_true",
+        dest="score_db_reset",
+        help="Restore every database to its first-seen state at session start",
+    )
+    group.addoption("--score-tally-output", dest="score_tally_output", help=argparse.SUPPRESS)
+
+    parser.addini("score", "Score the session (as --score)", type="bool", default=False)
+    parser.addini("score_db_diff", "As --score-db-diff", type="bool", default=False)
+    parser.addini("score_selector", "As --score-selector", default=None)
+    parser.addini("score_reference", "As --score-reference", default=None)
+    parser.addini("score_test_patterns", "As --score-test-pattern", type="linelist", default=[])
+    parser.addini("score_db_patterns", "As --score-db-pattern", type="linelist", default=[])
+    parser.addini("score_config", "As --score-config", default=None)
+    parser.addini("score_report", "As --score-report", default=None)
+    parser.addini("score_fail_under", "As --score-fail-under", default=None)
+    parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
+    parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
+
+
+def _option_or_ini(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name)
+    return value if value not in (None, [], False) else config.getini(name)
+
+
+def _path(value: str | None, base: Path) -> Path | None:
+    return None if value in (None, "") else (base / str(value))
+
+
+def resolve_settings(config: pytest.Config) -> ScoringSettings:
+    """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values."""
+    root = Path(config.rootpath)
+    invocation_dir = Path(config.invocation_params.dir)
+    report = config.getoption("score_report")
+    report_base = invocation_dir if report else root
+    report = report or config.getini("score_report")
+    fail_under_text = _option_or_ini(config, "score_fail_under")
+    selector_text = _option_or_ini(config, "score_selector")
+    settings = ScoringSettings(
+        root=root,
+        enabled=bool(
+            _option_or_ini(config, "score") or report or config.getoption("score_tally_output")
+        ),
+        db_diff=bool(_option_or_ini(config, "score_db_diff")),
+        selector=(
+            None
+            if not selector_text
+            else load_json_argument(selector_text, "--score-selector", invocation_dir)
+        ),
+        reference=_path(_option_or_ini(config, "score_reference"), invocation_dir),
+        test_patterns=list(_option_or_ini(config, "score_test_patterns") or DEFAULT_TEST_PATTERNS),
+        db_patterns=list(_option_or_ini(config, "score_db_patterns") or DEFAULT_DB_PATTERNS),
+        config_file=_path(_option_or_ini(config, "score_config"), invocation_dir),
+        report_root=_path(report, report_base) or root / DEFAULT_REPORT_ROOT,
+        fail_under=_fail_under(fail_under_text),
+        deterministic=bool(_option_or_ini(config, "score_deterministic")),
+        db_reset=bool(_option_or_ini(config, "score_db_reset")),
+        tally_output=_path(config.getoption("score_tally_output"), invocation_dir),
+    )
+    if (
+        settings.fail_under is not None
+        or settings.db_diff
+        or settings.reference
+        or (settings.config_file)
+    ):
+        settings.enabled = True
+    return settings
+
+
+def _fail_under(value: float | str | None) -> float | None:
+    if value is None or isinstance(value, float):
+        return value
+    try:
+        return fail_under_type(value)
+    except argparse.ArgumentTypeError as error:
+        raise pytest.UsageError(f"score_fail_under (ini): {error}") from None
