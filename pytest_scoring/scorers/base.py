@@ -70,7 +70,7 @@ def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
     """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""
     try:
         score = scorer.score(context)
-    except Exception as error:  # noqa: BLE001 - a scorer must never take the session down
+    except Exception as error:  # a scorer must never take the session down
         context.errors.append(
             {
                 "scanner": scorer.name,

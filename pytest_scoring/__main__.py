@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from pytest_scoring.cli import main
+
+main()
