@@ -1,0 +1,115 @@
+"""Options and ini settings: the exit status gate, usage errors, precedence."""
+
+from __future__ import annotations
+
+import pytest
+
+HALF_PASSING = """
+    def test_passes():
+        pass
+
+    def test_fails():
+        assert False
+"""
+
+
+@pytest.mark.parametrize(
+    ("threshold", "expected"),
+    [("50", pytest.ExitCode.TESTS_FAILED), ("100", pytest.ExitCode.TESTS_FAILED)],
+)
+def test_fail_under_keeps_pytests_own_failure_status(
+    pytester: pytest.Pytester, threshold: str, expected: pytest.ExitCode
+) -> None:
+    pytester.makepyfile(HALF_PASSING)
+    assert pytester.runpytest(f"--score-fail-under={threshold}").ret == expected
+
+
+def test_fail_under_says_by_how_much_the_pass_rate_fell_short(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(HALF_PASSING)
+    result = pytester.runpytest("--score-fail-under=60")
+    result.stdout.fnmatch_lines(["FAIL: 50.0% of tests pass, below --score-fail-under=60"])
+
+
+def test_fail_under_passes_when_the_rate_is_reached(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest("--score-fail-under=100")
+    assert result.ret == pytest.ExitCode.OK
+    assert (pytester.path / "scores").is_dir()
+
+
+def test_fail_under_fails_a_session_that_pytest_passes_without_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("x = 1")
+    assert pytester.runpytest("--score-fail-under=1").ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("lots", "'lots' is not a number"),
+        ("101", "'101' is not a percentage from 0 to 100"),
+        ("nan", "'nan' is not a percentage"),
+    ],
+)
+def test_a_bad_fail_under_value_is_a_usage_error(
+    pytester: pytest.Pytester, value: str, message: str
+) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest(f"--score-fail-under={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--score-fail-under*{message}*"])
+
+
+def test_a_bad_fail_under_in_the_ini_file_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nscore_fail_under = most\n")
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*score_fail_under (ini): 'most' is not a number*"])
+
+
+def test_report_alone_turns_scoring_on_and_creates_missing_parents(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    pytester.runpytest("--score-report=out/deeper/reports").assert_outcomes(passed=1)
+    assert len(list((pytester.path / "out/deeper/reports").glob("scan_id=*"))) == 1
+
+
+def test_the_command_line_wins_over_the_repositorys_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nscore = true\nscore_report = from-ini\n")
+    pytester.makepyfile("def test_one(): pass")
+    pytester.runpytest("--score-report=from-cli")
+    assert list((pytester.path / "from-cli").glob("scan_id=*"))
+    assert not (pytester.path / "from-ini").exists()
+
+
+def test_ini_settings_turn_scoring_on(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nscore = true\nscore_report = from-ini\n")
+    pytester.makepyfile("def test_one(): pass")
+    pytester.runpytest()
+    assert list((pytester.path / "from-ini").glob("scan_id=*"))
+
+
+def test_an_unwritable_report_root_keeps_the_test_results(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    (pytester.path / "blocked").write_text("a file where the report root should be")
+    result = pytester.runpytest("--score-report=blocked")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["score report NOT written: cannot write the report under*"])
+
+
+def test_without_scoring_options_the_plugin_does_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "scores").exists()
+    result.stdout.no_fnmatch_line("*- scores -*")
+
+
+def test_the_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest("-p", "no:scoring", "--score")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
