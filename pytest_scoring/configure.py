@@ -25,6 +25,11 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     :raises pytest.UsageError: for any bad option or configuration, before tests run.
     """
     settings = resolve_settings(config)
+    if settings.deterministic:
+        # Every process patches its own generators: controller, xdist workers, reference rerun.
+        from pytest_scoring.deterministic import install_deterministic
+
+        install_deterministic(config)
     if not settings.enabled or is_worker:
         return
     try:
