@@ -23,6 +23,7 @@ from pytest_scoring.errors import ReportError
 from pytest_scoring.metrics import compute_metrics
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scores import Score
+from pytest_scoring.scout import write_scan_results
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="
@@ -37,7 +38,8 @@ def new_scan_id() -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """Now, to the millisecond: reports made in the same second still sort newest first."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -98,6 +100,7 @@ def write_report(result: SessionResult, report_root: Path) -> Path:
         write_json(building / "scores.json", result.scores_json())
         for name, content in result.files.items():
             write_json(building / name, content)
+        write_scan_results(building, result)
         building.rename(final)
     except OSError as error:
         shutil.rmtree(building, ignore_errors=True)

@@ -1,0 +1,349 @@
+"""Write a scored session as an Inspect Scout results directory (SPEC 5).
+
+The layout, column types and value encoding follow ``formats/scout-results.md``: each
+scored repository is one transcript, each scorer one scanner, and each scanner gets one
+``<key>.parquet`` file with the full 58-column schema Scout 0.6's recorder writes, one row
+per (transcript, scorer).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+from urllib.parse import quote
+
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scores import Score
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from pytest_scoring.report import SessionResult
+
+#: What a scored repository is, as a transcript source (free text for Scout).
+SOURCE_TYPE: Final = "pytest_scoring"
+SCAN_FILE: Final = "_scan.json"
+SUMMARY_FILE: Final = "_summary.json"
+ERRORS_FILE: Final = "_errors.jsonl"
+
+#: The recorder's columns in its order, by Arrow type name (``string`` unless noted).
+_INT: Final = "int64"
+_BOOL: Final = "bool"
+_DOUBLE: Final = "double"
+COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("transcript_id", "string"),
+    ("transcript_source_type", "string"),
+    ("transcript_source_id", "string"),
+    ("transcript_source_uri", "string"),
+    ("transcript_date", "string"),
+    ("transcript_task_set", "string"),
+    ("transcript_task_id", "string"),
+    ("transcript_task_repeat", _INT),
+    ("transcript_agent", "string"),
+    ("transcript_agent_args", "string"),
+    ("transcript_model", "string"),
+    ("transcript_model_options", "string"),
+    ("transcript_score", "string"),
+    ("transcript_score_explanation", "string"),
+    ("transcript_success", _BOOL),
+    ("transcript_message_count", _INT),
+    ("transcript_total_time", _DOUBLE),
+    ("transcript_total_tokens", _INT),
+    ("transcript_error", "string"),
+    ("transcript_limit", "string"),
+    ("transcript_trust_content", _BOOL),
+    ("transcript_metadata", "string"),
+    ("scan_id", "string"),
+    ("scan_tags", "string"),
+    ("scan_metadata", "string"),
+    ("scan_git_origin", "string"),
+    ("scan_git_version", "string"),
+    ("scan_git_commit", "string"),
+    ("scanner_key", "string"),
+    ("scanner_name", "string"),
+    ("scanner_version", _INT),
+    ("scanner_package_version", "string"),
+    ("scanner_file", "string"),
+    ("scanner_params", "string"),
+    ("input_type", "string"),
+    ("input_ids", "string"),
+    ("input", "string"),
+    ("input_data", "string"),
+    ("uuid", "string"),
+    ("label", "string"),
+    ("value", "string"),
+    ("value_type", "string"),
+    ("answer", "string"),
+    ("explanation", "string"),
+    ("metadata", "string"),
+    ("message_references", "string"),
+    ("event_references", "string"),
+    ("scan_error", "string"),
+    ("scan_error_traceback", "string"),
+    ("scan_error_type", "string"),
+    ("validation_target", "string"),
+    ("validation_result", "string"),
+    ("validation_predicate", "string"),
+    ("validation_split", "string"),
+    ("scan_total_tokens", _INT),
+    ("scan_model_usage", "string"),
+    ("scan_events", "string"),
+    ("timestamp", "string"),
+)
+
+
+def arrow_schema() -> pa.Schema:
+    """The 58-column scan-result schema (text columns as ``large_string``, like the recorder)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.large_string(),
+        _INT: pa.int64(),
+        _BOOL: pa.bool_(),
+        _DOUBLE: pa.float64(),
+    }
+    return pa.schema([pa.field(name, types[kind]) for name, kind in COLUMNS])
+
+
+def scanner_key(name: str) -> str:
+    """The file stem and ``_scan.json`` key for a scorer name.
+
+    Names come from configuration files, so anything but letters, digits and ``_.-~`` is
+    percent-escaped (``a/b`` becomes ``a%2Fb``) and a leading dot is escaped too: the
+    Parquet file always lands directly inside the report folder, visible to Scout's glob.
+    The escaping is one-to-one, so two scorers never share a file.
+    """
+    key = quote(name, safe="")
+    if key.startswith("."):
+        key = "%2E" + key[1:]
+    return key or "%00"
+
+
+@functools.cache
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that shaped the report, for ``_scan.json``."""
+    versions = {}
+    for package in ("pytest-scoring", "pytest"):
+        try:
+            versions[package.replace("-", "_")] = version(package)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
+def encode_value(value: object) -> tuple[str | None, str]:
+    """A score value as the recorder stores it: ``(text, value_type)``.
+
+    Booleans are ``true``/``false``, numbers their shortest decimal text (20.0 is ``20``),
+    strings themselves, lists and dicts JSON text.
+    """
+    if value is None:
+        return None, "null"
+    if isinstance(value, bool):
+        return ("true" if value else "false"), "boolean"
+    if isinstance(value, int):
+        return str(value), "number"
+    if isinstance(value, float):
+        return _float_text(value), "number"
+    if isinstance(value, str):
+        return value, "string"
+    kind = "array" if isinstance(value, list) else "object"
+    return _json(value), kind
+
+
+def _float_text(value: float) -> str:
+    if math.isfinite(value) and value == int(value):
+        return str(int(value))
+    return repr(value)
+
+
+def _json(content: Any) -> str:
+    return json.dumps(content, separators=(",", ":"), default=str)
+
+
+def _text(content: object) -> str | None:
+    """Text for a text column; a plugin scorer's non-text answer must not break the file."""
+    return None if content is None else str(content)
+
+
+def score_error(score: Score) -> str | None:
+    """The error a score carries in ``metadata.error`` (it could not be decided), if any."""
+    error = (score.get("metadata") or {}).get("error")
+    return None if error in (None, "", False) else str(error)
+
+
+def _truthy(value: object) -> bool:
+    return bool(value) and not (isinstance(value, float) and math.isnan(value))
+
+
+def scanner_params(scorer: Scorer) -> dict[str, Any]:
+    """What ``_scan.json`` records of a scorer: its type plus its ``params``, when it has them."""
+    params = getattr(scorer, "params", None)
+    return {"type": scorer.type, **(params if isinstance(params, Mapping) else {})}
+
+
+class ScanWriter:
+    """Builds the Scout files of one :class:`SessionResult` inside a report folder."""
+
+    def __init__(self, result: SessionResult):
+        self.result = result
+        self.transcript_id = result.scan_id
+        self.tracebacks = {error["scanner"]: error["traceback"] for error in result.errors}
+
+    def write(self, folder: Path) -> None:
+        """Write ``_scan.json``, ``_summary.json``, ``_errors.jsonl`` and the Parquet files."""
+        import pyarrow.parquet as pq
+
+        schema = arrow_schema()
+        for scorer in self._scored():
+            row = self.row(scorer, self.result.scores[scorer.name])
+            table = _table([row], schema)
+            pq.write_table(table, folder / f"{scanner_key(scorer.name)}.parquet")
+        _write_text(folder / SCAN_FILE, json.dumps(self.spec(), indent=2) + "\n")
+        _write_text(folder / SUMMARY_FILE, json.dumps(self.summary(), indent=2) + "\n")
+        _write_text(folder / ERRORS_FILE, "".join(_json(line) + "\n" for line in self.errors()))
+
+    def _scored(self) -> list[Scorer]:
+        return [scorer for scorer in self.result.scorers if scorer.name in self.result.scores]
+
+    def spec(self) -> dict[str, Any]:
+        """The ScanSpec: every scorer declared as a scanner, keyed by its file stem."""
+        package = package_versions().get("pytest_scoring")
+        return {
+            "scan_id": self.result.scan_id,
+            "scan_name": f"pytest-scoring {Path(self.result.repository).name}",
+            "timestamp": self.result.created,
+            "scanners": {
+                scanner_key(scorer.name): {
+                    "name": scorer.name,
+                    "version": 0,
+                    "package_version": package,
+                    "params": scanner_params(scorer),
+                }
+                for scorer in self.result.scorers
+            },
+            "packages": package_versions(),
+            "metadata": {"repository": self.result.repository},
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The Summary: counts and (finite) metrics per scanner, and the complete flag."""
+        metrics = self.result.metrics()
+        scanners = {}
+        for scorer in self._scored():
+            score = self.result.scores[scorer.name]
+            failed = score_error(score) is not None
+            scanners[scanner_key(scorer.name)] = {
+                "scans": 1,
+                "results": int(not failed and _truthy(score.get("value"))),
+                "errors": int(failed),
+                "validation": None,
+                "metrics": {scorer.name: _finite(metrics.get(scorer.name, {}))},
+                "tokens": 0,
+                "model_usage": {},
+            }
+        return {"complete": self.result.complete, "scanners": scanners}
+
+    def errors(self) -> list[dict[str, Any]]:
+        """One Error line per scorer that could not score, then any other run-level error."""
+        lines = []
+        for scorer in self._scored():
+            error = score_error(self.result.scores[scorer.name])
+            if error is not None:
+                lines.append(self._error_line(scorer.name, error))
+        reported = {line["scanner"] for line in lines}
+        for entry in self.result.errors:
+            if scanner_key(entry["scanner"]) not in reported:
+                lines.append(self._error_line(entry["scanner"], entry["error"]))
+        return lines
+
+    def _error_line(self, name: str, error: str) -> dict[str, Any]:
+        return {
+            "transcript_id": self.transcript_id,
+            "scanner": scanner_key(name),
+            "error": error,
+            "traceback": self.tracebacks.get(name, ""),
+            "refusal": False,
+        }
+
+    def row(self, scorer: Scorer, score: Score) -> dict[str, Any]:
+        """The scan-result row of one scorer's score for the scored repository."""
+        value, value_type = encode_value(score.get("value"))
+        error = score_error(score)
+        return {
+            **self._transcript_columns(),
+            "scanner_key": scanner_key(scorer.name),
+            "scanner_name": scorer.name,
+            "scanner_version": 0,
+            "scanner_package_version": package_versions().get("pytest_scoring"),
+            "scanner_params": _json(scanner_params(scorer)),
+            "input_type": "transcript",
+            "input_ids": _json([self.transcript_id]),
+            "uuid": str(uuid.uuid4()),
+            "value": value,
+            "value_type": value_type,
+            "answer": _text(score.get("answer")),
+            "explanation": _text(score.get("explanation")),
+            "metadata": _json(score.get("metadata") or {}),
+            "message_references": "[]",
+            "event_references": "[]",
+            "scan_error": error,
+            "scan_error_traceback": None if error is None else self.tracebacks.get(scorer.name),
+            "scan_total_tokens": 0,
+            "scan_model_usage": "{}",
+            "timestamp": self.result.created,
+        }
+
+    def _transcript_columns(self) -> dict[str, Any]:
+        result = self.result
+        tests = result.tests.get("tests", [])
+        return {
+            "transcript_id": self.transcript_id,
+            "transcript_source_type": SOURCE_TYPE,
+            "transcript_source_id": result.scan_id,
+            "transcript_source_uri": result.repository,
+            "transcript_date": result.created,
+            "transcript_task_set": Path(result.repository).name,
+            "transcript_task_id": result.repository,
+            "transcript_task_repeat": 1,
+            "transcript_total_time": round(sum(test["duration"] for test in tests), 6),
+            "transcript_metadata": _json({"tests": result.tests.get("counts", {})}),
+            "scan_id": result.scan_id,
+            "scan_tags": "[]",
+            "scan_metadata": _json({"repository": result.repository}),
+        }
+
+
+def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
+    """Scout rejects null and NaN metrics: drop any value that is not a finite number."""
+    return {
+        name: float(value)
+        for name, value in metrics.items()
+        if isinstance(value, int | float) and math.isfinite(value)
+    }
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in schema.names} for row in rows], schema
+    )
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def write_scan_results(folder: Path, result: SessionResult) -> None:
+    """Write the Scout results directory of ``result`` into ``folder`` (the ``scan_id=`` dir)."""
+    ScanWriter(result).write(folder)
