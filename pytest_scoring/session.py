@@ -55,6 +55,7 @@ class ScoringSession:
         self.result: SessionResult | None = None
         self.report_path: Path | None = None
         self.report_error: str | None = None
+        self.junit_error: str | None = None
 
     @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -126,9 +127,22 @@ class ScoringSession:
             self.report_path = write_report(self.result, self.settings.report_root)
         except ScoringError as error:
             self.report_error = str(error)
+        self._add_junit_properties(self.result)
         self.config.hook.pytest_scoring_session_scored(
             config=self.config, result=self.result, report_path=self.report_path
         )
+
+    def _add_junit_properties(self, result: SessionResult) -> None:
+        """Scores as properties of the JUnit XML that pytest's own sessionfinish just wrote."""
+        xmlpath = getattr(self.config.option, "xmlpath", None)
+        if not xmlpath:
+            return
+        from pytest_scoring.junit import add_score_properties
+
+        try:
+            add_score_properties(Path(self.config.invocation_params.dir, xmlpath), result.scores)
+        except ScoringError as error:
+            self.junit_error = str(error)
 
     def _below_fail_under(self) -> bool:
         threshold = self.settings.fail_under
@@ -146,6 +160,10 @@ class ScoringSession:
             terminalreporter.write_line(f"score report: {self.report_path}")
         if self.report_error is not None:
             terminalreporter.write_line(f"score report NOT written: {self.report_error}", red=True)
+        if self.junit_error is not None:
+            terminalreporter.write_line(
+                f"scores NOT added to JUnit XML: {self.junit_error}", red=True
+            )
         if self._below_fail_under():
             terminalreporter.write_line(
                 f"FAIL: {percent_passing(self.tally)}% of tests pass, "

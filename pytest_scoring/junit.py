@@ -1,0 +1,155 @@
+"""JUnit XML in and out: score any runner's JUnit files, add scores to pytest's.
+
+Read: pytest, jest-junit, go-junit-report and Maven Surefire (one file per class; several
+files are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with
+``<testcase>`` elements; a case holding ``<failure>`` failed, ``<error>`` errored,
+``<skipped>`` was skipped (pytest's ``type="pytest.xfail"`` is an xfail), else it passed.
+
+Write: when pytest writes ``--junitxml``, the scores become test-suite properties
+``score:<name>`` = value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from junitparser import Attr
+from junitparser import JUnitXml
+from junitparser import JUnitXmlError
+from junitparser import TestCase
+
+from pytest_scoring.errors import JUnitError
+from pytest_scoring.outcomes import Outcome
+from pytest_scoring.outcomes import OutcomeTally
+from pytest_scoring.report import SessionResult
+from pytest_scoring.scorers import default_test_scorers
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.base import run_scorers
+from pytest_scoring.scores import Score
+
+#: The prefix of the test-suite properties that carry scores.
+PROPERTY_PREFIX: Final = "score:"
+_XFAIL_TYPE: Final = "pytest.xfail"
+
+
+def _load(path: Path) -> JUnitXml:
+    """The parsed file as a ``JUnitXml``; every way it can be unusable is a :class:`JUnitError`."""
+    try:
+        if path.stat().st_size == 0 or not path.read_bytes().strip():
+            raise JUnitError(f"{path}: empty file, expected JUnit XML")
+        return JUnitXml.fromfile(str(path))
+    except OSError as error:
+        raise JUnitError(f"{path}: cannot read ({error.strerror})") from None
+    except SyntaxError as error:  # ElementTree's ParseError and lxml's both derive from it
+        raise JUnitError(f"{path}: not well-formed XML ({error})") from None
+    except JUnitXmlError:
+        raise JUnitError(
+            f"{path}: not JUnit XML (the root element must be <testsuites> or <testsuite>)"
+        ) from None
+
+
+def _suites(container: Any) -> Iterator[Any]:
+    """Every ``<testsuite>`` at any depth (jest and Surefire nest them at times)."""
+    for suite in container:
+        yield suite
+        yield from _suites(suite.testsuites())
+
+
+def _outcome(case: Any) -> Outcome:
+    if case.is_failure:
+        return "failed"
+    if case.is_error:
+        return "error"
+    if case.is_skipped:
+        skips = [result.type for result in case.result]
+        return "xfailed" if _XFAIL_TYPE in skips else "skipped"
+    return "passed"
+
+
+class _Case(TestCase):
+    """A test case with the ``file`` attribute that pytest (xunit1) and jest-junit may add."""
+
+    file = Attr()
+
+
+def _cases(suite: Any) -> Iterator[_Case]:
+    return suite.iterchildren(_Case)  # type: ignore[no-any-return]
+
+
+def case_nodeid(name: str, classname: str | None, file: str | None) -> str:
+    """A test id from a case's ``file``, ``classname`` and ``name``.
+
+    ``tests/test_a.py`` + ``tests.test_a.TestX`` + ``test_y`` gives pytest's own id
+    ``tests/test_a.py::TestX::test_y``: the module part the file already says is dropped.
+    A classname equal to the name (jest-junit's default) is said once.
+    """
+    classname = None if classname == name else classname
+    if file and classname:
+        module = os.path.splitext(file)[0].replace("/", ".").replace("\\", ".")
+        classname = None if classname == module else classname.removeprefix(f"{module}.")
+    return "::".join(part for part in (file, classname, name) if part)
+
+
+def read_junit(paths: Sequence[Path], tally: OutcomeTally | None = None) -> OutcomeTally:
+    """Fold the test cases of JUnit XML files into one tally (a later file's case wins).
+
+    :raises JUnitError: naming the file that is missing, empty, malformed or not JUnit.
+    """
+    tally = tally or OutcomeTally()
+    for path in paths:
+        for suite in _suites(_load(path)):
+            for case in _cases(suite):
+                nodeid = case_nodeid(case.name or "", case.classname, case.file)
+                tally.record_outcome(nodeid, _outcome(case), float(case.time or 0.0))
+                tally.collected.add(nodeid)
+    return tally
+
+
+def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
+    """Add ``score:<name>`` = value to every test suite of the JUnit file at ``path``.
+
+    Properties from an earlier scoring of the same file are replaced, not repeated.
+
+    :raises JUnitError: when the file cannot be read or written.
+    """
+    xml = _load(path)
+    for suite in _suites(xml):
+        for prop in list(suite.properties()):
+            if (prop.name or "").startswith(PROPERTY_PREFIX):
+                suite.remove_property(prop)
+        for name, score in scores.items():
+            suite.add_property(f"{PROPERTY_PREFIX}{name}", _property_text(score.get("value")))
+    building = path.with_name(f".{path.name}.scoring.tmp")
+    try:
+        xml.write(str(building))
+        building.replace(path)
+    except OSError as error:
+        building.unlink(missing_ok=True)
+        raise JUnitError(f"{path}: cannot add the scores ({error.strerror})") from None
+
+
+def _property_text(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def score_tally(tally: OutcomeTally, repository: Path) -> SessionResult:
+    """Score an outcome tally read from JUnit files with the three test scorers."""
+    scorers = default_test_scorers()
+    context = ScoringContext(root=repository, tally=tally)
+    scores = run_scorers(scorers, context)
+    return SessionResult(
+        repository=str(repository),
+        scorers=scorers,
+        scores=scores,
+        tests=tally.to_json(),
+        complete=not any(error["traceback"] for error in context.errors),
+        errors=context.errors,
+    )
