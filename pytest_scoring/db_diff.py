@@ -1,0 +1,397 @@
+"""The database diff of SPEC 4.2, computed by SQLite over two attached snapshots.
+
+Both sides of one database are attached to one in-memory connection (read-only) and diffed
+inside one read transaction, so a live database read in place cannot move underneath.
+Per table, two set-based statements do the work — a LEFT JOIN of after onto before by key
+(rows added, rows changed) and an anti-join the other way (rows removed) — or, for tables
+without a usable key, one GROUP BY over both sides with signed counts (multiset pairing).
+Only differing rows reach Python, streamed from the cursor: memory grows with ``max_rows``,
+never with table size.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from collections.abc import Iterable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.db_discovery import find_databases
+from pytest_scoring.db_schema import Table
+from pytest_scoring.db_schema import pairing
+from pytest_scoring.db_schema import quote
+from pytest_scoring.db_schema import read_tables
+from pytest_scoring.db_schema import schema_changes
+from pytest_scoring.db_schema import union_columns
+from pytest_scoring.db_snapshot import Snapshot
+from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.errors import DatabaseError
+
+#: Examples kept per row list of a table (``counts`` stay exact).
+DEFAULT_MAX_ROWS: Final = 1000
+DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
+_BEFORE: Final = "b"
+_AFTER: Final = "a"
+#: Rows fetched from SQLite per round trip while streaming.
+_BATCH: Final = 500
+
+
+def json_value(value: Any) -> Any:
+    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``."""
+    if isinstance(value, bytes):
+        return {"$blob": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+@dataclass
+class _Examples:
+    """An exact count and at most ``limit`` examples of one row list."""
+
+    limit: int | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    count: int = 0
+
+    def wants_example(self) -> bool:
+        return self.limit is None or len(self.rows) < self.limit
+
+    def add(self, row: dict[str, Any], times: int = 1) -> None:
+        for _ in range(times if self.limit is None else min(times, self.limit)):
+            if self.wants_example():
+                self.rows.append(row)
+        self.count += times
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.rows) < self.count
+
+
+def _stream(cursor: sqlite3.Cursor) -> Iterable[tuple[Any, ...]]:
+    while batch := cursor.fetchmany(_BATCH):
+        yield from batch
+
+
+def _side(table: Table | None, alias: str, column: str) -> str:
+    """A column of one side as SQL, ``NULL`` where that side lacks it."""
+    if table is None or column not in table.column_names():
+        return "NULL"
+    return f"{alias}.{quote(column)}"
+
+
+def _differs(before: Table, after: Table, column: str) -> str:
+    """SQL that is true when a paired row's column differs by value or SQLite type.
+
+    ``IS NOT`` makes NULL equal NULL; ``COLLATE BINARY`` ignores a column's NOCASE; ``typeof``
+    separates ``1`` from ``1.0`` or ``'1'`` where affinity lets both be stored.
+    """
+    old, new = _side(before, "o", column), _side(after, "n", column)
+    if "NULL" in (old, new):
+        return f"{new if old == 'NULL' else old} IS NOT NULL"
+    condition = f"{old} IS NOT {new} COLLATE BINARY"
+    same_affinity = before.affinity(column) == after.affinity(column) != "BLOB"
+    return condition if same_affinity else f"({condition} OR typeof({old}) <> typeof({new}))"
+
+
+def _join(key: Sequence[str]) -> str:
+    return " AND ".join(f"n.{quote(col)} = o.{quote(col)}" for col in key)
+
+
+@dataclass
+class _TableDiff:
+    """Row lists of one table being diffed."""
+
+    limit: int | None
+    added: _Examples = field(init=False)
+    removed: _Examples = field(init=False)
+    changed: _Examples = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.added, self.removed, self.changed = (_Examples(self.limit) for _ in range(3))
+
+
+def _added_and_changed(
+    connection: sqlite3.Connection, before: Table, after: Table, key: Sequence[str], out: _TableDiff
+) -> None:
+    """One LEFT JOIN of after onto before: unpaired rows are added, differing ones changed."""
+    columns = union_columns(before, after)
+    differs = [_differs(before, after, col) for col in columns]
+    select = [
+        *(f"n.{quote(col)}" for col in key),
+        f"o.{quote(key[0])} IS NULL",
+        *(
+            f"{_side(after, 'n', c)}, {_side(before, 'o', c)}, {d}"
+            for c, d in zip(columns, differs, strict=True)
+        ),
+    ]
+    sql = (
+        f"SELECT {', '.join(select)} FROM {after.ref} AS n LEFT JOIN {before.ref} AS o "
+        f"ON {_join(key)} WHERE o.{quote(key[0])} IS NULL OR {' OR '.join(differs) or '0'}"
+    )
+    present = set(after.column_names())
+    for row in _stream(connection.execute(sql)):
+        if row[len(key)]:
+            _add_row(out.added, columns, row[len(key) + 1 :: 3], present)
+        elif out.changed.wants_example():
+            out.changed.add(_changed_row(key, columns, row))
+        else:
+            out.changed.count += 1
+
+
+def _add_row(
+    examples: _Examples,
+    columns: Sequence[str],
+    values: Sequence[Any],
+    present: set[str],
+    n: int = 1,
+) -> None:
+    if examples.wants_example():
+        row = {c: json_value(v) for c, v in zip(columns, values, strict=True) if c in present}
+        examples.add(row, n)
+    else:
+        examples.count += n
+
+
+def _changed_row(
+    key: Sequence[str], columns: Sequence[str], row: tuple[Any, ...]
+) -> dict[str, Any]:
+    values = row[len(key) + 1 :]
+    changes = {
+        col: {"old_value": json_value(values[3 * i + 1]), "new_value": json_value(values[3 * i])}
+        for i, col in enumerate(columns)
+        if values[3 * i + 2]
+    }
+    return {
+        "key": {col: json_value(v) for col, v in zip(key, row, strict=False)},
+        "changes": changes,
+    }
+
+
+def _removed(
+    connection: sqlite3.Connection, before: Table, after: Table, key: Sequence[str], out: _TableDiff
+) -> None:
+    """Rows of before whose key has no row after."""
+    columns = before.column_names()
+    sql = (
+        f"SELECT {', '.join(f'o.{quote(c)}' for c in columns)} FROM {before.ref} AS o "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {after.ref} AS n WHERE {_join(key)})"
+    )
+    for row in _stream(connection.execute(sql)):
+        _add_row(out.removed, columns, row, set(columns))
+
+
+def _multiset(connection: sqlite3.Connection, before: Table, after: Table, out: _TableDiff) -> None:
+    """Rows with no key pair by full content: signed counts per distinct (value, type) row."""
+    columns = union_columns(before, after)
+
+    def arm(table: Table, alias: str, sign: int) -> str:
+        values = [_side(table, alias, col) for col in columns]
+        select = [f"{v} COLLATE BINARY AS v{i}, typeof({v}) AS t{i}" for i, v in enumerate(values)]
+        return f"SELECT {', '.join(select)}, {sign} AS s FROM {table.ref} AS {alias}"
+
+    groups = [f"v{i}, t{i}" for i in range(len(columns))]
+    sql = (
+        f"SELECT {', '.join(groups)}, sum(s) FROM ({arm(after, 'n', 1)} UNION ALL "
+        f"{arm(before, 'o', -1)}) GROUP BY {', '.join(groups)} HAVING sum(s) <> 0"
+    )
+    for row in _stream(connection.execute(sql)):
+        values, net = row[0 : 2 * len(columns) : 2], row[-1]
+        if net > 0:
+            _add_row(out.added, columns, values, set(after.column_names()), net)
+        else:
+            _add_row(out.removed, columns, values, set(before.column_names()), -net)
+
+
+def _one_side(connection: sqlite3.Connection, table: Table, examples: _Examples) -> None:
+    """Every row of a table that exists on one side only."""
+    columns = table.column_names()
+    sql = f"SELECT {', '.join(quote(c) for c in columns)} FROM {table.ref}"
+    for row in _stream(connection.execute(sql)):
+        _add_row(examples, columns, row, set(columns))
+
+
+def _count(connection: sqlite3.Connection, table: Table | None) -> int:
+    if table is None:
+        return 0
+    return int(connection.execute(f"SELECT count(*) FROM {table.ref}").fetchone()[0])
+
+
+def _data_changes(
+    connection: sqlite3.Connection, before: Table | None, after: Table | None, limit: int | None
+) -> dict[str, Any]:
+    """The data-plane entry of one table (SPEC 4.2)."""
+    out = _TableDiff(limit)
+    if before is not None and after is not None:
+        key = pairing(connection, before, after)
+        if key:
+            _added_and_changed(connection, before, after, key, out)
+            _removed(connection, before, after, key, out)
+        else:
+            _multiset(connection, before, after, out)
+    elif after is not None:
+        _one_side(connection, after, out.added)
+    elif before is not None:
+        _one_side(connection, before, out.removed)
+    counts = {"added": out.added.count, "removed": out.removed.count, "changed": out.changed.count}
+    status = "added" if before is None else "removed" if after is None else "unchanged"
+    if status == "unchanged" and any(counts.values()):
+        status = "changed"
+    return {
+        "status": status,
+        "rows_added": out.added.rows,
+        "rows_removed": out.removed.rows,
+        "rows_changed": out.changed.rows,
+        "before_rows": _count(connection, before),
+        "after_rows": _count(connection, after),
+        "counts": counts,
+        "truncated": any(e.truncated for e in (out.added, out.removed, out.changed)),
+    }
+
+
+def _plane(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    changed = any(entry["status"] != "unchanged" for entry in tables.values())
+    return {"has_changes": changed, "tables": tables}
+
+
+def _attach(connection: sqlite3.Connection, path: Path | None, schema: str) -> None:
+    uri = ":memory:" if path is None else f"{path.resolve().as_uri()}?mode=ro"
+    connection.execute(f"ATTACH DATABASE ? AS {quote(schema)}", (uri,))
+
+
+def _compare(
+    connection: sqlite3.Connection, before: Path | None, after: Path | None, limit: int | None
+) -> dict[str, Any]:
+    """Both planes of one database, read inside one transaction."""
+    _attach(connection, before, _BEFORE)
+    try:
+        _attach(connection, after, _AFTER)
+        connection.execute("BEGIN")
+        old, new = read_tables(connection, _BEFORE), read_tables(connection, _AFTER)
+        names = sorted(set(old) | set(new))
+        data = {n: _data_changes(connection, old.get(n), new.get(n), limit) for n in names}
+        schema = {n: schema_changes(old.get(n), new.get(n)) for n in names}
+        return {"data": _plane(data), "schema": _plane(schema)}
+    finally:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        for name in (_BEFORE, _AFTER):
+            _detach(connection, name)
+
+
+def _detach(connection: sqlite3.Connection, schema: str) -> None:
+    attached = {row[1] for row in connection.execute("PRAGMA database_list")}
+    if schema in attached:
+        connection.execute(f"DETACH DATABASE {quote(schema)}")
+
+
+def _empty_planes() -> dict[str, Any]:
+    return {"data": _plane({}), "schema": _plane({})}
+
+
+def _side_error(before: Snapshot, after: Snapshot, relpath: str) -> str | None:
+    problems = [
+        f"{side}: {snapshot.errors[relpath]}"
+        for side, snapshot in (("before", before), ("after", after))
+        if relpath in snapshot.errors
+    ]
+    return "; ".join(problems) or None
+
+
+def _diff_database(
+    connection: sqlite3.Connection,
+    before: Snapshot,
+    after: Snapshot,
+    relpath: str,
+    limit: int | None,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "comparisons": _empty_planes(),
+        "info": {
+            "path_before": before.path_of(relpath),
+            "path_after": after.path_of(relpath),
+            "exists_before": relpath in before.relpaths(),
+            "exists_after": relpath in after.relpaths(),
+        },
+    }
+    error = _side_error(before, after, relpath)
+    if error is None:
+        try:
+            entry["comparisons"] = _compare(
+                connection, before.files.get(relpath), after.files.get(relpath), limit
+            )
+        except sqlite3.Error as problem:
+            error = f"{relpath}: {problem}"
+    if error is not None:
+        entry["error"] = error
+    return entry
+
+
+def diff_snapshots(
+    before: Snapshot,
+    after: Snapshot,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    db_patterns: Sequence[str] = DEFAULT_DB_PATTERNS,
+    relpaths: Iterable[str] | None = None,
+) -> dict[str, Any]:
+    """The diff (SPEC 4.2) between two snapshots of the same repository's databases.
+
+    :param max_rows: examples kept per row list; ``None`` keeps every row (counts are
+        always exact).
+    :param relpaths: only these databases (default: every database either side saw).
+    :returns: the JSON-ready diff; an unreadable database gets an ``error`` entry.
+    """
+    wanted = sorted(relpaths if relpaths is not None else before.relpaths() | after.relpaths())
+    connection = sqlite3.connect(":memory:", uri=True, isolation_level=None)
+    connection.text_factory = lambda data: data.decode("utf-8", "replace")
+    try:
+        connection.execute("PRAGMA temp_store = FILE")
+        comparisons = {
+            relpath: _diff_database(connection, before, after, relpath, max_rows)
+            for relpath in wanted
+        }
+    finally:
+        connection.close()
+    return {
+        "status": "success",
+        "before_source": before.source,
+        "after_source": after.source,
+        "db_patterns": list(db_patterns),
+        "comparisons": comparisons,
+    }
+
+
+def diff_paths(
+    before: Path, after: Path, max_rows: int | None = DEFAULT_MAX_ROWS
+) -> dict[str, Any]:
+    """Diff two database files, or two folders of databases (read in place, read-only).
+
+    :raises DatabaseError: when a path is missing or one is a file and the other a folder.
+    """
+    for path in (before, after):
+        if not path.exists():
+            raise DatabaseError(f"{path}: no such file or folder")
+    if before.is_dir() != after.is_dir():
+        raise DatabaseError(f"{before} and {after}: give two database files or two folders")
+    if before.is_dir():
+        relpaths = sorted({*_databases(before), *_databases(after)})
+        old, new = read_in_place(before, relpaths), read_in_place(after, relpaths)
+    else:
+        old = _single(before, after.name)
+        new = _single(after, after.name)
+    return diff_snapshots(old, new, max_rows)
+
+
+def _databases(folder: Path) -> list[str]:
+    return find_databases(folder, DEFAULT_DB_PATTERNS)
+
+
+def _single(path: Path, key: str) -> Snapshot:
+    """One database file under the name ``key``."""
+    snapshot = read_in_place(path.parent, [path.name], source=str(path))
+    snapshot.files = {key: path} if snapshot.files else {}
+    snapshot.errors = {key: snapshot.errors[path.name]} if snapshot.errors else {}
+    snapshot.origins = {key: path}
+    return snapshot

@@ -1,0 +1,84 @@
+"""Find the SQLite database files of a repository (SPEC 4.1).
+
+Walks the tree without following symlinks: a hostile repository could point a symlink at a
+database outside itself, and snapshots must only ever read what lives inside the root.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+#: Folders never searched: version control, dependencies, virtual environments.
+SKIPPED_DIRS: Final = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+
+def matches_pattern(relpath: str, pattern: str) -> bool:
+    """Whether a relative POSIX path matches a database glob at any depth.
+
+    A pattern without ``/`` matches the file name (``*.db``); one with ``/`` matches the
+    path or any tail of it (``data/*.db`` finds ``app/data/x.db``); ``**/`` may match no folder.
+    """
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(relpath.rsplit("/", 1)[-1], pattern)
+    candidates = {pattern, pattern.replace("**/", "")}
+    return any(
+        fnmatch.fnmatchcase(relpath, candidate) or fnmatch.fnmatchcase(relpath, f"*/{candidate}")
+        for candidate in candidates
+    )
+
+
+def _skipped(directory: Path, excluded: frozenset[Path]) -> bool:
+    return (
+        directory.name in SKIPPED_DIRS
+        or directory.is_symlink()
+        or (directory / "pyvenv.cfg").exists()
+        or directory.resolve() in excluded
+    )
+
+
+def _walk(root: Path, excluded: frozenset[Path]) -> Iterator[str]:
+    """Relative POSIX paths of the regular, non-symlinked files under ``root``."""
+    for current, dirs, files in os.walk(root, followlinks=False):
+        here = Path(current)
+        dirs[:] = sorted(d for d in dirs if not _skipped(here / d, excluded))
+        for name in files:
+            path = here / name
+            if not path.is_symlink() and path.is_file():
+                yield path.relative_to(root).as_posix()
+
+
+def find_databases(root: Path, patterns: Sequence[str], exclude: Sequence[Path] = ()) -> list[str]:
+    """Database files under ``root`` matching any of ``patterns``, as sorted relative paths.
+
+    :param patterns: globs such as ``*.db``, matched at any depth.
+    :param exclude: folders to skip (the report root), wherever they are.
+    :returns: relative POSIX paths; symlinked files and folders are never included.
+    """
+    excluded = frozenset(Path(path).resolve() for path in exclude)
+    return sorted(
+        relpath
+        for relpath in _walk(root, excluded)
+        if any(matches_pattern(relpath, pattern) for pattern in patterns)
+    )
+
+
+def sqlite_header_error(path: Path) -> str | None:
+    """Why ``path`` is not a SQLite database, or ``None`` when its header says it is.
+
+    An empty file counts as an (empty) database, as SQLite itself treats it.
+    """
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        return f"cannot read {path.name}: {error.strerror}"
+    if head and head != SQLITE_HEADER:
+        return f"{path.name} is not a SQLite database (no SQLite header)"
+    return None

@@ -1,0 +1,150 @@
+"""What the diff needs to know about a table on each side: columns, key, how rows pair.
+
+Every identifier that reaches SQL goes through :func:`quote`; values are always bound.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+from typing import TypedDict
+from typing import final
+
+#: Pair by the rowid (a rowid table without a usable declared primary key).
+ROWID: Final = "rowid"
+
+
+class ColumnJSON(TypedDict):
+    """A column in the schema plane of a diff (SPEC 4.2)."""
+
+    name: str
+    type: str
+    nullable: bool
+    primary_key: bool
+
+
+def quote(identifier: str) -> str:
+    """The one way an identifier (schema, table, column) enters SQL text."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+@final
+@dataclass(frozen=True)
+class Table:
+    """One table of one attached database."""
+
+    __slots__ = ("columns", "name", "primary_key", "schema", "without_rowid")
+
+    #: The attached schema name (``b`` before, ``a`` after).
+    schema: str
+    name: str
+    columns: tuple[ColumnJSON, ...]
+    #: Declared primary key columns in key order (empty when none is declared).
+    primary_key: tuple[str, ...]
+    without_rowid: bool
+
+    @property
+    def ref(self) -> str:
+        """The table as SQL text: ``"b"."users"``."""
+        return f"{quote(self.schema)}.{quote(self.name)}"
+
+    def column_names(self) -> list[str]:
+        return [column["name"] for column in self.columns]
+
+    def affinity(self, column: str) -> str:
+        """SQLite's type affinity of a column (datatypes doc, section 3.1)."""
+        declared = next(c["type"] for c in self.columns if c["name"] == column).upper()
+        if "INT" in declared:
+            return "INTEGER"
+        if any(word in declared for word in ("CHAR", "CLOB", "TEXT")):
+            return "TEXT"
+        if "BLOB" in declared or not declared:
+            return "BLOB"
+        if any(word in declared for word in ("REAL", "FLOA", "DOUB")):
+            return "REAL"
+        return "NUMERIC"
+
+
+def read_tables(connection: sqlite3.Connection, schema: str) -> dict[str, Table]:
+    """The ordinary tables of an attached database; views, virtual and ``sqlite_*`` ignored."""
+    rows = connection.execute(
+        "SELECT name, wr FROM pragma_table_list WHERE schema = ? AND type = 'table' "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+        (schema,),
+    ).fetchall()
+    return {name: _read_table(connection, schema, name, bool(wr)) for name, wr in rows}
+
+
+def _read_table(
+    connection: sqlite3.Connection, schema: str, name: str, without_rowid: bool
+) -> Table:
+    info = connection.execute(
+        'SELECT name, type, "notnull", pk FROM pragma_table_info(?, ?) ORDER BY cid',
+        (name, schema),
+    ).fetchall()
+    columns = tuple(
+        ColumnJSON(name=col, type=kind, nullable=not notnull, primary_key=pk > 0)
+        for col, kind, notnull, pk in info
+    )
+    key = tuple(col for col, _kind, _notnull, pk in sorted(info, key=lambda row: row[3]) if pk)
+    return Table(schema, name, columns, key, without_rowid)
+
+
+def _key_has_null(connection: sqlite3.Connection, table: Table) -> bool:
+    """Whether a rowid table's declared key holds a NULL (SQLite allows it; it cannot pair)."""
+    condition = " OR ".join(f"{quote(col)} IS NULL" for col in table.primary_key)
+    sql = f"SELECT 1 FROM {table.ref} WHERE {condition} LIMIT 1"
+    return connection.execute(sql).fetchone() is not None
+
+
+def pairing(connection: sqlite3.Connection, before: Table, after: Table) -> Sequence[str]:
+    """The columns rows pair by: the declared key, else ``[ROWID]``, else ``[]`` (multiset).
+
+    The declared key is used when both sides declare the same one and it holds no NULL;
+    a rowid table falls back to its rowid; anything else pairs rows by full content.
+    """
+    same_key = bool(after.primary_key) and before.primary_key == after.primary_key
+    both_rowid = not (before.without_rowid or after.without_rowid)
+    if same_key and not (both_rowid and any(_key_has_null(connection, t) for t in (before, after))):
+        return after.primary_key
+    return [ROWID] if both_rowid and ROWID not in _all_names(before, after) else []
+
+
+def _all_names(*tables: Table) -> set[str]:
+    return {name.lower() for table in tables for name in table.column_names()}
+
+
+def union_columns(before: Table | None, after: Table | None) -> list[str]:
+    """Columns of either side, before's order first; a missing column reads as NULL."""
+    names = [*(before.column_names() if before else []), *(after.column_names() if after else [])]
+    return list(dict.fromkeys(names))
+
+
+def schema_changes(before: Table | None, after: Table | None) -> dict[str, object]:
+    """The schema-plane entry of a table: status and column changes (SPEC 4.2)."""
+    old = {c["name"]: c for c in (before.columns if before else ())}
+    new = {c["name"]: c for c in (after.columns if after else ())}
+    added = [new[name] for name in new if name not in old]
+    removed = [old[name] for name in old if name not in new]
+    changed = [
+        {"name": name, "from": old[name], "to": new[name]}
+        for name in new
+        if name in old and old[name] != new[name]
+    ]
+    status = (
+        "added"
+        if before is None
+        else "removed"
+        if after is None
+        else "changed"
+        if added or removed or changed
+        else "unchanged"
+    )
+    return {
+        "status": status,
+        "columns_added": added,
+        "columns_removed": removed,
+        "columns_changed": changed,
+    }

@@ -1,0 +1,221 @@
+"""Consistent snapshots of SQLite databases (SPEC 4.1, 6).
+
+A snapshot is a copy of each database's *committed* state. A plain copy of the main file is
+wrong for a WAL database (commits may still sit in ``-wal``) and racy for one a test still
+writes. So every copy is made under a SQLite read transaction on the source:
+
+* rollback-journal mode: the read transaction holds a SHARED lock, so no writer can change the
+  main file while it is copied — a plain file copy is then exactly the committed state, at the
+  cost of one copy (the online backup API measured 3-6x slower than that);
+* WAL mode: the read transaction pins a WAL read mark, so no checkpoint can restart the log;
+  the main file and ``-wal`` are copied and the copy is checkpointed, which replays every
+  commit the log holds (frames past the last commit are dropped by SQLite's own recovery).
+
+The finish state need not be copied at all: :func:`read_in_place` points a snapshot at the
+live files, and :mod:`pytest_scoring.db_diff` reads them read-only inside one transaction.
+
+Caveat (POSIX locks): closing our copy's descriptor of a database file drops every lock this
+process holds on it; SQLite's own connections in the *same* process could lose theirs. The
+session takes its only copy at session start, before any test opens a database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Final
+
+from pytest_scoring.db_discovery import sqlite_header_error
+
+#: Seconds to wait for a writer's lock before the database counts as locked.
+LOCK_TIMEOUT: Final = 2.0
+#: Files SQLite keeps beside a database; all belong to it.
+SIDE_SUFFIXES: Final = ("-wal", "-shm", "-journal")
+_MANIFEST: Final = "manifest.json"
+
+
+@dataclass
+class Snapshot:
+    """The databases of one side of a diff: a readable file or an error, per relative path.
+
+    A relative path in neither ``files`` nor ``errors`` did not exist on this side.
+    """
+
+    #: What this side is, for the diff's ``before_source``/``after_source``.
+    source: str
+    #: Relative path → file to read (a copy, or the live file when ``in_place``).
+    files: dict[str, Path] = field(default_factory=dict)
+    #: Relative path → why the database could not be read.
+    errors: dict[str, str] = field(default_factory=dict)
+    #: True when ``files`` are the live databases, read in place by the diff.
+    in_place: bool = False
+    #: The folder the databases were found in (``info.path_*`` of the diff).
+    root: Path | None = None
+    #: Relative path → original file, where it is not ``root / relpath``.
+    origins: dict[str, Path] = field(default_factory=dict)
+
+    def relpaths(self) -> set[str]:
+        """Every database this side saw, readable or not."""
+        return set(self.files) | set(self.errors)
+
+    def path_of(self, relpath: str) -> str:
+        """Where the database came from (or would have been), for the diff's ``info``."""
+        if relpath in self.origins:
+            return str(self.origins[relpath])
+        return str(self.root / relpath) if self.root is not None else relpath
+
+
+def _uri(path: Path, mode: str = "ro") -> str:
+    return f"{path.resolve().as_uri()}?mode={mode}"
+
+
+def is_wal(path: Path) -> bool:
+    """Whether the header says WAL mode (file format versions 2 at offsets 18-19)."""
+    with path.open("rb") as handle:
+        header = handle.read(20)
+    return len(header) == 20 and header[18] == 2
+
+
+@contextlib.contextmanager
+def read_transaction(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    """A read-only connection inside an open read transaction on ``path``.
+
+    Reading the schema takes the read lock (rollback) or read mark (WAL) at once; it is held
+    until the block ends, so the committed state cannot move underneath.
+    """
+    connection = sqlite3.connect(_uri(path), uri=True, timeout=timeout, isolation_level=None)
+    try:
+        connection.execute("BEGIN")
+        connection.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        yield connection
+    finally:
+        connection.close()
+
+
+def copy_database(source: Path, target: Path, timeout: float = LOCK_TIMEOUT) -> None:
+    """Copy the committed state of ``source`` (rollback or WAL mode) to ``target``.
+
+    :raises sqlite3.Error: when the source is locked, corrupt or not a database.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    wal = is_wal(source)
+    with read_transaction(source, timeout):
+        shutil.copyfile(source, target)
+        source_wal = source.with_name(source.name + "-wal")
+        if wal and source_wal.exists():
+            shutil.copyfile(source_wal, target.with_name(target.name + "-wal"))
+    if wal:
+        _leave_wal_mode(target)
+
+
+def _leave_wal_mode(path: Path) -> None:
+    """Checkpoint a copied WAL database into its main file and make it a plain file."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode=DELETE").fetchone()
+    finally:
+        connection.close()
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    if "locked" in text or "busy" in text:
+        return f"database is locked by another connection ({text})"
+    return text
+
+
+def _check(root: Path, relpath: str) -> str | None:
+    """Why the database at ``relpath`` must not be read, or ``None``."""
+    path = root / relpath
+    if path.is_symlink():
+        return f"{relpath} is a symlink; symlinks are not followed"
+    return sqlite_header_error(path)
+
+
+def take_snapshot(
+    root: Path,
+    relpaths: Sequence[str],
+    dest: Path,
+    source: str | None = None,
+    timeout: float = LOCK_TIMEOUT,
+) -> Snapshot:
+    """Copy the committed state of each database under ``root`` into ``dest``.
+
+    :param relpaths: databases relative to ``root`` (missing ones are left out).
+    :param dest: folder for the copies, laid out like ``root``.
+    :returns: a snapshot with a copy or an error message per existing database.
+    """
+    snapshot = Snapshot(source=source or str(root), root=root)
+    for relpath in relpaths:
+        path = root / relpath
+        if not path.exists():
+            continue
+        problem = _check(root, relpath)
+        if problem is None:
+            try:
+                copy_database(path, dest / relpath, timeout)
+            except (sqlite3.Error, OSError) as error:
+                problem = _describe(error)
+        if problem is None:
+            snapshot.files[relpath] = dest / relpath
+        else:
+            snapshot.errors[relpath] = problem
+    return snapshot
+
+
+def read_in_place(root: Path, relpaths: Sequence[str], source: str | None = None) -> Snapshot:
+    """A snapshot of the live databases, to be read (read-only) inside one diff transaction."""
+    snapshot = Snapshot(source=source or str(root), in_place=True, root=root)
+    for relpath in relpaths:
+        path = root / relpath
+        if not path.exists() and not path.is_symlink():
+            continue
+        problem = _check(root, relpath)
+        if problem is None:
+            snapshot.files[relpath] = path
+        else:
+            snapshot.errors[relpath] = problem
+    return snapshot
+
+
+def _inside(root: Path, path: Path) -> bool:
+    """Whether ``path`` (not yet followed through a final symlink) stays inside ``root``."""
+    return path.parent.resolve().is_relative_to(root.resolve()) and not path.is_symlink()
+
+
+def reset_databases(root: Path, relpaths: Sequence[str], store: Path) -> list[str]:
+    """Restore databases to their first-seen state kept in ``store`` (``--score-db-reset``).
+
+    A database seen for the first time is stored as it is now. Databases whose path
+    leaves ``root`` through a symlink are never written.
+
+    :returns: the relative paths restored from the store.
+    """
+    manifest_path = store / _MANIFEST
+    known: list[str] = (
+        json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else []
+    )
+    restored = [relpath for relpath in known if _restore(root, relpath, store / relpath)]
+    new = [relpath for relpath in relpaths if relpath not in known]
+    stored = take_snapshot(root, new, store)
+    store.mkdir(parents=True, exist_ok=True)
+    manifest_path.write_text(json.dumps(sorted([*known, *stored.files])), encoding="utf-8")
+    return restored
+
+
+def _restore(root: Path, relpath: str, saved: Path) -> bool:
+    target = root / relpath
+    if not saved.exists() or not _inside(root, target):
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", *SIDE_SUFFIXES):
+        target.with_name(target.name + suffix).unlink(missing_ok=True)
+    shutil.copyfile(saved, target)
+    return True
