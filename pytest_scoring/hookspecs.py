@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_scoring.report import SessionResult
+    from pytest_scoring.scorers.base import Scorer
 
 
 @pytest.hookspec
@@ -20,6 +23,26 @@ def pytest_scoring_session_scored(
     :param config: the pytest config.
     :param result: scores, metrics inputs and test outcomes of the session.
     :param report_path: the ``scan_id=…`` folder, or None when it could not be written.
+
+    .. versionadded:: 0.1
+    """
+
+
+@pytest.hookspec
+def pytest_scoring_scorers(config: pytest.Config) -> Mapping[str, Callable[..., Scorer]] | None:
+    """Register scorer types that a ``--score-config`` file may name.
+
+    Called on the controller when a configuration file is loaded, before any test runs.
+    Every implementation's answer is merged; a type name that is built in or registered
+    twice is a usage error. A factory is called with the entry's parameters as keyword
+    arguments (checked first against its signature and annotations, like the built-in
+    ones) and returns an object with ``name``, ``type``, ``metrics`` and
+    ``score(context) -> Score``; ``name`` is then set to the entry's ``name``. A factory
+    may raise :class:`~pytest_scoring.errors.ConfigError` with a ``"<parameter>: <what is
+    wrong>"`` message to reject a value.
+
+    :param config: the pytest config.
+    :returns: ``{type_name: factory}``, or None to add nothing.
 
     .. versionadded:: 0.1
     """

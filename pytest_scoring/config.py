@@ -1,0 +1,340 @@
+"""The scorer configuration file (SPEC 3.3): TOML, JSON or YAML -> checked scorers.
+
+Every entry is checked against its factory's signature and annotations before any scorer
+is built, so a typo is a one-line :class:`ConfigError` naming the file and key path
+(``scores.yaml: scorers[2].formula: …``) before any test runs.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import json
+import keyword
+import re
+import types
+import typing
+from collections.abc import Callable
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.errors import ConfigError
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.registry import ScorerFactory
+from pytest_scoring.scorers.registry import resolve_type
+
+#: Scorer names become file names and formula variables: plain ASCII identifiers.
+NAME_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+#: Names a scorer may not take (``math`` is the formula language's module).
+RESERVED_NAMES: Final = frozenset({"math"})
+#: Keys of an entry that are not parameters of the factory.
+ENTRY_KEYS: Final = ("type", "name")
+#: The composite type, whose ``scorers`` parameter names other entries.
+COMPOSITE: Final = "composite"
+
+
+def read_config_file(path: Path) -> Any:
+    """The parsed content of a TOML, JSON or YAML file, chosen by its extension.
+
+    :raises ConfigError: when the file cannot be read or parsed, with line and column.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: unknown extension {suffix!r} (use .toml, .json, .yaml or .yml)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read the scorer configuration: {error}") from None
+    if suffix == ".toml":
+        return _parse_toml(text, path.name)
+    if suffix == ".json":
+        return _parse_json(text, path.name)
+    return _parse_yaml(text, path.name)
+
+
+def _parse_toml(text: str, source: str) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+
+
+def _parse_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise ConfigError(f"{source}: invalid JSON at {where}: {error.msg}") from None
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    import yaml  # type: ignore[import-untyped]
+
+    try:
+        return yaml.safe_load(text)  # never yaml.load: tags could build arbitrary objects
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or "cannot be parsed"
+        raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
+
+
+def _entries(data: Any, source: str) -> list[Any]:
+    """The list of scorer entries: the ``scorers`` key, or the whole file when it is a list."""
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - {"scorers"})
+        if unknown:
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (expected 'scorers')")
+        data = data.get("scorers")
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{source}: scorers: expected a non-empty list of scorer tables")
+    return data
+
+
+def _type_label(hint: Any) -> str:
+    """A readable name of an annotation (``list[str] | None`` -> ``list of string or null``)."""
+    labels = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+    if hint in labels:
+        return labels[hint]
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_label(arg) for arg in args)
+    if origin in (list, collections.abc.Sequence) and args:
+        return f"list of {_type_label(args[0])}"
+    if origin in (dict, collections.abc.Mapping) or hint is dict:
+        return "table"
+    return getattr(hint, "__name__", str(hint))
+
+
+def matches_annotation(value: Any, hint: Any) -> bool:
+    """Whether a configuration value fits a parameter's annotation (unknown kinds pass)."""
+    if hint is Any or hint is inspect.Parameter.empty:
+        return True
+    if hint is type(None) or hint is None:
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    return _matches_generic(value, hint)
+
+
+def _matches_generic(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(matches_annotation(value, arg) for arg in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin in (list, collections.abc.Sequence):
+        items_fit = all(matches_annotation(item, args[0]) for item in value) if args else True
+        return isinstance(value, list) and items_fit
+    if origin in (dict, collections.abc.Mapping) or hint is dict:
+        return isinstance(value, dict)
+    if origin is collections.abc.Callable or hint is collections.abc.Callable:
+        return False  # a configuration file cannot hold a function
+    if isinstance(hint, type):  # a protocol (a Scorer object) cannot come from a file
+        return not getattr(hint, "_is_protocol", False) and isinstance(value, hint)
+    return True
+
+
+def _annotations(factory: Callable[..., Any]) -> dict[str, Any]:
+    """The factory's resolved annotations; none when they cannot be resolved."""
+    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # a plugin's unresolvable annotation only turns off type checks
+        return {}
+
+
+def check_parameters(factory: ScorerFactory, params: Mapping[str, Any], where: str) -> None:
+    """Reject unknown, missing or mistyped parameters, naming the key path.
+
+    :param where: the entry's key path, such as ``scores.yaml: scorers[2]``.
+    """
+    signature = inspect.signature(factory)
+    accepted = {
+        name: parameter
+        for name, parameter in signature.parameters.items()
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    }
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    for key in params:
+        if key not in accepted and not open_ended:
+            known = ", ".join([*ENTRY_KEYS, *accepted]) or "none"
+            raise ConfigError(f"{where}.{key}: unknown parameter (known: {known})")
+    for name, parameter in accepted.items():
+        if name not in params and parameter.default is parameter.empty:
+            raise ConfigError(f"{where}.{name}: missing required parameter")
+    hints = _annotations(factory)
+    for key, value in params.items():
+        hint = hints.get(key, inspect.Parameter.empty)
+        if not matches_annotation(value, hint):
+            shown = json.dumps(value, default=str)[:80]
+            raise ConfigError(f"{where}.{key}: expected {_type_label(hint)}, got {shown}")
+
+
+def _entry_name(entry: Mapping[str, Any], type_name: str, where: str) -> str:
+    name = entry.get("name", type_name)
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(
+            f"{where}.name: {name!r} must be an identifier (letters, digits, '_'; "
+            "it names a file and a formula variable)"
+        )
+    if keyword.iskeyword(name) or name in RESERVED_NAMES:
+        raise ConfigError(f"{where}.name: {name!r} is reserved")
+    return name
+
+
+class _Entry:
+    """One checked configuration entry, not built yet."""
+
+    __slots__ = ("factory", "name", "params", "type", "where")
+
+    def __init__(
+        self, name: str, type_name: str, factory: ScorerFactory, params: dict[str, Any], where: str
+    ):
+        self.name = name
+        self.type = type_name
+        self.factory = factory
+        self.params = params
+        self.where = where
+
+    def references(self) -> list[str]:
+        """Names of the entries a composite reads (checked as a list of strings already)."""
+        return list(self.params.get("scorers", [])) if self.type == COMPOSITE else []
+
+
+def _check_entry(
+    raw: Any,
+    index: int,
+    source: str,
+    types: Mapping[str, ScorerFactory],
+    command_line: Mapping[str, Any],
+) -> _Entry:
+    where = f"{source}: scorers[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table with 'type' and parameters")
+    type_text = raw.get("type")
+    if not isinstance(type_text, str):
+        raise ConfigError(f"{where}.type: missing (one of {', '.join(sorted(types))})")
+    type_name = resolve_type(type_text, types)
+    if type_name is None:
+        raise ConfigError(
+            f"{where}.type: unknown scorer type {type_text!r} (known: {', '.join(sorted(types))})"
+        )
+    factory = types[type_name]
+    params = {key: value for key, value in raw.items() if key not in ENTRY_KEYS}
+    check_parameters(factory, params, where)
+    accepted = inspect.signature(factory).parameters
+    # Parameters the entry leaves out but the command line gives (--score-selector…).
+    defaults = {k: v for k, v in command_line.items() if k in accepted and k not in params}
+    return _Entry(
+        _entry_name(raw, type_name, where), type_name, factory, {**defaults, **params}, where
+    )
+
+
+def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
+    by_name: dict[str, _Entry] = {}
+    for entry in entries:
+        if entry.name in by_name:
+            first = by_name[entry.name].where.rsplit(": ", 1)[-1]
+            raise ConfigError(
+                f"{entry.where}.name: duplicate scorer name {entry.name!r} (also {first}); "
+                "give one of them another 'name'"
+            )
+        by_name[entry.name] = entry
+    for entry in entries:
+        for position, reference in enumerate(entry.references()):
+            if reference not in by_name or reference == entry.name:
+                known = ", ".join(n for n in by_name if n != entry.name)
+                raise ConfigError(
+                    f"{entry.where}.scorers[{position}]: {reference!r} is not another scorer "
+                    f"of this file (known: {known})"
+                )
+    return by_name
+
+
+def _build_order(entries: list[_Entry], by_name: Mapping[str, _Entry]) -> list[_Entry]:
+    """The entries with each composite after the scorers it reads; rejects cycles."""
+    order: list[_Entry] = []
+    state: dict[str, str] = {}
+
+    def visit(entry: _Entry) -> None:
+        if state.get(entry.name) == "done":
+            return
+        if state.get(entry.name) == "visiting":
+            raise ConfigError(f"{entry.where}.scorers: composites read each other in a cycle")
+        state[entry.name] = "visiting"
+        for reference in entry.references():
+            visit(by_name[reference])
+        state[entry.name] = "done"
+        order.append(entry)
+
+    for entry in entries:
+        visit(entry)
+    return order
+
+
+def _build(entry: _Entry, built: Mapping[str, Scorer]) -> Scorer:
+    params = dict(entry.params)
+    if entry.type == COMPOSITE:
+        params["scorers"] = [built[name] for name in entry.references()]
+    try:
+        scorer = entry.factory(**params)
+    except ScoringError as error:
+        raise ConfigError(f"{entry.where}.{error}") from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{entry.where}: {error}") from None
+    if not isinstance(scorer, Scorer):
+        raise ConfigError(
+            f"{entry.where}: type {entry.type!r} built {type(scorer).__name__}, not a scorer "
+            "(needs name, type, metrics and score(context))"
+        )
+    scorer.name = entry.name
+    return scorer
+
+
+def scorers_from_data(
+    data: Any,
+    source: str,
+    types: Mapping[str, ScorerFactory],
+    command_line: Mapping[str, Any] | None = None,
+) -> list[Scorer]:
+    """Check every entry of a parsed configuration, then build the scorers.
+
+    :param source: the file name, first part of every error's key path.
+    :param types: the scorer types by name (:func:`~pytest_scoring.scorers.registry.scorer_types`).
+    :param command_line: values for parameters that entries leave out (``selector``…).
+    :returns: the scorers in run order (each composite after the scorers it reads).
+    :raises ConfigError: naming the file and key path of the first problem.
+    """
+    raw_entries = _entries(data, source)
+    entries = [
+        _check_entry(raw, index, source, types, command_line or {})
+        for index, raw in enumerate(raw_entries)
+    ]
+    by_name = _check_names(entries)
+    built: dict[str, Scorer] = {}
+    for entry in _build_order(entries, by_name):
+        built[entry.name] = _build(entry, built)
+    return list(built.values())
+
+
+def load_config(
+    path: Path,
+    types: Mapping[str, ScorerFactory],
+    command_line: Mapping[str, Any] | None = None,
+) -> list[Scorer]:
+    """The scorers a configuration file describes (see :func:`scorers_from_data`)."""
+    return scorers_from_data(read_config_file(path), path.name, types, command_line)

@@ -1,0 +1,138 @@
+"""``composite``: a formula over the scores of other scorers (SPEC 2.3)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import Final
+from typing import final
+
+from pytest_scoring.errors import ConfigError
+from pytest_scoring.errors import FormulaError
+from pytest_scoring.formula import Formula
+from pytest_scoring.formula import parse_formula
+from pytest_scoring.metrics import Metric
+from pytest_scoring.metrics import mean
+from pytest_scoring.metrics import stderr
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.base import run_scorer
+from pytest_scoring.scores import NOANSWER
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import Value
+from pytest_scoring.scores import bool_value
+from pytest_scoring.scores import error_score
+from pytest_scoring.scores import make_score
+
+#: A formula given from Python: the child scores by name -> the composite's value.
+FormulaFunction = Callable[[Mapping[str, Score]], Any]
+
+#: String results a formula may return as the value itself.
+SCORE_LETTERS: Final = frozenset({"C", "I", "P", "N"})
+
+
+def formula_value(result: Any) -> Value:
+    """A formula's result as a score value: a number, a bool as "C"/"I", or a letter.
+
+    :raises FormulaError: for any other result (a list, NaN, another string…).
+    """
+    if isinstance(result, bool):
+        return bool_value(result)
+    if isinstance(result, int | float) and math.isfinite(result):
+        return result
+    if isinstance(result, str) and result in SCORE_LETTERS:
+        return result
+    shown = repr(result)[:100]
+    raise FormulaError(
+        f"the result {shown} is not a finite number, a bool or one of 'C', 'I', 'P', 'N'"
+    )
+
+
+def _child_name(child: Scorer | str) -> str:
+    return child if isinstance(child, str) else child.name
+
+
+@final
+class CompositeScorer:
+    """Runs (or reuses) the listed scorers, then evaluates the formula over their scores."""
+
+    __slots__ = ("children", "formula", "metrics", "name", "type")
+
+    def __init__(self, children: Sequence[Scorer | str], formula: Formula | FormulaFunction):
+        self.type = "composite"
+        self.name = "composite"
+        self.metrics: Sequence[Metric] = (mean, stderr)
+        #: Scorer objects run when needed; names only reuse scores already computed.
+        self.children = list(children)
+        self.formula = formula
+
+    def score(self, context: ScoringContext) -> Score:
+        scores: dict[str, Score] = {}
+        for child in self.children:
+            child_score = self._child_score(child, context)
+            if child_score is None:
+                return error_score(self.type, f"scorer {child!r} has no score in this session")
+            scores[_child_name(child)] = child_score
+        metadata: dict[str, Any] = {
+            "formula": self._formula_text(),
+            "scores": {name: _summary(score) for name, score in scores.items()},
+        }
+        try:
+            value = formula_value(self._evaluate(scores))
+        except FormulaError as error:
+            return error_score(self.type, f"formula: {error}", **metadata)
+        explanation = f"{self._formula_text()} = {value!r}"
+        return make_score(value, self.type, explanation=explanation, metadata=metadata)
+
+    def _child_score(self, child: Scorer | str, context: ScoringContext) -> Score | None:
+        """The child's score: reused unless it is interim, else computed now."""
+        if isinstance(child, str):
+            return context.scores.get(child)
+        reusable = not getattr(child, "interim_score", False)
+        if reusable and child.name in context.scores:
+            return context.scores[child.name]
+        return run_scorer(child, context)
+
+    def _evaluate(self, scores: Mapping[str, Score]) -> Any:
+        if isinstance(self.formula, Formula):
+            return self.formula.evaluate(scores)
+        try:
+            return self.formula(scores)
+        except Exception as error:  # a user's callable: any failure is this score's "N"
+            raise FormulaError(f"{type(error).__name__}: {error}") from error
+
+    def _formula_text(self) -> str:
+        if isinstance(self.formula, Formula):
+            return self.formula.text
+        return getattr(self.formula, "__qualname__", repr(self.formula))
+
+
+def _summary(score: Score) -> dict[str, Any]:
+    """What the composite's metadata keeps of a child score (its metadata has its own row)."""
+    return {"value": score.get("value", NOANSWER), "explanation": score.get("explanation")}
+
+
+def composite_scorer(
+    scorers: Sequence[Scorer | str], formula: str | FormulaFunction
+) -> CompositeScorer:
+    """A scorer whose value is ``formula`` over the scores of ``scorers``.
+
+    :param scorers: the scorers (or names of scorers of the same session) the formula reads;
+        computed scores are reused, ``interim_score=True`` ones are computed afresh.
+    :param formula: an expression such as ``"max(a.value, b.value)"`` (checked now, SPEC
+        2.3), or a callable taking the scores by name.
+    :raises ConfigError: when the formula is outside the language or names an unlisted scorer.
+    """
+    if isinstance(scorers, str) or not isinstance(scorers, Sequence):
+        raise ConfigError("scorers: expected a list of scorer names")
+    names = [_child_name(child) for child in scorers]
+    if callable(formula):
+        return CompositeScorer(scorers, formula)
+    try:
+        parsed = parse_formula(formula, names)
+    except FormulaError as error:
+        raise ConfigError(f"formula: {error}") from None
+    return CompositeScorer(scorers, parsed)

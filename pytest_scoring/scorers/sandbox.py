@@ -1,0 +1,139 @@
+"""``sandbox_state``: does a shell command succeed in the repository? (SPEC 2.3)
+
+The command runs only because the evaluator configured it. It runs in a new session (its
+own process group) so that, past its timeout, the shell and everything it started are
+killed together; output goes to temporary files, so a chatty or stuck child never blocks
+the scorer and only the first part is ever read back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+from typing import Any
+from typing import Final
+from typing import final
+
+from pytest_scoring.errors import ConfigError
+from pytest_scoring.metrics import Metric
+from pytest_scoring.metrics import accuracy
+from pytest_scoring.metrics import stderr
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.files import inside
+from pytest_scoring.scores import INCORRECT
+from pytest_scoring.scores import METADATA_TEXT_CAP
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import bool_value
+from pytest_scoring.scores import cap_text
+from pytest_scoring.scores import error_score
+from pytest_scoring.scores import make_score
+
+SHELL: Final = "/bin/sh"
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the command's whole process group (the shell and all it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _read_back(stream: IO[bytes]) -> tuple[str, int]:
+    """The first part of a captured output (capped) and its full size in bytes."""
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(0)
+    head = stream.read(METADATA_TEXT_CAP * 4).decode("utf-8", errors="replace")
+    text = cap_text(head)
+    if size > METADATA_TEXT_CAP * 4 and text == head:
+        text += f"\n… [{size - METADATA_TEXT_CAP * 4} more bytes cut]"
+    return text, size
+
+
+def run_command(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
+    """Run ``command`` with ``/bin/sh -c`` in ``cwd``: exit code, output, whether it timed out."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            [SHELL, "-c", command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            exit_code: int | None = process.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            exit_code, timed_out = None, True
+        # Also ends what the command left running in the background.
+        _kill_group(process)
+        process.wait()
+        stdout, stdout_bytes = _read_back(out)
+        stderr_text, stderr_bytes = _read_back(err)
+    return {
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        "stdout": stdout,
+        "stderr": stderr_text,
+        "stdout_bytes": stdout_bytes,
+        "stderr_bytes": stderr_bytes,
+    }
+
+
+@final
+class SandboxStateScorer:
+    """``"C"`` when the command exits with status 0 within its timeout."""
+
+    __slots__ = ("command", "cwd", "metrics", "name", "timeout", "type")
+
+    def __init__(self, command: str, cwd: str | None, timeout: float):
+        self.type = self.name = "sandbox_state"
+        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.command = command
+        self.cwd = cwd
+        self.timeout = timeout
+
+    def score(self, context: ScoringContext) -> Score:
+        root = context.root.resolve()
+        cwd = (root / (self.cwd or ".")).resolve()
+        parameters = {"command": self.command, "cwd": self.cwd, "timeout": self.timeout}
+        if not inside(cwd, root):
+            return error_score(self.type, "cwd is outside the repository", **parameters)
+        if not cwd.is_dir():
+            return error_score(self.type, f"cwd {self.cwd!r} is not a folder", **parameters)
+        outcome = run_command(self.command, cwd, self.timeout)
+        metadata = {**parameters, **outcome}
+        if outcome["timed_out"]:
+            explanation = f"killed after its timeout of {self.timeout:g} s"
+            return make_score(INCORRECT, self.type, explanation=explanation, metadata=metadata)
+        return make_score(
+            bool_value(outcome["exit_code"] == 0),
+            self.type,
+            explanation=f"exit code {outcome['exit_code']}",
+            metadata=metadata,
+        )
+
+
+def sandbox_state_scorer(
+    command: str, cwd: str | None = None, timeout: float = 60
+) -> SandboxStateScorer:
+    """A scorer that runs ``command`` with ``/bin/sh -c`` and checks its exit code.
+
+    :param cwd: folder relative to the repository root (default: the root).
+    :param timeout: seconds; past it the command's whole process group is killed.
+    :raises ConfigError: for an empty command, an absolute cwd or a timeout that is not
+        a positive number.
+    """
+    if not command.strip():
+        raise ConfigError("command: must not be empty")
+    if cwd is not None and Path(cwd).is_absolute():
+        raise ConfigError(f"cwd: {cwd!r} must be relative to the repository")
+    if isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"timeout: {timeout!r} is not a positive number of seconds")
+    return SandboxStateScorer(command, cwd, timeout)
