@@ -15,8 +15,20 @@ from pytest_scoring.settings import resolve_settings
 
 
 def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
-    """The scorers this session runs, built (and validated) before any test runs."""
-    return default_test_scorers()
+    """The scorers this session runs, built (and validated) before any test runs.
+
+    Without ``--score-config``: the test scorers. With it: exactly the file's scorers, the
+    types of the ``pytest_scoring_scorers`` hook included; entries that leave out
+    ``selector`` or ``test_patterns`` take the command line's.
+    """
+    if settings.config_file is None:
+        return default_test_scorers()
+    from pytest_scoring.config import load_config
+    from pytest_scoring.scorers.registry import scorer_types
+
+    types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
+    command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
+    return load_config(settings.config_file, types, command_line)
 
 
 def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
