@@ -6,6 +6,9 @@ from importlib.metadata import version as _version
 from typing import Any
 
 from pytest_scoring.report import SessionResult
+from pytest_scoring.scorers.composite import composite_scorer
+from pytest_scoring.scorers.files import file_contents_scorer
+from pytest_scoring.scorers.sandbox import sandbox_state_scorer
 from pytest_scoring.scorers.tests import all_tests_pass_scorer
 from pytest_scoring.scorers.tests import percent_failing_tests_scorer
 from pytest_scoring.scorers.tests import percent_passing_tests_scorer
@@ -17,9 +20,12 @@ __all__ = [
     "Score",
     "SessionResult",
     "all_tests_pass_scorer",
+    "composite_scorer",
+    "file_contents_scorer",
     "last_result",
     "percent_failing_tests_scorer",
     "percent_passing_tests_scorer",
+    "sandbox_state_scorer",
     "test_runner_scorer",
 ]
 
