@@ -10,7 +10,9 @@ def change(key: dict[str, Any], **columns: tuple[Any, Any]) -> dict[str, Any]:
     """One entry of ``rows_changed``: ``change({"id": 3}, password=("x", "y"))``."""
     return {
         "key": key,
-        "changes": {name: {"old_value": old, "new_value": new} for name, (old, new) in columns.items()},
+        "changes": {
+            name: {"old_value": old, "new_value": new} for name, (old, new) in columns.items()
+        },
     }
 
 

@@ -28,7 +28,8 @@ APP = database(
         ),
         "sessions": data_table(status="unchanged"),
         "tokens": data_table(
-            status="added", added=[{"token": "abc", "user_id": 11}, {"token": "def", "user_id": None}]
+            status="added",
+            added=[{"token": "abc", "user_id": 11}, {"token": "def", "user_id": None}],
         ),
         "blobs": data_table(added=[{"id": 1, "data": {"$blob": "AAE="}}]),
     },
@@ -68,7 +69,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         {"databases": {"name": "app.db", "exists_before": False}},
         False,
     ),
-    ("has_one names any of several", {"databases": {"name": {"has_one": ["x.db", "app.db"]}}}, True),
+    (
+        "has_one names any of several",
+        {"databases": {"name": {"has_one": ["x.db", "app.db"]}}},
+        True,
+    ),
     ("a table name matches a changed table", {"tables": {"name": "users"}}, True),
     ("a table name alone needs a change", {"tables": {"name": "sessions"}}, False),
     (
@@ -105,7 +110,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         True,
     ),
     ("an added row matches a template", {"rows": {"added": {"has_one": [{"role": "user"}]}}}, True),
-    ("a bare template object is one template", {"rows": {"added": {"has_one": {"role": "x"}}}}, False),
+    (
+        "a bare template object is one template",
+        {"rows": {"added": {"has_one": {"role": "x"}}}},
+        False,
+    ),
     ("a column template needs a non-null value", {"rows": {"added": {"has_one": "email"}}}, True),
     (
         "a list template needs all columns non-null",
@@ -155,7 +164,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         {"rows": {"changed": {"where": {"$before.role": "user", "role": "admin"}}}},
         True,
     ),
-    ("where $after holds new values", {"rows": {"changed": {"where": {"$after.password": "x"}}}}, False),
+    (
+        "where $after holds new values",
+        {"rows": {"changed": {"where": {"$after.password": "x"}}}},
+        False,
+    ),
     (
         "where $changed_columns holds the changed names",
         {"rows": {"changed": {"where": {"$changed_columns": "password"}}}},
