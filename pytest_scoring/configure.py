@@ -46,6 +46,10 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
         return
     try:
         scorers = build_scorers(config, settings)
+        if settings.tally_output is None and any(s.type == "db_diff_change" for s in scorers):
+            from pytest_scoring.scorers.reference import check_reference_setting
+
+            check_reference_setting(settings)
     except ScoringError as error:
         raise pytest.UsageError(str(error)) from None
     session = ScoringSession(config, settings, scorers)

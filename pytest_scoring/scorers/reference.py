@@ -1,0 +1,291 @@
+"""``db_diff_change``: database changes that happen only in this repository (SPEC 2.2).
+
+The reference side (copy the checkout, snapshot, copy the tests in, run pytest, snapshot) runs
+in a background thread started at session start, so it overlaps the solution's own tests; the
+scorer joins it when the session is scored, diffs, and applies the selector to ``after_only``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.db_discovery import find_databases
+from pytest_scoring.db_snapshot import Snapshot
+from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.metrics import Metric
+from pytest_scoring.metrics import accuracy
+from pytest_scoring.metrics import stderr
+from pytest_scoring.reference import ChildRun
+from pytest_scoring.reference import CopiedTests
+from pytest_scoring.reference import check_reference_dir
+from pytest_scoring.reference import check_test_pattern
+from pytest_scoring.reference import copy_test_files
+from pytest_scoring.reference import copy_tree
+from pytest_scoring.reference import reference_timeout
+from pytest_scoring.reference import run_child
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scores import METADATA_LIST_CAP
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import bool_value
+from pytest_scoring.scores import cap_list
+from pytest_scoring.scores import error_score
+from pytest_scoring.scores import make_score
+from pytest_scoring.selectors import Selector
+from pytest_scoring.selectors import parse_selector
+from pytest_scoring.settings import DEFAULT_TEST_PATTERNS
+from pytest_scoring.settings import ScoringSettings
+
+SCORER_TYPE: Final = "db_diff_change"
+#: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
+FILE_MAX_ROWS: Final = 1000
+_ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
+
+
+def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact)."""
+    capped = {**diff, "comparisons": {}}
+    for key, entry in diff.get("comparisons", {}).items():
+        data = entry.get("comparisons", {}).get("data")
+        if data is None:
+            capped["comparisons"][key] = entry
+            continue
+        tables = {name: _cap_table(table, max_rows) for name, table in data["tables"].items()}
+        comparisons = {**entry["comparisons"], "data": {**data, "tables": tables}}
+        capped["comparisons"][key] = {**entry, "comparisons": comparisons}
+    return capped
+
+
+def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
+    lists = {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
+    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut}
+
+
+def has_changes(diff: dict[str, Any]) -> bool:
+    """Whether any database in the diff changed in data or schema."""
+    for entry in diff.get("comparisons", {}).values():
+        planes = entry.get("comparisons", {})
+        if any(plane.get("has_changes") for plane in planes.values()):
+            return True
+    return False
+
+
+@dataclass
+class ReferenceSide:
+    """What the reference rerun produced: the copy's snapshots and the child run."""
+
+    workdir: Path
+    initial: Snapshot
+    final: Snapshot
+    tests: CopiedTests
+    run: ChildRun
+
+
+@dataclass
+class Diffs:
+    """The three diffs every ``db_diff_change`` scorer of a session shares (row lists complete)."""
+
+    reference: dict[str, Any]
+    solution: dict[str, Any]
+    of_diffs: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+class ReferenceRerun:
+    """The reference side of one session, run in the background from session start."""
+
+    def __init__(self, settings: ScoringSettings, patterns: Sequence[str], timeout: float):
+        self.settings = settings
+        self.patterns = list(patterns)
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
+        self._side: ReferenceSide | None = None
+        self._error: BaseException | None = None
+        self._diffs: Diffs | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._side = self._run()
+        except Exception as error:  # surfaced when a scorer asks for the result
+            self._error = error
+
+    def _databases(self, root: Path) -> list[str]:
+        return find_databases(root, self.settings.db_patterns)
+
+    def _run(self) -> ReferenceSide:
+        assert self.settings.reference is not None
+        workdir = Path(tempfile.mkdtemp(prefix="pytest-scoring-reference-"))
+        copy = workdir / "checkout"
+        # The report root and our own folder are never copied (a reference above /tmp…).
+        copy_tree(self.settings.reference, copy, exclude=[self.settings.report_root, workdir])
+        initial = take_snapshot(
+            copy, self._databases(copy), workdir / "initial", source=str(self.settings.reference)
+        )
+        tests = copy_test_files(
+            self.settings.root, self.patterns, copy, exclude=[self.settings.report_root]
+        )
+        run = run_child(copy, workdir, self.settings.database_args(), self.timeout)
+        final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
+        return ReferenceSide(workdir, initial, final, tests, run)
+
+    def diffs(self, context: ScoringContext) -> Diffs:
+        """Join the background run and diff it against this session's final databases.
+
+        :raises ScoringError: when the reference run gave no usable result (reason inside).
+        """
+        if self._diffs is None:
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+            assert self._side is not None
+            try:
+                self._diffs = self._compare(self._side, context)
+            finally:
+                shutil.rmtree(self._side.workdir, ignore_errors=True)
+        return self._diffs
+
+    def _compare(self, side: ReferenceSide, context: ScoringContext) -> Diffs:
+        from pytest_scoring.db_diff import diff_snapshots
+        from pytest_scoring.diff_of_diffs import diff_of_diffs
+
+        metadata = self._metadata(side, context)
+        problem = side.run.failure(self.timeout)
+        if problem is not None:
+            raise ReferenceRunError(problem, metadata)
+        patterns = self.settings.db_patterns
+        root = self.settings.root
+        solution_final = read_in_place(
+            root, find_databases(root, patterns, [self.settings.report_root])
+        )
+        reference = diff_snapshots(side.initial, side.final, max_rows=None, db_patterns=patterns)
+        solution = diff_snapshots(side.initial, solution_final, max_rows=None, db_patterns=patterns)
+        return Diffs(reference, solution, diff_of_diffs(reference, solution), metadata)
+
+    def _metadata(self, side: ReferenceSide, context: ScoringContext) -> dict[str, Any]:
+        reference_tally = side.run.tally or {}
+        here = context.tally.collected | set(context.tally.tests)
+        missing = sorted(set(reference_tally.get("collected", [])) - here)
+        return {
+            "reference": str(self.settings.reference),
+            "test_patterns": self.patterns,
+            "test_files_copied": len(side.tests.copied),
+            "test_files_skipped": cap_list(side.tests.skipped),
+            "reference_counts": reference_tally.get("counts"),
+            "solution_counts": context.tally.counts(),
+            "missing_tests": cap_list(missing),
+            "missing_tests_count": len(missing),
+            "reference_duration": side.run.duration,
+            "solution_duration": round(time.monotonic() - self.started, 3),
+            "reference_exit_code": side.run.exit_code,
+            "reference_timed_out": side.run.timed_out,
+        }
+
+
+class ReferenceRunError(ScoringError):
+    """The reference run gave no usable result; carries what is known for the score."""
+
+    def __init__(self, message: str, metadata: dict[str, Any]):
+        super().__init__(message)
+        self.metadata = metadata
+
+
+class DiffChangeScorer:
+    """``db_diff_change``: the selector on changes made only by this repository's code."""
+
+    def __init__(self, selector: Selector | None, test_patterns: Sequence[str], name: str = ""):
+        self.name = name or SCORER_TYPE
+        self.type = SCORER_TYPE
+        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.selector = selector
+        self.test_patterns = list(test_patterns)
+
+    def _resource_key(self) -> str:
+        return f"reference:{'|'.join(self.test_patterns)}"
+
+    def start(self, context: ScoringContext) -> None:
+        """Launch the reference rerun (shared by scorers with the same test patterns)."""
+        settings = context.settings
+        if settings is None or settings.tally_output is not None:
+            return  # no settings, or this is itself a reference rerun: never recurse
+        if settings.reference is None:
+            raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
+        if self._resource_key() not in context.resources:
+            rerun = ReferenceRerun(settings, self.test_patterns, reference_timeout())
+            context.resources[self._resource_key()] = rerun
+            rerun.start()
+
+    def score(self, context: ScoringContext) -> Score:
+        rerun = context.resources.get(self._resource_key())
+        if not isinstance(rerun, ReferenceRerun):
+            return error_score(self.type, "the reference rerun did not start")
+        try:
+            diffs = rerun.diffs(context)
+        except ReferenceRunError as error:
+            return error_score(self.type, str(error), **error.metadata)
+        context.report_files["reference_diff.json"] = cap_diff(diffs.reference, FILE_MAX_ROWS)
+        context.report_files["diff_of_diffs.json"] = cap_diff(diffs.of_diffs, FILE_MAX_ROWS)
+        after_only = diffs.of_diffs["after_only"]
+        matched = self.selector.matches(after_only) if self.selector else has_changes(after_only)
+        return make_score(
+            bool_value(matched),
+            self.type,
+            explanation=self._explain(matched),
+            metadata={
+                "selector": self.selector.source if self.selector else None,
+                **diffs.metadata,
+                "reference_diff": cap_diff(diffs.reference, METADATA_LIST_CAP),
+                "solution_diff": cap_diff(diffs.solution, METADATA_LIST_CAP),
+                "diff_of_diffs": cap_diff(diffs.of_diffs, METADATA_LIST_CAP),
+            },
+        )
+
+    def _explain(self, matched: bool) -> str:
+        if self.selector is None:
+            what = "database changes" if matched else "no database change"
+        else:
+            what = "changes the selector matches" if matched else "no change the selector matches"
+        return f"this repository makes {what} beyond what the reference run does"
+
+
+def db_diff_change_scorer(
+    selector: Any = None, test_patterns: Sequence[str] | None = None
+) -> DiffChangeScorer:
+    """Score changes that happen only in this repository, not in the reference checkout.
+
+    :param selector: a selector (JSON object) for the ``after_only`` part of the diff-of-diffs;
+        None scores ``"C"`` for any such change.
+    :param test_patterns: globs of test files copied into the reference copy, default
+        ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``.
+    :raises ScoringError: for an invalid selector or a pattern that leaves the repository.
+    """
+    patterns = list(DEFAULT_TEST_PATTERNS if test_patterns is None else test_patterns)
+    for pattern in patterns:
+        check_test_pattern(pattern)
+    parsed = (
+        selector if isinstance(selector, Selector) or selector is None else parse_selector(selector)
+    )
+    return DiffChangeScorer(parsed, patterns)
+
+
+def check_reference_setting(settings: ScoringSettings) -> None:
+    """Before any test runs: the reference checkout must be a readable folder.
+
+    :raises ScoringError: naming ``--score-reference``.
+    """
+    if settings.reference is None:
+        raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
+    settings.reference = check_reference_dir(settings.reference)
