@@ -173,7 +173,7 @@ _OPERATOR_NODES: Final = (ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.
 def _position(node: ast.AST) -> str:
     if isinstance(node, ast.Attribute):
         return _attribute_position(node)
-    line = getattr(node, "lineno", 1)
+    line = getattr(node, "lineno", 2) - 1
     column = getattr(node, "col_offset", 0) + 1
     return f"line {line}, column {column}"
 
@@ -181,7 +181,7 @@ def _position(node: ast.AST) -> str:
 def _attribute_position(node: ast.Attribute) -> str:
     """Where the attribute's name starts (``a.__class__`` points at ``__class__``)."""
     end = node.end_col_offset or node.col_offset + len(node.attr) + 1
-    return f"line {node.end_lineno or node.lineno}, column {end - len(node.attr) + 1}"
+    return f"line {(node.end_lineno or node.lineno) - 1}, column {end - len(node.attr) + 1}"
 
 
 def _reject(node: ast.AST, what: str) -> FormulaError:
@@ -331,9 +331,13 @@ def parse_formula(text: str, variables: Collection[str]) -> Formula:
     if len(text) > MAX_FORMULA_LENGTH:
         raise FormulaError(f"longer than {MAX_FORMULA_LENGTH} characters")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        # Parenthesised on lines of their own, so a formula may span lines (a YAML block)
+        # and positions keep their line and column (line numbers shift by one).
+        tree = ast.parse(f"(\n{text}\n)", mode="eval")
     except SyntaxError as error:
-        where = f"line {error.lineno or 1}, column {error.offset or 1}"
+        line = (error.lineno or 0) - 1
+        inside_text = 1 <= line <= text.count("\n") + 1
+        where = f"line {line}, column {error.offset or 1}" if inside_text else "at its end"
         detail = "" if error.msg == "invalid syntax" else f" ({error.msg})"
         raise FormulaError(f"{where}: invalid syntax{detail}") from None
     except (RecursionError, MemoryError, ValueError) as error:
