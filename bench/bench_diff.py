@@ -1,0 +1,142 @@
+"""Benchmark: our database diff against SQLite's ``sqldiff`` (SPEC 6).
+
+Two generated databases with a table paired by INTEGER PRIMARY KEY, one paired by rowid and
+one WITHOUT ROWID table, each with ``--rows`` rows; 1% of each table's rows are added,
+removed and changed. Prints our time and ``sqldiff``'s side by side (best of ``--repeat``),
+and the peak RSS of a child process that runs only our diff, at 100,000 rows and at
+``--rows`` rows.
+
+    python bench/bench_diff.py --rows 1000000
+
+Needs ``sqlite3-sqldiff`` (the ``bench`` dependency group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, email TEXT, score INTEGER);
+CREATE TABLE events (name TEXT, value INTEGER, payload BLOB);
+CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+"""
+
+
+def generate(folder: Path, rows: int) -> tuple[Path, Path]:
+    """``before.db`` and ``after.db`` with 1% of rows added, removed and changed per table."""
+    before, after = folder / "before.db", folder / "after.db"
+    with sqlite3.connect(before) as db:
+        db.executescript(SCHEMA)
+        db.executemany(
+            "INSERT INTO users VALUES (?, ?, ?, ?)",
+            ((i, f"user {i}", f"user{i}@example.com", i % 97) for i in range(rows)),
+        )
+        db.executemany(
+            "INSERT INTO events VALUES (?, ?, ?)",
+            ((f"event {i}", i, i.to_bytes(4, "big")) for i in range(rows)),
+        )
+        db.executemany(
+            "INSERT INTO settings VALUES (?, ?)", ((f"key{i:08d}", f"v{i}") for i in range(rows))
+        )
+    db.close()
+    after.write_bytes(before.read_bytes())
+    _change(after, rows)
+    return before, after
+
+
+def _change(path: Path, rows: int) -> None:
+    pick = random.Random(1).sample(range(rows), 3 * (rows // 100))
+    third = len(pick) // 3
+    removed, changed = pick[:third], pick[third : 2 * third]
+    added = range(rows, rows + third)
+    with sqlite3.connect(path) as db:
+        db.executemany("DELETE FROM users WHERE id = ?", ((i,) for i in removed))
+        db.executemany(
+            "UPDATE users SET email = 'x' || email WHERE id = ?", ((i,) for i in changed)
+        )
+        db.executemany("INSERT INTO users VALUES (?, 'new', 'n@x', 1)", ((i,) for i in added))
+        db.executemany("DELETE FROM events WHERE rowid = ?", ((i + 1,) for i in removed))
+        db.executemany(
+            "UPDATE events SET value = -value WHERE rowid = ?", ((i + 1,) for i in changed)
+        )
+        db.executemany("INSERT INTO events VALUES ('new', ?, NULL)", ((i,) for i in added))
+        db.executemany("DELETE FROM settings WHERE key = ?", ((f"key{i:08d}",) for i in removed))
+        db.executemany(
+            "UPDATE settings SET value = 'changed' WHERE key = ?",
+            ((f"key{i:08d}",) for i in changed),
+        )
+        db.executemany("INSERT INTO settings VALUES (?, 'new')", ((f"key{i:08d}",) for i in added))
+    db.close()
+
+
+def ours(before: Path, after: Path) -> float:
+    from pytest_scoring.db_diff import diff_paths
+
+    start = time.perf_counter()
+    diff_paths(before, after)
+    return time.perf_counter() - start
+
+
+def theirs(before: Path, after: Path) -> float:
+    import sqldiff
+
+    start = time.perf_counter()
+    sqldiff.diff(str(before), str(after))
+    return time.perf_counter() - start
+
+
+def child_peak_rss_mb(*args: str) -> float:
+    """Run this script with ``args`` in a child process; return the child's peak RSS.
+
+    Linux carries the parent's peak RSS over ``fork``/``exec`` into the child's, so the
+    parent stays small: it generates nothing and diffs nothing before this is measured.
+    """
+    child = subprocess.Popen([sys.executable, __file__, *args])
+    _pid, status, usage = os.wait4(child.pid, 0)
+    if status != 0:
+        raise SystemExit(f"child {args} failed with status {status}")
+    return usage.ru_maxrss / 1024
+
+
+def measure(rows: int, repeat: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        child_peak_rss_mb("--generate", tmp, str(rows))
+        before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
+        rss = child_peak_rss_mb("--child", str(before), str(after))
+        size = before.stat().st_size / 1e6
+        ours_s = min(ours(before, after) for _ in range(repeat))
+        theirs_s = min(theirs(before, after) for _ in range(repeat))
+        print(
+            f"rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
+            f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f}  "
+            f"ours peak RSS={rss:5.1f} MB"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        ours(*args.child)
+        return
+    if args.generate:
+        generate(Path(args.generate[0]), int(args.generate[1]))
+        return
+    for rows in sorted({100_000, args.rows}):
+        measure(rows, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
