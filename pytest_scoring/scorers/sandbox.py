@@ -48,11 +48,11 @@ def _read_back(stream: IO[bytes]) -> tuple[str, int]:
     """The first part of a captured output (capped) and its full size in bytes."""
     size = stream.seek(0, os.SEEK_END)
     stream.seek(0)
+    # Enough bytes for METADATA_TEXT_CAP characters of any UTF-8 text.
     head = stream.read(METADATA_TEXT_CAP * 4).decode("utf-8", errors="replace")
-    text = cap_text(head)
-    if size > METADATA_TEXT_CAP * 4 and text == head:
-        text += f"\n… [{size - METADATA_TEXT_CAP * 4} more bytes cut]"
-    return text, size
+    if size <= METADATA_TEXT_CAP * 4:
+        return cap_text(head), size
+    return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]", size
 
 
 def run_command(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
