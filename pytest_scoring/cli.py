@@ -134,3 +134,99 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
         percent = percent_passing(tally)
         click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
         sys.exit(1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("repo", type=click.Path(path_type=Path))
+@click.option(
+    "--reference", type=click.Path(path_type=Path), help="Reference checkout; adds db_diff_change"
+)
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path),
+    help="Scorer configuration file (TOML, JSON or YAML)",
+)
+@click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change / db_diff_change")
+@click.option(
+    "--report",
+    "report_root",
+    default=DEFAULT_REPORT_ROOT,
+    show_default=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Report root; the report goes into a new scan_id=… folder under it",
+)
+@click.option(
+    "--timeout",
+    default=3600.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    metavar="S",
+    help="Wall-clock limit in seconds; the reference rerun gets 80% of it (at most 600 s)",
+)
+@click.option(
+    "--fail-under",
+    type=click.FloatRange(0, 100),
+    metavar="PCT",
+    help="Exit status 1 if the pass percentage is below PCT",
+)
+@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+@reports_user_errors
+def run(
+    ctx: click.Context,
+    repo: Path,
+    reference: Path | None,
+    config: Path | None,
+    selector: str | None,
+    report_root: Path,
+    timeout: float,
+    fail_under: float | None,
+    pytest_args: tuple[str, ...],
+) -> None:
+    """Score the repository REPO from outside: pytest runs there with the plugin.
+
+    Arguments after -- go to pytest. Shows progress while the runs go on, then the scores.
+
+    Example: pytest-scoring run examples/solution-attack --reference examples/reference
+    --config examples/scorers.yaml -- -x
+    """
+    from pytest_scoring.reader import read_scores
+    from pytest_scoring.runner import RunRequest
+    from pytest_scoring.runner import percent_passing_in
+    from pytest_scoring.runner import run_repository
+
+    request = RunRequest(
+        repo, report_root, timeout, reference, config, selector, fail_under, pytest_args
+    )
+    with _console().status(f"pytest in {request.repo}") as status:
+        result = run_repository(
+            request, lambda progress: status.update(f"pytest in {repo}: {progress.describe()}")
+        )
+    if result.report is None:
+        raise ScoringError(result.failure())
+    if result.timed_out:
+        click.echo(f"timed out after {timeout:g} s: the report holds what ran", err=True)
+    ctx.invoke(show, report=str(result.report))
+    percent = percent_passing_in(read_scores(result.report))
+    if fail_under is not None and percent < fail_under:
+        click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("diff_file", metavar="DIFF_FILE")
+@click.argument("selector_file", metavar="SELECTOR_FILE")
+@reports_user_errors
+def match(diff_file: str, selector_file: str) -> None:
+    """Tell whether a selector matches a diff: exit 0 on a match, 1 otherwise.
+
+    DIFF_FILE is a diff (diff.json, or `diff --json` output) or a report's
+    diff_of_diffs.json (its after_only part is matched); "-" reads standard input.
+
+    Example: pytest-scoring match scores/scan_id=…/diff.json selector.json
+    """
+    from pytest_scoring.selector_files import match_files
+
+    matched = match_files(diff_file, selector_file)
+    click.echo("match" if matched else "no match")
+    sys.exit(0 if matched else 1)

@@ -22,6 +22,13 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
     ``selector`` or ``test_patterns`` take the command line's.
     """
     if settings.config_file is None:
+        if settings.reference is not None and settings.tally_output is None:
+            from pytest_scoring.scorers.reference import db_diff_change_scorer
+
+            return [
+                *default_test_scorers(),
+                db_diff_change_scorer(settings.selector, settings.test_patterns),
+            ]
         return default_test_scorers()
     from pytest_scoring.config import load_config
     from pytest_scoring.scorers.registry import scorer_types

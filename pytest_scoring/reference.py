@@ -249,8 +249,11 @@ class ChildRun:
         return f"the reference run ended (exit status {self.exit_code}) without results"
 
 
-def child_command(tally_file: Path, extra_args: Sequence[str]) -> list[str]:
-    """pytest with our plugin (loaded explicitly, even with plugin autoload off)."""
+def pytest_command(*args: str) -> list[str]:
+    """pytest in this interpreter with our plugin, loaded even when plugin autoload is off.
+
+    ``no:scoring`` first: the entry point would otherwise register the module a second time.
+    """
     return [
         sys.executable,
         "-m",
@@ -259,15 +262,14 @@ def child_command(tally_file: Path, extra_args: Sequence[str]) -> list[str]:
         "no:scoring",
         "-p",
         "pytest_scoring.plugin",
-        f"--score-tally-output={tally_file}",
-        *extra_args,
+        *args,
     ]
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the run's whole process group (a test may have started children of its own)."""
+def kill_group(pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
+    """Signal a whole process group (a test may have started children of its own)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already gone
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, sig)
 
 
 def _read_tally(path: Path) -> dict[str, Any] | None:
@@ -292,7 +294,7 @@ def run_child(cwd: Path, workdir: Path, extra_args: Sequence[str], timeout: floa
     started = time.monotonic()
     with log_file.open("wb") as log:
         process = subprocess.Popen(
-            child_command(tally_file, extra_args),
+            pytest_command(f"--score-tally-output={tally_file}", *extra_args),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -305,7 +307,7 @@ def run_child(cwd: Path, workdir: Path, extra_args: Sequence[str], timeout: floa
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            _kill_group(process)
+            kill_group(process.pid)
             process.wait()
     return ChildRun(
         exit_code=None if timed_out else process.returncode,

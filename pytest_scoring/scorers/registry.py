@@ -17,6 +17,7 @@ from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.composite import composite_scorer
 from pytest_scoring.scorers.files import file_contents_scorer
+from pytest_scoring.scorers.reference import db_diff_change_scorer
 from pytest_scoring.scorers.sandbox import sandbox_state_scorer
 from pytest_scoring.scorers.tests import all_tests_pass_scorer
 from pytest_scoring.scorers.tests import percent_failing_tests_scorer
@@ -34,6 +35,7 @@ BUILTIN_TYPES: Final[dict[str, ScorerFactory]] = {
     "percent_passing_tests": percent_passing_tests_scorer,
     "percent_failing_tests": percent_failing_tests_scorer,
     "test_runner": test_runner_scorer,
+    "db_diff_change": db_diff_change_scorer,
     "file_contents": file_contents_scorer,
     "sandbox_state": sandbox_state_scorer,
     "composite": composite_scorer,

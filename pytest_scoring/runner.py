@@ -1,0 +1,229 @@
+"""Backend of ``pytest-scoring run``: score a repository from outside (SPEC 3.2).
+
+pytest runs in the repository in a subprocess with the plugin, in its own process group. At
+the wall-clock timeout the group gets SIGINT, so pytest stops, scores what ran and writes an
+incomplete report; if it is still there after a grace period, the group is killed. The
+reference rerun (``--reference``) gets a shorter timeout of its own so that its result (or the
+reason it has none) still makes it into the report.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import IO
+from typing import Any
+from typing import Final
+
+from pytest_scoring.errors import OptionError
+from pytest_scoring.reference import TIMEOUT_ENV
+from pytest_scoring.reference import kill_group
+from pytest_scoring.reference import pytest_command
+from pytest_scoring.reference import reference_timeout
+from pytest_scoring.report import SCAN_DIR_PREFIX
+
+#: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
+REFERENCE_SHARE: Final = 0.8
+#: Longest wait after SIGINT before the run's process group is killed.
+MAX_GRACE: Final = 30.0
+#: pytest's exit status for a usage error (bad option, bad configuration file).
+PYTEST_USAGE_ERROR: Final = 4
+OUTPUT_KEPT: Final = 100
+
+_OUTCOME_CHARS: Final = re.compile(r"^(?:\S+\.py )?([.FEsxXR]+)\s*(?:\[\s*\d+%\])?$")
+_VERBOSE_OUTCOME: Final = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_COLLECTED: Final = re.compile(r"\bcollected (\d+) items?\b|\[(\d+) items?\]")
+
+
+@dataclass
+class RunRequest:
+    """What ``pytest-scoring run`` was asked to do; paths are made absolute on creation."""
+
+    repo: Path
+    report_root: Path
+    timeout: float
+    reference: Path | None = None
+    config: Path | None = None
+    selector: str | None = None
+    fail_under: float | None = None
+    pytest_args: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        self.repo = _folder(self.repo, "REPO")
+        self.report_root = self.report_root.absolute()
+        if self.reference is not None:
+            self.reference = _folder(self.reference, "--reference")
+        if self.config is not None and not self.config.is_file():
+            raise OptionError(f"--config: {self.config} is not a file")
+        if self.timeout <= 0:
+            raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
+
+    def arguments(self) -> list[str]:
+        """The pytest arguments: the options as ``--score-*`` flags, then the user's."""
+        args = ["--score", f"--score-report={self.report_root}"]
+        if self.reference is not None:
+            args.append(f"--score-reference={self.reference}")
+        if self.config is not None:
+            args.append(f"--score-config={self.config.absolute()}")
+        if self.selector is not None:
+            args.append(f"--score-selector={_absolute_file_argument(self.selector)}")
+        if self.fail_under is not None:
+            args.append(f"--score-fail-under={self.fail_under:g}")
+        return [*args, *self.pytest_args]
+
+    def environment(self) -> dict[str, str]:
+        """The child's environment: the reference rerun must end well before the run does."""
+        share = REFERENCE_SHARE * self.timeout
+        return {**os.environ, TIMEOUT_ENV: f"{min(reference_timeout(), share):g}"}
+
+
+def _folder(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        raise OptionError(f"{what}: {path} is not a folder")
+    return path.resolve()
+
+
+def _absolute_file_argument(text: str) -> str:
+    """``@FILE`` relative to where ``run`` was started (pytest runs elsewhere)."""
+    return f"@{Path(text[1:]).absolute()}" if text.startswith("@") else text
+
+
+@dataclass
+class Progress:
+    """What the run's output says so far."""
+
+    started: float = field(default_factory=time.monotonic)
+    collected: int | None = None
+    done: int = 0
+    #: The last lines of output, for a message when the run ends without a report.
+    lines: list[str] = field(default_factory=list)
+    _partial: str = ""
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def feed(self, text: str) -> None:
+        """Take a chunk of pytest's output (progress characters arrive before their newline)."""
+        *complete, self._partial = (self._partial + text).split("\n")
+        for line in complete:
+            self._count(line, final=True)
+        self.lines = [*self.lines, *complete][-OUTPUT_KEPT:]
+
+    def _count(self, line: str, final: bool) -> None:
+        collected = _COLLECTED.search(line)
+        if collected:
+            self.collected = int(collected.group(1) or collected.group(2))
+        elif "::" in line and _VERBOSE_OUTCOME.search(line):
+            self.done += 1
+        elif final and (match := _OUTCOME_CHARS.match(line.strip())):
+            self.done += len(match.group(1))
+
+    def tests_done(self) -> int:
+        """Tests finished, counting the characters of the line pytest is still writing."""
+        match = _OUTCOME_CHARS.match(self._partial.strip())
+        return self.done + (len(match.group(1)) if match else 0)
+
+    def describe(self) -> str:
+        total = f"/{self.collected}" if self.collected is not None else ""
+        return f"{self.tests_done()}{total} tests, {self.elapsed():.0f} s"
+
+
+@dataclass
+class RunResult:
+    """How the pytest run ended and where its report is."""
+
+    exit_code: int | None
+    timed_out: bool
+    report: Path | None
+    progress: Progress
+
+    def failure(self) -> str:
+        """Why no report was written, with the end of pytest's output."""
+        usage = [line for line in self.progress.lines if line.startswith("ERROR:")]
+        if self.exit_code == PYTEST_USAGE_ERROR and usage:
+            return "\n".join(usage)
+        tail = "\n".join(self.progress.lines[-20:])
+        how = "timed out" if self.timed_out else f"ended with exit status {self.exit_code}"
+        return f"pytest {how} without writing a report; its output ended with:\n{tail}"
+
+
+def _reports(root: Path) -> set[Path]:
+    return set(root.glob(f"{SCAN_DIR_PREFIX}*")) if root.is_dir() else set()
+
+
+def _pump(stream: IO[bytes], chunks: queue.Queue[bytes]) -> None:
+    """Forward the child's output in chunks (a reader thread: reads block)."""
+    for chunk in iter(lambda: stream.read1(4096), b""):  # type: ignore[attr-defined]
+        chunks.put(chunk)
+    chunks.put(b"")
+
+
+def _drain(chunks: queue.Queue[bytes], progress: Progress, wait: float) -> bool:
+    """Feed what arrived within ``wait`` seconds; False once the output has ended."""
+    try:
+        chunk = chunks.get(timeout=wait)
+    except queue.Empty:
+        return True
+    progress.feed(chunk.decode("utf-8", "replace"))
+    return chunk != b""
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGINT first (pytest scores what ran), the group killed after a grace period."""
+    kill_group(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout=min(MAX_GRACE, max(2.0, timeout / 4)))
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid)
+
+
+def run_repository(
+    request: RunRequest, on_progress: Callable[[Progress], Any] = lambda progress: None
+) -> RunResult:
+    """Run pytest with the plugin in ``request.repo`` and find the report it wrote."""
+    before = _reports(request.report_root)
+    progress = Progress()
+    process = subprocess.Popen(
+        pytest_command(*request.arguments()),
+        cwd=request.repo,
+        env={**request.environment(), "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    chunks: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=_pump, args=(process.stdout, chunks), daemon=True).start()
+    deadline, timed_out = progress.started + request.timeout, False
+    while _drain(chunks, progress, wait=0.2):
+        on_progress(progress)
+        if process.poll() is not None:
+            kill_group(process.pid)  # children the tests left running keep the output open
+        if not timed_out and time.monotonic() > deadline:
+            timed_out = True
+            threading.Thread(target=_stop, args=(process, request.timeout), daemon=True).start()
+    process.wait()
+    new = sorted(_reports(request.report_root) - before, key=lambda path: path.stat().st_mtime)
+    return RunResult(process.returncode, timed_out, new[-1] if new else None, progress)
+
+
+def percent_passing_in(scores_json: dict[str, Any]) -> float:
+    """``percent_passing_tests`` recomputed from a report's test outcomes (for ``--fail-under``)."""
+    from pytest_scoring.outcomes import OutcomeTally
+    from pytest_scoring.scorers.tests import percent_passing
+
+    tally = OutcomeTally()
+    for record in scores_json.get("tests", {}).get("tests", []):
+        tally.record_outcome(record["nodeid"], record["outcome"])
+    return percent_passing(tally)
