@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib.metadata import version as _version
 from typing import Any
 
+from pytest_scoring.diff_of_diffs import diff_of_diffs
 from pytest_scoring.report import SessionResult
 from pytest_scoring.scorers.composite import composite_scorer
 from pytest_scoring.scorers.files import file_contents_scorer
@@ -14,18 +15,25 @@ from pytest_scoring.scorers.tests import percent_failing_tests_scorer
 from pytest_scoring.scorers.tests import percent_passing_tests_scorer
 from pytest_scoring.scorers.tests import test_runner_scorer
 from pytest_scoring.scores import Score
+from pytest_scoring.selectors import Selector
+from pytest_scoring.selectors import parse_selector
+from pytest_scoring.selectors import selector_matches
 from pytest_scoring.session import last_result
 
 __all__ = [
     "Score",
+    "Selector",
     "SessionResult",
     "all_tests_pass_scorer",
     "composite_scorer",
+    "diff_of_diffs",
     "file_contents_scorer",
     "last_result",
+    "parse_selector",
     "percent_failing_tests_scorer",
     "percent_passing_tests_scorer",
     "sandbox_state_scorer",
+    "selector_matches",
     "test_runner_scorer",
 ]
 
