@@ -52,7 +52,7 @@ def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
     :raises ScoringError: naming the file and key when the shape is not a diff.
     """
     label = _label(source)
-    if isinstance(document, dict) and "comparisons" not in document and "after_only" in document:
+    if isinstance(document, dict) and "after_only" in document:
         document, label = document["after_only"], f"{label}: after_only"
     if not isinstance(document, dict) or "comparisons" not in document:
         raise ScoringError(

@@ -123,3 +123,9 @@ def test_both_files_from_standard_input_is_refused() -> None:
     result = match("-", "-", stdin="{}")
     assert result.exit_code == 2
     assert "only one of DIFF_FILE and SELECTOR_FILE can be '-'" in result.output
+
+
+def test_a_diff_of_diffs_file_is_recognised_by_its_after_only_part_alone(tmp_path: Path) -> None:
+    document = {**diff_of_diffs(REFERENCE, SOLUTION), "comparisons": {}}
+    dod = write(tmp_path / "diff_of_diffs.json", document)
+    assert match(dod, write(tmp_path / "role.json", ROLE)).exit_code == 0
