@@ -5,9 +5,13 @@ from __future__ import annotations
 from importlib.metadata import version as _version
 from typing import Any
 
+from pytest_scoring.db_diff import diff_paths
+from pytest_scoring.db_diff import diff_snapshots
+from pytest_scoring.db_snapshot import take_snapshot
 from pytest_scoring.diff_of_diffs import diff_of_diffs
 from pytest_scoring.report import SessionResult
 from pytest_scoring.scorers.composite import composite_scorer
+from pytest_scoring.scorers.database import db_change_scorer
 from pytest_scoring.scorers.files import file_contents_scorer
 from pytest_scoring.scorers.sandbox import sandbox_state_scorer
 from pytest_scoring.scorers.tests import all_tests_pass_scorer
@@ -26,7 +30,10 @@ __all__ = [
     "SessionResult",
     "all_tests_pass_scorer",
     "composite_scorer",
+    "db_change_scorer",
     "diff_of_diffs",
+    "diff_paths",
+    "diff_snapshots",
     "file_contents_scorer",
     "last_result",
     "parse_selector",
@@ -34,6 +41,7 @@ __all__ = [
     "percent_passing_tests_scorer",
     "sandbox_state_scorer",
     "selector_matches",
+    "take_snapshot",
     "test_runner_scorer",
 ]
 

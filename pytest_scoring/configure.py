@@ -27,15 +27,29 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
 
             return [
                 *default_test_scorers(),
+                *_database_scorers(settings, []),
                 db_diff_change_scorer(settings.selector, settings.test_patterns),
             ]
-        return default_test_scorers()
+        return [*default_test_scorers(), *_database_scorers(settings, [])]
     from pytest_scoring.config import load_config
     from pytest_scoring.scorers.registry import scorer_types
 
     types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
     command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
-    return load_config(settings.config_file, types, command_line)
+    scorers = load_config(settings.config_file, types, command_line)
+    return [*scorers, *_database_scorers(settings, scorers)]
+
+
+def _database_scorers(settings: ScoringSettings, scorers: list[Scorer]) -> list[Scorer]:
+    """``--score-db-diff`` adds ``db_change`` (with ``--score-selector``) unless one is there."""
+    if not settings.db_diff or any(scorer.type == "db_change" for scorer in scorers):
+        return []
+    from pytest_scoring.scorers.database import db_change_scorer
+
+    try:
+        return [db_change_scorer(settings.selector)]
+    except ScoringError as error:
+        raise ScoringError(f"--score-selector: {error}") from None
 
 
 def configure_scoring(config: pytest.Config, is_worker: bool) -> None:

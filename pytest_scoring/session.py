@@ -112,6 +112,10 @@ class ScoringSession:
     def _score(self) -> None:
         global _last_result
         scores = run_scorers(self.scorers, self.context)
+        for resource in self.context.resources.values():
+            close = getattr(resource, "close", None)  # e.g. database snapshot copies
+            if callable(close):
+                close()
         crashed = any(error["traceback"] for error in self.context.errors)
         self.result = SessionResult(
             repository=str(self.settings.root),

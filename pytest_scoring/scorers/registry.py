@@ -16,6 +16,7 @@ from typing import Final
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.composite import composite_scorer
+from pytest_scoring.scorers.database import db_change_scorer
 from pytest_scoring.scorers.files import file_contents_scorer
 from pytest_scoring.scorers.reference import db_diff_change_scorer
 from pytest_scoring.scorers.sandbox import sandbox_state_scorer
@@ -39,6 +40,7 @@ BUILTIN_TYPES: Final[dict[str, ScorerFactory]] = {
     "file_contents": file_contents_scorer,
     "sandbox_state": sandbox_state_scorer,
     "composite": composite_scorer,
+    "db_change": db_change_scorer,
 }
 
 

@@ -1,0 +1,229 @@
+"""``db_change``: what the test session did to the repository's databases (SPEC 2.2).
+
+:class:`SessionDatabases` is the session's shared database resource: it copies the committed
+state of every database at session start (after ``--score-db-reset`` restored the first-seen
+state), reads the finish state in place (no second copy), and diffs the two once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.db_diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db_diff import diff_snapshots
+from pytest_scoring.db_discovery import find_databases
+from pytest_scoring.db_snapshot import Snapshot
+from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.db_snapshot import reset_databases
+from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.errors import DatabaseError
+from pytest_scoring.metrics import Metric
+from pytest_scoring.metrics import accuracy
+from pytest_scoring.metrics import stderr
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.reference import cap_diff
+from pytest_scoring.scorers.reference import has_changes
+from pytest_scoring.scores import METADATA_LIST_CAP
+from pytest_scoring.scores import Score
+from pytest_scoring.scores import bool_value
+from pytest_scoring.scores import error_score
+from pytest_scoring.scores import make_score
+from pytest_scoring.selectors import Selector
+from pytest_scoring.selectors import parse_selector
+from pytest_scoring.settings import ScoringSettings
+
+SCORER_TYPE: Final = "db_change"
+#: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
+RESOURCE: Final = "databases"
+#: Folder under the report root keeping the first-seen databases for ``--score-db-reset``.
+RESET_STORE: Final = ".db-reset"
+_COUNTS: Final = ("added", "removed", "changed")
+
+
+def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
+    """Totals over a diff: databases, unreadable ones, changed tables and rows."""
+    summary = dict.fromkeys(
+        ("databases", "database_errors", "tables_changed", "schema_changes"), 0
+    ) | {f"rows_{kind}": 0 for kind in _COUNTS}
+    for entry in diff["comparisons"].values():
+        summary["databases"] += 1
+        summary["database_errors"] += "error" in entry
+        planes = entry["comparisons"]
+        for table in planes["data"]["tables"].values():
+            summary["tables_changed"] += table["status"] != "unchanged"
+            for kind in _COUNTS:
+                summary[f"rows_{kind}"] += table["counts"][kind]
+        schema_tables = planes["schema"]["tables"].values()
+        summary["schema_changes"] += sum(t["status"] != "unchanged" for t in schema_tables)
+    return summary
+
+
+def _truncated_databases(diff: dict[str, Any]) -> list[str]:
+    return [
+        relpath
+        for relpath, entry in diff["comparisons"].items()
+        if any(t["truncated"] for t in entry["comparisons"]["data"]["tables"].values())
+    ]
+
+
+class SessionDatabases:
+    """The session's databases: the start snapshot, the finish state and their diff."""
+
+    def __init__(self, settings: ScoringSettings):
+        self.settings = settings
+        #: The committed state at session start (``None`` until :meth:`start`).
+        self.before: Snapshot | None = None
+        self._workdir: Path | None = None
+        self._after: Snapshot | None = None
+        self._diff: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, context: ScoringContext) -> SessionDatabases:
+        """The context's shared instance, created on first use."""
+        if RESOURCE not in context.resources:
+            if context.settings is None:
+                raise DatabaseError("database scoring needs the session's settings")
+            context.resources[RESOURCE] = cls(context.settings)
+        databases: SessionDatabases = context.resources[RESOURCE]
+        return databases
+
+    def discover(self) -> list[str]:
+        """The databases under the root now (the report root skipped)."""
+        return find_databases(
+            self.settings.root, self.settings.db_patterns, [self.settings.report_root]
+        )
+
+    def start(self) -> None:
+        """Reset if asked, then copy every database's committed state (once per session).
+
+        :raises DatabaseError: when the report root cannot hold the snapshot.
+        """
+        if self.before is not None:
+            return
+        root, report_root = self.settings.root, self.settings.report_root
+        try:
+            if self.settings.db_reset:
+                reset_databases(root, self.discover(), report_root / RESET_STORE)
+            report_root.mkdir(parents=True, exist_ok=True)
+            self._workdir = Path(tempfile.mkdtemp(prefix=".db-snapshots-", dir=report_root))
+        except (OSError, sqlite3.Error) as error:
+            raise DatabaseError(f"cannot snapshot databases under {report_root}: {error}") from None
+        self.before = take_snapshot(
+            root, self.discover(), self._workdir / "before", source="session start"
+        )
+
+    def after(self) -> Snapshot:
+        """The finish state, read in place (read-only, in one transaction per database)."""
+        if self._after is None:
+            relpaths = sorted(set(self.discover()) | self._started().relpaths())
+            self._after = read_in_place(self.settings.root, relpaths, source="session finish")
+        return self._after
+
+    def _started(self) -> Snapshot:
+        if self.before is None:
+            raise DatabaseError("no database snapshot was taken at session start")
+        return self.before
+
+    def diff(self, max_rows: int | None = DEFAULT_MAX_ROWS, shared: bool = True) -> dict[str, Any]:
+        """The session diff (SPEC 4.2), computed once and shared unless ``shared`` is false.
+
+        :param max_rows: examples per row list; ``None`` keeps every row.
+        """
+        if shared and max_rows == DEFAULT_MAX_ROWS and self._diff is not None:
+            return self._diff
+        diff = self._compute(max_rows)
+        if shared and max_rows == DEFAULT_MAX_ROWS:
+            self._diff = diff
+        return diff
+
+    def _compute(
+        self, max_rows: int | None, relpaths: Sequence[str] | None = None
+    ) -> dict[str, Any]:
+        patterns = self.settings.db_patterns
+        return diff_snapshots(self._started(), self.after(), max_rows, patterns, relpaths)
+
+    def complete(self, diff: dict[str, Any]) -> dict[str, Any]:
+        """``diff`` with every row of the databases whose examples were cut (for selectors)."""
+        truncated = _truncated_databases(diff)
+        if not truncated:
+            return diff
+        full = self._compute(None, truncated)
+        return {**diff, "comparisons": {**diff["comparisons"], **full["comparisons"]}}
+
+    def close(self) -> None:
+        """Remove the snapshot copies (after scoring)."""
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+
+class DbChangeScorer:
+    """``db_change``: whether the session changed the databases as the selector describes."""
+
+    def __init__(self, selector: Selector | None, interim_score: bool = False, name: str = ""):
+        self.name = name or SCORER_TYPE
+        self.type = SCORER_TYPE
+        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.selector = selector
+        self.interim_score = interim_score
+
+    def start(self, context: ScoringContext) -> None:
+        """Take the start snapshot (shared by every database scorer of the session)."""
+        SessionDatabases.of(context).start()
+
+    def score(self, context: ScoringContext) -> Score:
+        databases = SessionDatabases.of(context)
+        if databases.before is None:
+            return error_score(self.type, "no database snapshot was taken at session start")
+        diff = databases.diff(shared=not self.interim_score)
+        context.report_files["diff.json"] = diff
+        if self.selector is None:
+            matched = has_changes(diff)
+        else:
+            matched = self.selector.matches(databases.complete(diff))
+        summary = diff_summary(diff)
+        return make_score(
+            bool_value(matched),
+            self.type,
+            explanation=self._explain(matched, summary),
+            metadata={
+                "selector": self.selector.source if self.selector else None,
+                "counts": summary,
+                "errors": {
+                    relpath: entry["error"]
+                    for relpath, entry in diff["comparisons"].items()
+                    if "error" in entry
+                },
+                "diff": cap_diff(diff, METADATA_LIST_CAP),
+            },
+        )
+
+    def _explain(self, matched: bool, summary: dict[str, int]) -> str:
+        if self.selector is None:
+            what = "changed the databases" if matched else "changed no database"
+        else:
+            what = "made changes the selector matches" if matched else "made no matching change"
+        rows = ", ".join(f"{summary[f'rows_{kind}']} rows {kind}" for kind in _COUNTS)
+        unreadable = summary["database_errors"]
+        errors = f"; {unreadable} database(s) unreadable" if unreadable else ""
+        return f"the session {what} ({summary['databases']} databases, {rows}{errors})"
+
+
+def db_change_scorer(selector: Any = None, interim_score: bool = False) -> DbChangeScorer:
+    """Score what the test session did to the databases.
+
+    :param selector: a selector (JSON object, SPEC 4.3) the session diff must match;
+        ``None`` scores ``"C"`` when any table changed in data or schema.
+    :param interim_score: compute a fresh diff and leave nothing for other scorers.
+    :raises SelectorError: for an invalid selector, naming its path, before any test runs.
+    """
+    parsed = (
+        selector if isinstance(selector, Selector) or selector is None else parse_selector(selector)
+    )
+    return DbChangeScorer(parsed, interim_score)
