@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import click
 
+from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.settings import DEFAULT_REPORT_ROOT
 
@@ -230,3 +231,41 @@ def match(diff_file: str, selector_file: str) -> None:
     matched = match_files(diff_file, selector_file)
     click.echo("match" if matched else "no match")
     sys.exit(0 if matched else 1)
+
+
+@main.command()
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON (SPEC 4.2).")
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Example rows kept per list; counts stay exact.",
+)
+@reports_user_errors
+def diff(before: Path, after: Path, as_json: bool, max_rows: int) -> None:
+    """Diff two SQLite databases, or two folders of them: exit 0 equal, 1 different.
+
+    Databases are read in place, read-only. A database that cannot be read gets an
+    error entry and the exit status is 2.
+
+    Example: pytest-scoring diff before.db after.db --json
+    """
+    import json
+
+    from pytest_scoring.db_diff import diff_errors
+    from pytest_scoring.db_diff import diff_paths
+    from pytest_scoring.db_diff import summary_table
+    from pytest_scoring.scorers.reference import has_changes
+
+    result = diff_paths(before, after, max_rows)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _console().print(summary_table(result))
+    errors = diff_errors(result)
+    if errors:
+        raise DatabaseError("; ".join(errors))
+    sys.exit(1 if has_changes(result) else 0)

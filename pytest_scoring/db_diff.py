@@ -395,3 +395,31 @@ def _single(path: Path, key: str) -> Snapshot:
     snapshot.errors = {key: snapshot.errors[path.name]} if snapshot.errors else {}
     snapshot.origins = {key: path}
     return snapshot
+
+
+def diff_errors(diff: dict[str, Any]) -> list[str]:
+    """The error of every database that could not be diffed."""
+    return [entry["error"] for entry in diff["comparisons"].values() if "error" in entry]
+
+
+def summary_table(diff: dict[str, Any]) -> Any:
+    """A compact ``rich`` table: one line per table (or unreadable database) with counts."""
+    from rich.table import Table as RichTable
+
+    table = RichTable("database", "table", "data", "schema", "before", "after", "+", "-", "~")
+    for relpath, entry in diff["comparisons"].items():
+        if "error" in entry:
+            table.add_row(relpath, "", f"[red]error: {entry['error']}[/red]")
+            continue
+        data, schema = entry["comparisons"]["data"], entry["comparisons"]["schema"]
+        for name, rows in data["tables"].items():
+            counts = rows["counts"]
+            table.add_row(
+                relpath,
+                name,
+                rows["status"],
+                schema["tables"][name]["status"],
+                *(str(rows[k]) for k in ("before_rows", "after_rows")),
+                *(str(counts[k]) for k in ("added", "removed", "changed")),
+            )
+    return table
