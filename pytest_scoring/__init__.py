@@ -9,6 +9,8 @@ from pytest_scoring.db_diff import diff_paths
 from pytest_scoring.db_diff import diff_snapshots
 from pytest_scoring.db_snapshot import take_snapshot
 from pytest_scoring.diff_of_diffs import diff_of_diffs
+from pytest_scoring.reader import ScanResults
+from pytest_scoring.reader import results_df
 from pytest_scoring.report import SessionResult
 from pytest_scoring.scorers.composite import composite_scorer
 from pytest_scoring.scorers.database import db_change_scorer
@@ -25,6 +27,7 @@ from pytest_scoring.selectors import selector_matches
 from pytest_scoring.session import last_result
 
 __all__ = [
+    "ScanResults",
     "Score",
     "Selector",
     "SessionResult",
@@ -39,6 +42,7 @@ __all__ = [
     "parse_selector",
     "percent_failing_tests_scorer",
     "percent_passing_tests_scorer",
+    "results_df",
     "sandbox_state_scorer",
     "selector_matches",
     "take_snapshot",
