@@ -234,14 +234,12 @@ def _check_entry(
             f"{where}.type: unknown scorer type {type_text!r} (known: {', '.join(sorted(types))})"
         )
     factory = types[type_name]
-    params = {key: value for key, value in raw.items() if key not in ENTRY_KEYS}
-    check_parameters(factory, params, where)
     accepted = inspect.signature(factory).parameters
     # Parameters the entry leaves out but the command line gives (--score-selector…).
-    defaults = {k: v for k, v in command_line.items() if k in accepted and k not in params}
-    return _Entry(
-        _entry_name(raw, type_name, where), type_name, factory, {**defaults, **params}, where
-    )
+    params = {k: v for k, v in command_line.items() if k in accepted}
+    params.update((key, value) for key, value in raw.items() if key not in ENTRY_KEYS)
+    check_parameters(factory, params, where)
+    return _Entry(_entry_name(raw, type_name, where), type_name, factory, params, where)
 
 
 def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
