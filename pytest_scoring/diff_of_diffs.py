@@ -25,8 +25,6 @@ Decisions where SPEC 4.4 is silent:
 
 from __future__ import annotations
 
-import json
-import math
 from collections import Counter
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -51,51 +49,50 @@ def _items(value: object) -> list[Any]:
     return list(value) if isinstance(value, list) else []
 
 
-def _canonical_value(value: Any) -> Any:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, Mapping):
-        return {k: _canonical_value(v) for k, v in value.items() if v is not None}
+def canonical(value: Any) -> Any:
+    """A hashable form, equal for two JSON values exactly when SQLite-as-JSON equality holds.
+
+    Python already has ``1 == 1.0 == True`` (with equal hashes) and ``"1" != 1``; objects
+    become sorted tuples without their ``null`` members (a missing column is ``null``).
+    """
+    if isinstance(value, dict):
+        return tuple(
+            sorted(
+                (key, canonical(item) if isinstance(item, dict | list) else item)
+                for key, item in value.items()
+                if item is not None
+            )
+        )
     if isinstance(value, list):
-        return [_canonical_value(item) for item in value]
+        return tuple(canonical(item) for item in value)
     return value
-
-
-def canonical(value: Any) -> str:
-    """A text equal for two JSON values exactly when SQLite-as-JSON equality holds."""
-    return json.dumps(_canonical_value(value), sort_keys=True, default=str)
 
 
 def split_multisets(
     reference: Iterable[Any], solution: Iterable[Any]
 ) -> tuple[list[Any], list[Any], list[Any]]:
     """``(only in reference, only in solution, in both)`` of two lists compared as multisets."""
-    reference, solution = list(reference), list(solution)
-    available = Counter(canonical(item) for item in reference)
+    keyed_a = [(canonical(item), item) for item in reference]
+    keyed_b = [(canonical(item), item) for item in solution]
+    available = Counter(key for key, _ in keyed_a)
     after_only, shared = [], []
-    for item in solution:
-        key = canonical(item)
+    for key, item in keyed_b:
         if available[key] > 0:
             available[key] -= 1
             shared.append(item)
         else:
             after_only.append(item)
-    unmatched = Counter(canonical(item) for item in shared)
     before_only = []
-    for item in reference:
-        key = canonical(item)
-        if unmatched[key] > 0:
-            unmatched[key] -= 1
-        else:
+    for key, item in keyed_a:
+        if available[key] > 0:
+            available[key] -= 1
             before_only.append(item)
     return before_only, after_only, shared
 
 
-def _changes_by_key(changes: Iterable[Any]) -> dict[str, tuple[Any, dict[str, Any]]]:
+def _changes_by_key(changes: Iterable[Any]) -> dict[Any, tuple[Any, dict[str, Any]]]:
     """Changed rows by canonical key, merging duplicates: ``{key: (key, {col: pair})}``."""
-    rows: dict[str, tuple[Any, dict[str, Any]]] = {}
+    rows: dict[Any, tuple[Any, dict[str, Any]]] = {}
     for change in changes:
         entry = _mapping(change)
         key = entry.get("key")
@@ -116,7 +113,7 @@ def split_changed_rows(
         split: tuple[Json, Json, Json] = ({}, {}, {})
         for column in dict.fromkeys([*old_columns, *new_columns]):
             pair_a, pair_b = old_columns.get(column), new_columns.get(column)
-            if pair_a is not None and pair_b is not None and canonical(pair_a) == canonical(pair_b):
+            if pair_a is not None and pair_b is not None and pair_a == pair_b:
                 split[2][column] = pair_b
                 continue
             if pair_a is not None:

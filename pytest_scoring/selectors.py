@@ -281,18 +281,20 @@ class RowCriteria:
 
     def holds(self, table: Mapping[str, Any]) -> bool:
         """Whether the data-plane entry of one table fits."""
-        rows: dict[str, list[Row]] = {
-            "added": self._keep(_rows(table.get("rows_added"))),
-            "removed": self._keep(_rows(table.get("rows_removed"))),
-            "changed": [
-                changed_row(change)
-                for change in _rows(table.get("rows_changed"))
-                if self.by_key is None or self.by_key(_mapping(change.get("key")))
-            ],
-        }
         if not self.lists:
-            return any(rows.values())
-        return all(criteria.holds(rows[kind]) for kind, criteria in self.lists)
+            return any(self._rows(table, kind) for kind in ("added", "removed", "changed"))
+        return all(criteria.holds(self._rows(table, kind)) for kind, criteria in self.lists)
+
+    def _rows(self, table: Mapping[str, Any], kind: str) -> list[Row]:
+        """The rows of one list left by ``by_key`` (changed rows as virtual rows)."""
+        rows = _rows(table.get(f"rows_{kind}"))
+        if kind != "changed":
+            return self._keep(rows)
+        return [
+            changed_row(change)
+            for change in rows
+            if self.by_key is None or self.by_key(_mapping(change.get("key")))
+        ]
 
     def _keep(self, rows: list[Row]) -> list[Row]:
         return rows if self.by_key is None else [row for row in rows if self.by_key(row)]
