@@ -85,8 +85,10 @@ class ScoringSession:
         self.tally.collected.update(item.nodeid for item in session.items)
 
     @pytest.hookimpl
-    def pytest_keyboard_interrupt(self) -> None:
-        self.interrupted = True
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # pytest stops itself after collection errors by raising Session.Interrupted (a
+        # KeyboardInterrupt): that session ended as pytest meant it to, so it stays complete.
+        self.interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
 
     # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
     @pytest.hookimpl(trylast=True)
