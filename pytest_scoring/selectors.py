@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -207,12 +209,19 @@ class RowListCriteria:
     filters: tuple[RowTest, ...]
     count: Callable[[int], bool] | None
 
-    def holds(self, rows: list[Row]) -> bool:
-        """Whether the rows pass the checks and enough of them survive the filters."""
-        if not all(check(rows) for check in self.checks):
-            return False
-        survivors = [row for row in rows if all(test(row) for test in self.filters)]
-        return self.count(len(survivors)) if self.count is not None else bool(survivors)
+    def holds(self, rows: Iterable[Row]) -> bool:
+        """Whether the rows pass the checks and enough of them survive the filters.
+
+        Rows stream through the filters: without ``$count`` the first survivor decides.
+        """
+        if self.checks:
+            rows = list(rows)
+            if not all(check(rows) for check in self.checks):
+                return False
+        survivors = (row for row in rows if all(test(row) for test in self.filters))
+        if self.count is None:
+            return next(survivors, None) is not None
+        return self.count(sum(1 for _ in survivors))
 
 
 def _has_one_template(templates: tuple[RowTest, ...]) -> Callable[[list[Row]], bool]:
@@ -259,15 +268,17 @@ def _changed_columns_test(membership: Membership) -> RowTest:
 
 def changed_row(change: Row) -> dict[str, Any]:
     """The virtual row a ``rows.changed.where`` clause sees for one changed row."""
-    changes = _mapping(change.get("changes"))
-    values = {column: _mapping(pair) for column, pair in changes.items()}
-    after = {column: pair.get("new_value") for column, pair in values.items()}
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    for column, pair in _mapping(change.get("changes")).items():
+        values = _mapping(pair)
+        before[column], after[column] = values.get("old_value"), values.get("new_value")
     return {
         **after,
-        "$changed_columns": list(changes),
-        "$before": {column: pair.get("old_value") for column, pair in values.items()},
+        "$changed_columns": list(after),
+        "$before": before,
         "$after": after,
-        "$key": dict(_mapping(change.get("key"))),
+        "$key": _mapping(change.get("key")),
     }
 
 
@@ -282,22 +293,20 @@ class RowCriteria:
     def holds(self, table: Mapping[str, Any]) -> bool:
         """Whether the data-plane entry of one table fits."""
         if not self.lists:
-            return any(self._rows(table, kind) for kind in ("added", "removed", "changed"))
+            kinds = ("added", "removed", "changed")
+            return any(next(self._rows(table, kind), None) is not None for kind in kinds)
         return all(criteria.holds(self._rows(table, kind)) for kind, criteria in self.lists)
 
-    def _rows(self, table: Mapping[str, Any], kind: str) -> list[Row]:
-        """The rows of one list left by ``by_key`` (changed rows as virtual rows)."""
+    def _rows(self, table: Mapping[str, Any], kind: str) -> Iterator[Row]:
+        """The rows of one list left by ``by_key`` (changed rows as virtual rows), lazily."""
         rows = _rows(table.get(f"rows_{kind}"))
         if kind != "changed":
-            return self._keep(rows)
-        return [
+            return (row for row in rows if self.by_key is None or self.by_key(row))
+        return (
             changed_row(change)
             for change in rows
             if self.by_key is None or self.by_key(_mapping(change.get("key")))
-        ]
-
-    def _keep(self, rows: list[Row]) -> list[Row]:
-        return rows if self.by_key is None else [row for row in rows if self.by_key(row)]
+        )
 
 
 def _parse_by_key(raw: Any, path: str) -> RowTest:
