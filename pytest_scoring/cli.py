@@ -47,10 +47,17 @@ def main() -> None:
     """Score a repository: tests, database changes, reports Inspect tools read."""
 
 
+#: Table width when the output is not a terminal (a pipe or a file): wide enough not to fold.
+PIPED_WIDTH = 160
+
+
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(soft_wrap=True)
+    console = Console()
+    if not console.is_terminal:
+        console.width = PIPED_WIDTH
+    return console
 
 
 @main.command()

@@ -148,7 +148,7 @@ def counts_line(content: dict[str, Any]) -> str:
     """``tests: 3 passed, 1 failed … (total 4)`` from a ``scores.json``."""
     counts = dict((content.get("tests") or {}).get("counts") or {})
     total = counts.pop("total", 0)
-    parts = ", ".join(f"{number} {outcome}" for outcome, number in counts.items())
+    parts = ", ".join(f"{number} {outcome}" for outcome, number in counts.items() if number)
     return f"tests: {parts or 'none'} (total {total})"
 
 
@@ -156,10 +156,15 @@ def reports_table(infos: Sequence[Any]) -> Any:
     """A rich table of reports (:class:`~pytest_scoring.reader.ReportInfo`), as given."""
     from rich.table import Table
 
-    table = Table("id", "created", "repository", "complete", "scores", title="reports")
+    table = Table(title="reports")
+    table.add_column("id", no_wrap=True, min_width=22)
+    for heading in ("created", "repository", "complete", "scores"):
+        table.add_column(heading, overflow="fold")  # wrapped, never cut: scripts read it
     for info in infos:
-        values = ", ".join(f"{name}={_format_value(v)}" for name, v in info.values.items())
-        table.add_row(info.scan_id, info.created, info.repository, _yes_no(info.complete), values)
+        values = "\n".join(f"{name}={_format_value(v)}" for name, v in info.values.items())
+        table.add_row(
+            info.scan_id, info.created[:19], info.repository, _yes_no(info.complete), values
+        )
     return table
 
 
