@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.errors import SelectorError
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.session import PLUGIN_NAME
@@ -19,37 +22,44 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
 
     Without ``--score-config``: the test scorers. With it: exactly the file's scorers, the
     types of the ``pytest_scoring_scorers`` hook included; entries that leave out
-    ``selector`` or ``test_patterns`` take the command line's.
+    ``selector`` or ``test_patterns`` take the command line's. Either way
+    ``--score-db-diff`` adds ``db_change`` and ``--score-reference`` adds ``db_diff_change``
+    unless a scorer of that type is there already.
     """
     if settings.config_file is None:
-        if settings.reference is not None and settings.tally_output is None:
-            from pytest_scoring.scorers.reference import db_diff_change_scorer
+        scorers = default_test_scorers()
+    else:
+        scorers = _configured_scorers(config, settings, settings.config_file)
+    return [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
 
-            return [
-                *default_test_scorers(),
-                *_database_scorers(settings, []),
-                db_diff_change_scorer(settings.selector, settings.test_patterns),
-            ]
-        return [*default_test_scorers(), *_database_scorers(settings, [])]
+
+def _configured_scorers(
+    config: pytest.Config, settings: ScoringSettings, config_file: Path
+) -> list[Scorer]:
     from pytest_scoring.config import load_config
     from pytest_scoring.scorers.registry import scorer_types
 
     types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
     command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
-    scorers = load_config(settings.config_file, types, command_line)
-    return [*scorers, *_database_scorers(settings, scorers)]
+    return load_config(config_file, types, command_line)
 
 
-def _database_scorers(settings: ScoringSettings, scorers: list[Scorer]) -> list[Scorer]:
-    """``--score-db-diff`` adds ``db_change`` (with ``--score-selector``) unless one is there."""
-    if not settings.db_diff or any(scorer.type == "db_change" for scorer in scorers):
-        return []
+def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer]:
+    """The database scorers that options ask for and the scorer list lacks."""
     from pytest_scoring.scorers.database import db_change_scorer
+    from pytest_scoring.scorers.reference import db_diff_change_scorer
 
+    added: list[Scorer] = []
     try:
-        return [db_change_scorer(settings.selector)]
-    except ScoringError as error:
-        raise ScoringError(f"--score-selector: {error}") from None
+        if settings.db_diff and "db_change" not in present:
+            added.append(db_change_scorer(settings.selector))
+        # A reference rerun (tally_output) must not start a reference run of its own.
+        rerun = settings.tally_output is not None
+        if settings.reference is not None and not rerun and "db_diff_change" not in present:
+            added.append(db_diff_change_scorer(settings.selector, settings.test_patterns))
+    except SelectorError as error:
+        raise SelectorError(f"--score-selector: {error}") from None
+    return added
 
 
 def configure_scoring(config: pytest.Config, is_worker: bool) -> None:

@@ -308,3 +308,15 @@ def test_the_command_line_config_wins_over_the_repositorys_ini(pytester: pytest.
     result = pytester.runpytest("--score-config=good.json", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["ok: C *"])
+
+
+def test_database_options_add_their_scorers_to_a_configured_list(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".json", scores='[{"type": "all_tests_pass"}]')
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest(
+        "--score-config=scores.json", "--score-db-diff", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["all_tests_pass: C *", "db_change: I *"])
