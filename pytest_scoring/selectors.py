@@ -107,10 +107,11 @@ def _names(raw: Any, path: str, choices: tuple[str, ...] | None) -> tuple[str, .
     if not isinstance(items, list) or not items:
         fail(path, f"expected a name or a non-empty list of names, got {raw!r}")
     for index, item in enumerate(items):
+        where = path if isinstance(raw, str) else f"{path}[{index}]"
         if not isinstance(item, str):
-            fail(f"{path}[{index}]", f"expected a name (string), got {item!r}")
+            fail(where, f"expected a name (string), got {item!r}")
         if choices is not None and item not in choices:
-            fail(f"{path}[{index}]", f"unknown value {item!r} {expected(choices)}")
+            fail(where, f"unknown value {item!r} {expected(choices)}")
     return tuple(items)
 
 

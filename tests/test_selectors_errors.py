@@ -133,7 +133,12 @@ ERRORS: list[tuple[str, Any, str]] = [
     (
         "unknown table status",
         {"tables": {"status": "modified"}},
-        "selector.tables.status[0]: unknown value 'modified' (expected one of added, removed",
+        "selector.tables.status: unknown value 'modified' (expected one of added, removed",
+    ),
+    (
+        "unknown status in a list",
+        {"tables": {"status": {"has_one": ["added", "gone"]}}},
+        "selector.tables.status.has_one[1]: unknown value 'gone'",
     ),
     (
         "membership names are strings",
