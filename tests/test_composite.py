@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pytest_scoring import composite_scorer
 from pytest_scoring import file_contents_scorer
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import FormulaError
+from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import mean
 from pytest_scoring.metrics import stderr
 from pytest_scoring.outcomes import OutcomeTally
@@ -27,7 +29,7 @@ class CountingScorer:
     """A real scorer that counts how often it is asked (to see reuse)."""
 
     type = "counting"
-    metrics = (mean,)
+    metrics: Sequence[Metric] = (mean,)
 
     def __init__(self, name: str, value: Any, interim_score: bool = False):
         self.name = name
@@ -100,7 +102,7 @@ def test_a_failing_callable_scores_no_answer(tmp_path: Path) -> None:
 def test_a_named_scorer_missing_from_the_session_scores_no_answer(tmp_path: Path) -> None:
     result = run_scorers([composite_scorer(["ghost"], "ghost.value")], context(tmp_path))
     assert result["composite"]["value"] == "N"
-    assert "'ghost' has no score" in result["composite"]["explanation"]
+    assert "'ghost' has no score" in str(result["composite"]["explanation"])
 
 
 @pytest.mark.parametrize(

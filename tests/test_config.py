@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from pytest_scoring.config import load_config
 from pytest_scoring.config import scorers_from_data
 from pytest_scoring.errors import ConfigError
+from pytest_scoring.metrics import Metric
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.registry import BUILTIN_TYPES
@@ -232,7 +234,7 @@ class SelectorScorer:
     """A scorer type taking a selector, as db_change does."""
 
     type = "selecting"
-    metrics = ()
+    metrics: Sequence[Metric] = ()
 
     def __init__(self, selector: dict[str, Any] | None):
         self.name = "selecting"
@@ -277,7 +279,7 @@ def test_a_bad_registered_type_is_refused(registered: dict[str, Any], message: s
 
 
 def test_every_built_in_type_builds_a_scorer_from_its_required_parameters() -> None:
-    required = {
+    required: dict[str, dict[str, Any]] = {
         "file_contents": {"folder_path": ".", "search_string": "x"},
         "sandbox_state": {"command": "true"},
         "composite": {"scorers": ["all_tests_pass"], "formula": "all_tests_pass.value"},
