@@ -25,7 +25,7 @@ from pytest_scoring.scores import Score
 #: Longest formula text accepted, in characters.
 MAX_FORMULA_LENGTH: Final = 2_000
 #: Deepest nesting of the syntax tree accepted.
-MAX_DEPTH: Final = 40
+MAX_DEPTH: Final = 100
 #: Largest integer a formula may build, in bits.
 MAX_INT_BITS: Final = 4_096
 #: Largest string or list (counting nested items) a formula may build.
