@@ -154,3 +154,22 @@ def test_a_composite_in_a_real_session_reads_a_json_config(pytester: pytest.Pyte
     scores = json.loads(report.joinpath("scores.json").read_text())["scores"]
     assert scores["half_or_all"]["metadata"]["scores"]["all_tests_pass"]["value"] == "I"
     assert set(scores) == {"percent_passing_tests", "all_tests_pass", "half_or_all", "broken"}
+
+
+def test_a_hostile_formula_in_a_config_stops_the_session_and_runs_nothing(
+    pytester: pytest.Pytester,
+) -> None:
+    marker = pytester.path / "pwned"
+    formula = f"__import__('os').system('touch {marker}')"
+    config = [
+        {"type": "all_tests_pass"},
+        {"type": "composite", "scorers": ["all_tests_pass"], "formula": formula},
+    ]
+    pytester.path.joinpath("scores.json").write_text(json.dumps(config))
+    pytester.makepyfile("def test_ok(): pass")
+    result = pytester.runpytest("--score-config=scores.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*scorers[[]1[]].formula: line 1, column 1: calling '__import__'*"]
+    )
+    assert not marker.exists()
