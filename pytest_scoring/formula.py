@@ -251,6 +251,8 @@ class _Checker:
                 raise _reject(function, f"calling {function.id!r}")
         elif isinstance(function, ast.Attribute) and _is_math(function):
             self._check_attribute(function, called=True)
+        elif isinstance(function, ast.Attribute):
+            raise _reject(function, f"calling method {function.attr!r}")
         else:
             raise _reject(function, "calling this expression")
         for argument in node.args:
