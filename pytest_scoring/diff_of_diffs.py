@@ -26,19 +26,21 @@ Decisions where SPEC 4.4 is silent:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
 PARTS: Final = ("before_only", "after_only", "shared")
-_ROW_LISTS: Final = ("rows_added", "rows_removed")
 _COLUMN_LISTS: Final = ("columns_added", "columns_removed", "columns_changed")
 _EVENTS: Final = ("added", "removed")
 
 Json = dict[str, Any]
 #: One table entry of each part: ``(before_only, after_only, shared)``.
 Split = tuple[Json, Json, Json]
+#: Splits one list of A and of B into ``(before_only, after_only, shared)``.
+Splitter = Callable[[list[Any], list[Any]], tuple[list[Any], list[Any], list[Any]]]
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -148,12 +150,25 @@ def _part_entries(
     return dict(reference or solution), dict(solution or reference), dict(solution or reference)
 
 
-def _finish(
-    entries: Split,
-    lists: tuple[dict[str, list[Any]], ...],
-    reference: Mapping[str, Any],
-    solution: Mapping[str, Any],
+#: How each list of a table entry splits, by plane.
+_DATA_LISTS: Final[dict[str, Splitter]] = {
+    "rows_added": split_multisets,
+    "rows_removed": split_multisets,
+    "rows_changed": split_changed_rows,
+}
+_SCHEMA_LISTS: Final[dict[str, Splitter]] = dict.fromkeys(_COLUMN_LISTS, split_multisets)
+
+
+def _split_lists(
+    reference: Mapping[str, Any], solution: Mapping[str, Any], splitters: Mapping[str, Splitter]
 ) -> Split:
+    """Each named list of both table entries split into the parts; each part's status."""
+    lists: tuple[dict[str, list[Any]], ...] = ({}, {}, {})
+    for name, split in splitters.items():
+        halves = split(_items(reference.get(name)), _items(solution.get(name)))
+        for part, items in zip(lists, halves, strict=True):
+            part[name] = items
+    entries = _part_entries(reference, solution)
     status_a, status_b = _statuses(reference, solution)
     owns = ((status_a, status_b, False), (status_b, status_a, False), (status_b, status_a, True))
     for entry, part_lists, (own, other, shared) in zip(entries, lists, owns, strict=True):
@@ -164,24 +179,8 @@ def _finish(
 
 def split_data_table(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> Split:
     """One data-plane table entry of A and of B, split into the three parts."""
-    lists: tuple[dict[str, list[Any]], ...] = ({}, {}, {})
-    for name in _ROW_LISTS:
-        for part, rows in zip(
-            lists,
-            split_multisets(_items(reference.get(name)), _items(solution.get(name))),
-            strict=True,
-        ):
-            part[name] = rows
-    for part, rows in zip(
-        lists,
-        split_changed_rows(
-            _items(reference.get("rows_changed")), _items(solution.get("rows_changed"))
-        ),
-        strict=True,
-    ):
-        part["rows_changed"] = rows
+    entries = _split_lists(reference, solution, _DATA_LISTS)
     truncated = bool(reference.get("truncated") or solution.get("truncated"))
-    entries = _finish(_part_entries(reference, solution), lists, reference, solution)
     for entry in entries:
         entry["counts"] = {
             kind: len(entry[f"rows_{kind}"]) for kind in ("added", "removed", "changed")
@@ -192,15 +191,7 @@ def split_data_table(reference: Mapping[str, Any], solution: Mapping[str, Any]) 
 
 def split_schema_table(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> Split:
     """One schema-plane table entry of A and of B, split into the three parts."""
-    lists: tuple[dict[str, list[Any]], ...] = ({}, {}, {})
-    for name in _COLUMN_LISTS:
-        for part, columns in zip(
-            lists,
-            split_multisets(_items(reference.get(name)), _items(solution.get(name))),
-            strict=True,
-        ):
-            part[name] = columns
-    return _finish(_part_entries(reference, solution), lists, reference, solution)
+    return _split_lists(reference, solution, _SCHEMA_LISTS)
 
 
 def _split_plane(reference: Mapping[str, Any], solution: Mapping[str, Any], plane: str) -> Split:
