@@ -1,0 +1,149 @@
+"""``db_change`` end to end (SPEC 2.2, 3.1): real sessions change real SQLite files."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_scoring import db_change_scorer
+from pytest_scoring import last_result
+from pytest_scoring.errors import SelectorError
+
+USERS = 3
+TEST_UPDATE = """
+import sqlite3
+
+def test_update():
+    with sqlite3.connect("data/app.db") as db:
+        db.execute({sql!r})
+    db.close()
+"""
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A repository with ``data/app.db``: users 1..3 with a password and a role."""
+    (pytester.path / "data").mkdir()
+    with contextlib.closing(sqlite3.connect(pytester.path / "data" / "app.db")) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, password TEXT, role TEXT)")
+        db.executemany(
+            "INSERT INTO users VALUES (?, 'pw', 'user')", [(i,) for i in range(1, USERS + 1)]
+        )
+        db.commit()
+    return pytester
+
+
+def write_test(pytester: pytest.Pytester, sql: str, name: str = "test_app") -> None:
+    pytester.makepyfile(**{name: TEST_UPDATE.format(sql=sql)})
+
+
+def score(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    result = pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider", *args)
+    session = last_result()
+    assert session is not None
+    return result, dict(session.scores["db_change"])
+
+
+def selector(value: dict[str, Any]) -> str:
+    return f"--score-selector={json.dumps(value)}"
+
+
+def report_folder(pytester: pytest.Pytester) -> Path:
+    (folder,) = (pytester.path / "scores").glob("scan_id=*")
+    return folder
+
+
+def test_a_changed_password_matches_its_selector_and_diff_json_is_written(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "UPDATE users SET password = 'pwned' WHERE id = 2")
+    _, db_change = score(repo, selector({"rows": {"changed": {"has_one": ["password"]}}}))
+    assert db_change["value"] == "C"
+    assert db_change["metadata"]["counts"]["rows_changed"] == 1
+    diff = json.loads((report_folder(repo) / "diff.json").read_text())
+    users = diff["comparisons"]["data/app.db"]["comparisons"]["data"]["tables"]["users"]
+    assert users["rows_changed"] == [
+        {"key": {"id": 2}, "changes": {"password": {"old_value": "pw", "new_value": "pwned"}}}
+    ]
+    assert [p.name for p in (repo.path / "scores").iterdir()] == [report_folder(repo).name]
+
+
+def test_without_a_selector_a_session_that_changes_nothing_scores_incorrect(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "SELECT 1")
+    _, db_change = score(repo)
+    assert db_change["value"] == "I"
+    assert db_change["explanation"].startswith("the session changed no database")
+
+
+def test_a_selector_sees_a_change_beyond_the_examples_kept_in_the_report(
+    repo: pytest.Pytester,
+) -> None:
+    many = 1500
+    with contextlib.closing(sqlite3.connect(repo.path / "data" / "app.db")) as db:
+        db.executemany(
+            "INSERT INTO users VALUES (?, 'pw', 'user')", [(i,) for i in range(10, many)]
+        )
+        db.commit()
+    write_test(
+        repo,
+        "UPDATE users SET password = 'x' || id, "
+        "role = CASE id WHEN 1499 THEN 'admin' ELSE role END",
+    )
+    _, db_change = score(repo, selector({"rows": {"changed": {"where": {"role": "admin"}}}}))
+    assert db_change["value"] == "C"
+    diff = json.loads((report_folder(repo) / "diff.json").read_text())
+    users = diff["comparisons"]["data/app.db"]["comparisons"]["data"]["tables"]["users"]
+    assert users["truncated"] and len(users["rows_changed"]) == 1000
+    assert all(row["key"]["id"] != 1499 for row in users["rows_changed"])
+
+
+def test_an_invalid_selector_stops_the_session_before_any_test_runs(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "UPDATE users SET role = 'admin'")
+    result = repo.runpytest("--score-db-diff", selector({"rows": {"changed": {"has_one": 3}}}))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--score-selector: selector.rows.changed.has_one*"])
+    with contextlib.closing(sqlite3.connect(repo.path / "data" / "app.db")) as db:
+        assert db.execute("SELECT count(*) FROM users WHERE role = 'admin'").fetchone() == (0,)
+
+
+def test_the_python_api_rejects_an_invalid_selector_naming_its_path() -> None:
+    with pytest.raises(SelectorError, match=r"^selector\.tables"):
+        db_change_scorer({"tables": {"nmae": "users"}})
+
+
+def test_under_xdist_the_start_snapshot_is_taken_before_any_worker_runs_a_test(
+    repo: pytest.Pytester,
+) -> None:
+    for i in range(4):
+        write_test(repo, f"INSERT INTO users (password) VALUES ('t{i}')", name=f"test_{i}")
+    result, db_change = score(repo, "-n", "2")
+    result.assert_outcomes(passed=4)
+    assert db_change["metadata"]["counts"]["rows_added"] == 4
+
+
+def test_db_reset_makes_every_run_start_from_the_first_seen_state(repo: pytest.Pytester) -> None:
+    write_test(repo, "INSERT INTO users (password) VALUES ('new')")
+    for _ in range(2):
+        _, db_change = score(repo, "--score-db-reset")
+        users = db_change["metadata"]["diff"]["comparisons"]["data/app.db"]["comparisons"]
+        assert users["data"]["tables"]["users"]["before_rows"] == USERS
+
+
+def test_a_file_that_is_not_sqlite_gets_an_error_entry_and_the_rest_is_scored(
+    repo: pytest.Pytester,
+) -> None:
+    (repo.path / "fake.db").write_text("not a database")
+    write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 1")
+    _, db_change = score(repo)
+    assert db_change["value"] == "C"
+    assert "not a SQLite database" in db_change["metadata"]["errors"]["fake.db"]
+    assert "1 database(s) unreadable" in db_change["explanation"]
