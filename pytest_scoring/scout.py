@@ -9,6 +9,7 @@ per (transcript, scorer).
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import uuid
@@ -333,11 +334,16 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    import pyarrow as pa
+    """Rows as an Arrow table of exactly ``schema`` (absent columns are null).
 
-    return pa.Table.from_pylist(
-        [{name: row.get(name) for name in schema.names} for row in rows], schema
-    )
+    Built by Arrow's JSON reader, not ``pa.array``/``from_pylist``: those import pandas,
+    which would add about 0.2 s to the end of every scored session (SPEC 6).
+    """
+    import pyarrow.json as pa_json
+
+    lines = "".join(json.dumps(row, default=str) + "\n" for row in rows)
+    options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    return pa_json.read_json(io.BytesIO(lines.encode("utf-8")), parse_options=options)
 
 
 def _write_text(path: Path, text: str) -> None:

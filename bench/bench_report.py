@@ -1,0 +1,59 @@
+"""Cost of the report: writing it (scores.json + the Scout results directory) and reading it back.
+
+Each step runs in a fresh interpreter, as it does at the end of a real session, so the import
+of pyarrow is counted. Prints the median wall time of each step over several rounds.
+
+    python bench/bench_report.py [--tests 5000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+WRITE = """
+import sys
+from pathlib import Path
+from pytest_scoring.outcomes import OutcomeTally
+from pytest_scoring.report import SessionResult, write_report
+from pytest_scoring.scorers import default_test_scorers
+from pytest_scoring.scorers.base import ScoringContext, run_scorers
+
+tally = OutcomeTally()
+for n in range(int(sys.argv[2])):
+    tally.record_outcome(f"tests/test_gen.py::test_{n}", "passed" if n % 10 else "failed", 0.001)
+scorers = default_test_scorers()
+scores = run_scorers(scorers, ScoringContext(root=Path("."), tally=tally))
+write_report(SessionResult("repo", scorers, scores, tally.to_json()), Path(sys.argv[1]))
+"""
+READ = "import sys; from pytest_scoring import results_df; results_df(sys.argv[1])"
+NOTHING = "import pytest_scoring.report"
+
+
+def run_once(code: str, *args: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, *args], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    steps = {"import only": [], "write report": [], "results_df": []}
+    with tempfile.TemporaryDirectory() as root:
+        for _ in range(options.rounds):
+            steps["import only"].append(run_once(NOTHING))
+            steps["write report"].append(run_once(WRITE, root, str(options.tests)))
+            steps["results_df"].append(run_once(READ, root))
+    for name, timings in steps.items():
+        print(f"{name:14} median {statistics.median(timings):.3f}s over {len(timings)} runs")
+
+
+if __name__ == "__main__":
+    main()
