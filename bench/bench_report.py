@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
-    steps = {"import only": [], "write report": [], "results_df": []}
+    steps: dict[str, list[float]] = {"import only": [], "write report": [], "results_df": []}
     with tempfile.TemporaryDirectory() as root:
         for _ in range(options.rounds):
             steps["import only"].append(run_once(NOTHING))
