@@ -187,13 +187,35 @@ def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
         kill_group(process.pid)
 
 
+def _follow(
+    process: subprocess.Popen[bytes],
+    timeout: float,
+    progress: Progress,
+    on_progress: Callable[[Progress], Any],
+) -> bool:
+    """Read the run's output to its end, stopping the run at the timeout; True if it was."""
+    assert process.stdout is not None
+    chunks: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=_pump, args=(process.stdout, chunks), daemon=True).start()
+    deadline, timed_out = progress.started + timeout, False
+    while _drain(chunks, progress, wait=0.2):
+        on_progress(progress)
+        if process.poll() is not None:
+            kill_group(process.pid)  # children the tests left running keep the output open
+        if not timed_out and time.monotonic() > deadline:
+            timed_out = True
+            threading.Thread(target=_stop, args=(process, timeout), daemon=True).start()
+    process.wait()
+    return timed_out
+
+
 def run_repository(
     request: RunRequest, on_progress: Callable[[Progress], Any] = lambda progress: None
 ) -> RunResult:
     """Run pytest with the plugin in ``request.repo`` and find the report it wrote."""
     before = _reports(request.report_root)
     progress = Progress()
-    process = subprocess.Popen(
+    with subprocess.Popen(
         pytest_command(*request.arguments()),
         cwd=request.repo,
         env={**request.environment(), "PYTHONUNBUFFERED": "1"},
@@ -201,19 +223,8 @@ def run_repository(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-    )
-    assert process.stdout is not None
-    chunks: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=_pump, args=(process.stdout, chunks), daemon=True).start()
-    deadline, timed_out = progress.started + request.timeout, False
-    while _drain(chunks, progress, wait=0.2):
-        on_progress(progress)
-        if process.poll() is not None:
-            kill_group(process.pid)  # children the tests left running keep the output open
-        if not timed_out and time.monotonic() > deadline:
-            timed_out = True
-            threading.Thread(target=_stop, args=(process, request.timeout), daemon=True).start()
-    process.wait()
+    ) as process:
+        timed_out = _follow(process, request.timeout, progress, on_progress)
     new = sorted(_reports(request.report_root) - before, key=lambda path: path.stat().st_mtime)
     return RunResult(process.returncode, timed_out, new[-1] if new else None, progress)
 

@@ -1,0 +1,92 @@
+"""``pytest-scoring run``: scoring a repository from outside, its output and exit status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from click.testing import Result
+
+from pytest_scoring.cli import main
+from pytest_scoring.runner import Progress
+
+PASS_AND_FAIL = """
+def test_ok():
+    pass
+
+def test_broken():
+    assert False
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "test_app.py").write_text(PASS_AND_FAIL)
+    return folder
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, ["run", *map(str, args)])
+
+
+def scores_of(report_root: Path) -> dict[str, object]:
+    (path,) = report_root.glob("scan_id=*/scores.json")
+    content = json.loads(path.read_text())
+    assert isinstance(content, dict)
+    return content
+
+
+def test_a_run_prints_the_scores_and_where_the_report_is(repo: Path, tmp_path: Path) -> None:
+    result = run(repo, "--report", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "percent_passing_tests" in result.output
+    assert "50" in result.output
+    assert f"report: {tmp_path / 'out'}" in result.output.replace("\n", "")
+    assert scores_of(tmp_path / "out")["complete"] is True
+
+
+def test_a_pass_rate_below_fail_under_exits_with_one(repo: Path, tmp_path: Path) -> None:
+    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
+    assert result.exit_code == 1
+    assert "FAIL: 50.0% of tests pass, below --fail-under=75" in result.output
+
+
+def test_arguments_after_the_separator_go_to_pytest(repo: Path, tmp_path: Path) -> None:
+    result = run(repo, "--report", tmp_path / "out", "--fail-under=100", "--", "-k", "not broken")
+    assert result.exit_code == 0, result.output
+    assert scores_of(tmp_path / "out")["tests"]["counts"]["total"] == 1  # type: ignore[index]
+
+
+def test_a_missing_repository_is_bad_input(tmp_path: Path) -> None:
+    result = run(tmp_path / "nowhere")
+    assert result.exit_code == 2
+    assert "REPO:" in result.output and "nowhere is not a folder" in result.output
+
+
+def test_an_invalid_selector_is_bad_input_with_pytests_message(repo: Path, tmp_path: Path) -> None:
+    result = run(repo, "--report", tmp_path / "out", "--selector", "{not json")
+    assert result.exit_code == 2
+    assert "--score-selector: inline JSON is not valid JSON" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_run_past_its_timeout_is_stopped_and_reports_what_ran(repo: Path, tmp_path: Path) -> None:
+    (repo / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(120)\n")
+    result = run(repo, "--report", tmp_path / "out", "--timeout", "4")
+    assert result.exit_code == 0, result.output
+    assert "timed out after 4 s" in result.output
+    assert scores_of(tmp_path / "out")["complete"] is False
+
+
+def test_progress_counts_tests_as_pytest_reports_them() -> None:
+    progress = Progress()
+    progress.feed("collected 5 items\n\ntests/test_a.py ..F")
+    assert progress.describe().startswith("3/5 tests")
+    progress.feed("s.  [100%]\n\n=== 4 passed, 1 skipped in 0.1s ===\n")
+    assert progress.tests_done() == 5
+    progress.feed("tests/test_b.py::test_x PASSED   [ 50%]\n")
+    assert progress.tests_done() == 6
