@@ -348,3 +348,28 @@ def test_an_invalid_selector_is_refused_with_its_key_path(tmp_path: Path) -> Non
     path.write_text("scorers:\n  - type: db_change_scorer\n    selector: {rows: 3}\n")
     with pytest.raises(ConfigError, match=r"^scores\.yaml: scorers\[0\]\.selector\.rows: "):
         load_config(path, BUILTIN_TYPES)
+
+
+@pytest.mark.parametrize("distribution", [["-n", "2"], ["-p", "no:xdist"]])
+def test_a_configured_session_scores_once_with_and_without_xdist(
+    pytester: pytest.Pytester, distribution: list[str]
+) -> None:
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass")
+    pytester.makefile(
+        ".yaml",
+        scores="""
+        scorers:
+          - type: percent_passing_tests
+          - type: sandbox_state
+            command: "echo run >> runs.txt"
+          - type: composite
+            scorers: [percent_passing_tests, sandbox_state]
+            formula: "percent_passing_tests.value == 100 and sandbox_state.value == 'C'"
+        """,
+    )
+    result = pytester.runpytest(
+        "--score-config=scores.yaml", "-p", "no:cacheprovider", *distribution
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["composite: C *"])
+    assert pytester.path.joinpath("runs.txt").read_text() == "run\n"
