@@ -47,6 +47,31 @@ def main() -> None:
     """Score a repository: tests, database changes, reports Inspect tools read."""
 
 
+#: ``--report DIR`` of the commands that write a report.
+report_root_option = click.option(
+    "--report",
+    "report_root",
+    default=DEFAULT_REPORT_ROOT,
+    show_default=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Report root; the report goes into a new scan_id=… folder under it",
+)
+#: ``--fail-under PCT`` of the commands that score tests.
+fail_under_option = click.option(
+    "--fail-under",
+    type=click.FloatRange(0, 100),
+    metavar="PCT",
+    help="Exit status 1 if the pass percentage is below PCT",
+)
+
+
+def exit_if_below(percent: float, fail_under: float | None) -> None:
+    """Say so and exit with status 1 when ``--fail-under`` is given and not reached."""
+    if fail_under is not None and percent < fail_under:
+        click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
+        sys.exit(1)
+
+
 #: Table width when the output is not a terminal (a pipe or a file): wide enough not to fold.
 PIPED_WIDTH = 160
 
@@ -105,20 +130,8 @@ def list_command(report_root: str) -> None:
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--report",
-    "report_root",
-    default=DEFAULT_REPORT_ROOT,
-    show_default=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Report root; the report goes into a new scan_id=… folder under it",
-)
-@click.option(
-    "--fail-under",
-    type=click.FloatRange(0, 100),
-    metavar="PCT",
-    help="Exit status 1 if the pass percentage is below PCT",
-)
+@report_root_option
+@fail_under_option
 @reports_user_errors
 def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) -> None:
     """Score JUnit XML files written by any test runner into a report.
@@ -138,10 +151,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     for name, score in result.scores.items():
         click.echo(f"{name}: {score['value']}  ({score.get('explanation') or ''})")
     click.echo(f"score report: {path}")
-    if fail_under is not None and percent_passing(tally) < fail_under:
-        percent = percent_passing(tally)
-        click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
-        sys.exit(1)
+    exit_if_below(percent_passing(tally), fail_under)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -155,14 +165,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     help="Scorer configuration file (TOML, JSON or YAML)",
 )
 @click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change / db_diff_change")
-@click.option(
-    "--report",
-    "report_root",
-    default=DEFAULT_REPORT_ROOT,
-    show_default=True,
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Report root; the report goes into a new scan_id=… folder under it",
-)
+@report_root_option
 @click.option(
     "--timeout",
     default=3600.0,
@@ -171,12 +174,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     metavar="S",
     help="Wall-clock limit in seconds; the reference rerun gets 80% of it (at most 600 s)",
 )
-@click.option(
-    "--fail-under",
-    type=click.FloatRange(0, 100),
-    metavar="PCT",
-    help="Exit status 1 if the pass percentage is below PCT",
-)
+@fail_under_option
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 @reports_user_errors
@@ -215,10 +213,7 @@ def run(
     if result.timed_out:
         click.echo(f"timed out after {timeout:g} s: the report holds what ran", err=True)
     ctx.invoke(show, report=str(result.report))
-    percent = percent_passing_in(read_scores(result.report))
-    if fail_under is not None and percent < fail_under:
-        click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
-        sys.exit(1)
+    exit_if_below(percent_passing_in(read_scores(result.report)), fail_under)
 
 
 @main.command()
