@@ -7,9 +7,10 @@ writes. So every copy is made under a SQLite read transaction on the source:
 * rollback-journal mode: the read transaction holds a SHARED lock, so no writer can change the
   main file while it is copied — a plain file copy is then exactly the committed state, at the
   cost of one copy (the online backup API measured 3-6x slower than that);
-* WAL mode: the read transaction pins a WAL read mark, so no checkpoint can restart the log;
-  the main file and ``-wal`` are copied and the copy is checkpointed, which replays every
-  commit the log holds (frames past the last commit are dropped by SQLite's own recovery).
+* WAL mode: the read transaction pins a WAL read mark, so no checkpoint can write a page
+  newer than that mark into the main file nor restart the log; the main file and ``-wal`` are
+  copied as they are. SQLite's recovery, when the copy is opened, replays every complete
+  commit in the copied log and drops a torn tail: a consistent committed state.
 
 The finish state need not be copied at all: :func:`read_in_place` points a snapshot at the
 live files, and :mod:`pytest_scoring.db_diff` reads them read-only inside one transaction.
@@ -111,17 +112,6 @@ def copy_database(source: Path, target: Path, timeout: float = LOCK_TIMEOUT) -> 
         source_wal = source.with_name(source.name + "-wal")
         if wal and source_wal.exists():
             shutil.copyfile(source_wal, target.with_name(target.name + "-wal"))
-    if wal:
-        _leave_wal_mode(target)
-
-
-def _leave_wal_mode(path: Path) -> None:
-    """Checkpoint a copied WAL database into its main file and make it a plain file."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode=DELETE").fetchone()
-    finally:
-        connection.close()
 
 
 def _describe(error: BaseException) -> str:
@@ -217,5 +207,8 @@ def _restore(root: Path, relpath: str, saved: Path) -> bool:
     target.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", *SIDE_SUFFIXES):
         target.with_name(target.name + suffix).unlink(missing_ok=True)
-    shutil.copyfile(saved, target)
+    for suffix in ("", "-wal"):  # a WAL snapshot keeps its log beside it
+        kept = saved.with_name(saved.name + suffix)
+        if kept.exists():
+            shutil.copyfile(kept, target.with_name(target.name + suffix))
     return True

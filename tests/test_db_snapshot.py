@@ -55,7 +55,6 @@ def test_wal_commits_still_in_the_wal_file_are_captured(repo: Path, tmp_path: Pa
     assert snapshot.errors == {}
     assert count(snapshot.files["app.db"]) == 51
     assert count(tmp_path / "plain-copy.db") < 51  # what a plain copy of the main file loses
-    assert sorted(p.name for p in (tmp_path / "snap").iterdir()) == ["app.db"]
 
 
 def test_a_database_with_an_open_write_transaction_gives_its_committed_state(
@@ -99,10 +98,12 @@ def test_non_sqlite_files_and_symlinks_get_errors_and_missing_files_are_absent(
 
 def test_reset_restores_the_first_seen_state_on_every_later_run(repo: Path, tmp_path: Path) -> None:
     store = tmp_path / "scores" / ".db-reset"
-    create(repo / "data" / "app.db", rows=2, wal=True)
-    assert reset_databases(repo, ["data/app.db"], store) == []
-    with connect(repo / "data" / "app.db") as db:
-        db.execute("DELETE FROM t")
+    create(repo / "data" / "app.db", rows=1, wal=True)
+    with connect(repo / "data" / "app.db") as writer:  # the second row only in -wal
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.execute("INSERT INTO t VALUES ('in wal')")
+        assert reset_databases(repo, ["data/app.db"], store) == []
+        writer.execute("DELETE FROM t")
     (repo / "data" / "app.db").unlink()  # even a deleted database comes back
     assert reset_databases(repo, [], store) == ["data/app.db"]
     assert count(repo / "data" / "app.db") == 2
