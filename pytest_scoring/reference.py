@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -288,8 +289,29 @@ def _tail(path: Path) -> str:
     return cap_text(text, OUTPUT_TAIL)
 
 
-def run_child(cwd: Path, workdir: Path, extra_args: Sequence[str], timeout: float) -> ChildRun:
-    """Run pytest in ``cwd`` in a new process group; kill the group at ``timeout`` seconds."""
+def _wait(process: subprocess.Popen[bytes], timeout: float, cancel: threading.Event) -> bool:
+    """Wait for the run to end by itself (True), or until the timeout or a cancel (False)."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or cancel.is_set():
+            return False
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=min(0.2, remaining))
+    return True
+
+
+def run_child(
+    cwd: Path,
+    workdir: Path,
+    extra_args: Sequence[str],
+    timeout: float,
+    cancel: threading.Event | None = None,
+) -> ChildRun:
+    """Run pytest in ``cwd`` in a new process group; kill the group at ``timeout`` seconds.
+
+    :param cancel: set it to kill the run at once (the session was interrupted).
+    """
     tally_file, log_file = workdir / "tally.json", workdir / "output.txt"
     started = time.monotonic()
     with log_file.open("wb") as log:
@@ -302,10 +324,7 @@ def run_child(cwd: Path, workdir: Path, extra_args: Sequence[str], timeout: floa
             start_new_session=True,
         )
         try:
-            process.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = not _wait(process, timeout, cancel or threading.Event())
         finally:
             kill_group(process.pid)
             process.wait()

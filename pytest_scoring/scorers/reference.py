@@ -84,7 +84,6 @@ def has_changes(diff: dict[str, Any]) -> bool:
 class ReferenceSide:
     """What the reference rerun produced: the copy's snapshots and the child run."""
 
-    workdir: Path
     initial: Snapshot
     final: Snapshot
     tests: CopiedTests
@@ -110,6 +109,8 @@ class ReferenceRerun:
         self.timeout = timeout
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
+        self._cancel = threading.Event()
+        self._workdir = Path(tempfile.mkdtemp(prefix="pytest-scoring-reference-"))
         self._side: ReferenceSide | None = None
         self._error: BaseException | None = None
         self._diffs: Diffs | None = None
@@ -119,16 +120,19 @@ class ReferenceRerun:
 
     def _work(self) -> None:
         try:
-            self._side = self._run()
+            self._side = self._run(self._workdir)
         except Exception as error:  # surfaced when a scorer asks for the result
             self._error = error
 
     def _databases(self, root: Path) -> list[str]:
-        return find_databases(root, self.settings.db_patterns)
+        """Databases under ``root``, skipping the report root's place in either tree."""
+        report_root = self.settings.report_root.resolve()
+        inside = report_root.is_relative_to(self.settings.root.resolve())
+        excluded = [root / report_root.relative_to(self.settings.root.resolve())] if inside else []
+        return find_databases(root, self.settings.db_patterns, excluded)
 
-    def _run(self) -> ReferenceSide:
+    def _run(self, workdir: Path) -> ReferenceSide:
         assert self.settings.reference is not None
-        workdir = Path(tempfile.mkdtemp(prefix="pytest-scoring-reference-"))
         copy = workdir / "checkout"
         # The report root and our own folder are never copied (a reference above /tmp…).
         copy_tree(self.settings.reference, copy, exclude=[self.settings.report_root, workdir])
@@ -138,9 +142,24 @@ class ReferenceRerun:
         tests = copy_test_files(
             self.settings.root, self.patterns, copy, exclude=[self.settings.report_root]
         )
-        run = run_child(copy, workdir, self.settings.database_args(), self.timeout)
+        args = self.settings.database_args()
+        run = run_child(copy, workdir, args, self.timeout, self._cancel)
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
-        return ReferenceSide(workdir, initial, final, tests, run)
+        return ReferenceSide(initial, final, tests, run)
+
+    def _join(self) -> ReferenceSide:
+        """Wait for the background run; a second Ctrl-C while waiting kills it."""
+        try:
+            self._thread.join()
+        except KeyboardInterrupt:
+            self._cancel.set()
+            raise
+        if isinstance(self._error, OSError | ScoringError):
+            raise ReferenceRunError(f"the reference copy failed: {self._error}", {})
+        if self._error is not None:
+            raise self._error
+        assert self._side is not None
+        return self._side
 
     def diffs(self, context: ScoringContext) -> Diffs:
         """Join the background run and diff it against this session's final databases.
@@ -148,29 +167,24 @@ class ReferenceRerun:
         :raises ScoringError: when the reference run gave no usable result (reason inside).
         """
         if self._diffs is None:
-            self._thread.join()
-            if self._error is not None:
-                raise self._error
-            assert self._side is not None
+            solution_duration = round(time.monotonic() - self.started, 3)
             try:
-                self._diffs = self._compare(self._side, context)
+                self._diffs = self._compare(self._join(), context, solution_duration)
             finally:
-                shutil.rmtree(self._side.workdir, ignore_errors=True)
+                shutil.rmtree(self._workdir, ignore_errors=True)
         return self._diffs
 
-    def _compare(self, side: ReferenceSide, context: ScoringContext) -> Diffs:
+    def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
         from pytest_scoring.db_diff import diff_snapshots
         from pytest_scoring.diff_of_diffs import diff_of_diffs
 
-        metadata = self._metadata(side, context)
+        metadata = {**self._metadata(side, context), "solution_duration": duration}
         problem = side.run.failure(self.timeout)
         if problem is not None:
             raise ReferenceRunError(problem, metadata)
         patterns = self.settings.db_patterns
         root = self.settings.root
-        solution_final = read_in_place(
-            root, find_databases(root, patterns, [self.settings.report_root])
-        )
+        solution_final = read_in_place(root, self._databases(root))
         reference = diff_snapshots(side.initial, side.final, max_rows=None, db_patterns=patterns)
         solution = diff_snapshots(side.initial, solution_final, max_rows=None, db_patterns=patterns)
         return Diffs(reference, solution, diff_of_diffs(reference, solution), metadata)
@@ -189,7 +203,6 @@ class ReferenceRerun:
             "missing_tests": cap_list(missing),
             "missing_tests_count": len(missing),
             "reference_duration": side.run.duration,
-            "solution_duration": round(time.monotonic() - self.started, 3),
             "reference_exit_code": side.run.exit_code,
             "reference_timed_out": side.run.timed_out,
         }
