@@ -112,8 +112,9 @@ def measure(rows: int, repeat: int) -> None:
         before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
         rss = child_peak_rss_mb("--child", str(before), str(after))
         size = before.stat().st_size / 1e6
-        ours_s = min(ours(before, after) for _ in range(repeat))
-        theirs_s = min(theirs(before, after) for _ in range(repeat))
+        # Interleaved, so both see the same page cache and the same load from other work.
+        timings = [(ours(before, after), theirs(before, after)) for _ in range(repeat)]
+        ours_s, theirs_s = (min(column) for column in zip(*timings, strict=True))
         print(
             f"rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
             f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f}  "
@@ -124,7 +125,7 @@ def measure(rows: int, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
