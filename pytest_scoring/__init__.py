@@ -15,6 +15,7 @@ from pytest_scoring.report import SessionResult
 from pytest_scoring.scorers.composite import composite_scorer
 from pytest_scoring.scorers.database import db_change_scorer
 from pytest_scoring.scorers.files import file_contents_scorer
+from pytest_scoring.scorers.reference import db_diff_change_scorer
 from pytest_scoring.scorers.sandbox import sandbox_state_scorer
 from pytest_scoring.scorers.tests import all_tests_pass_scorer
 from pytest_scoring.scorers.tests import percent_failing_tests_scorer
@@ -34,6 +35,7 @@ __all__ = [
     "all_tests_pass_scorer",
     "composite_scorer",
     "db_change_scorer",
+    "db_diff_change_scorer",
     "diff_of_diffs",
     "diff_paths",
     "diff_snapshots",
