@@ -282,3 +282,12 @@ def test_the_reference_run_overlaps_the_solutions_tests(
     # Run one after the other, the session would last both durations.
     assert metadata["solution_duration"] < metadata["reference_duration"] + 1.5
     assert os.environ.get("PYTEST_SCORING_REFERENCE_TIMEOUT") is None
+
+
+def test_with_db_reset_a_second_run_starts_from_the_same_databases(
+    pytester: pytest.Pytester, reference: Path
+) -> None:
+    make_repo(pytester.path, REFERENCE_APP)
+    assert score(pytester, reference, "--score-db-reset")["value"] == "I"
+    assert score(pytester, reference, "--score-db-reset")["value"] == "I"
+    assert score(pytester, reference)["value"] == "C", "without reset, carol is added twice"

@@ -8,6 +8,7 @@ scorer joins it when the session is scored, diffs, and applies the selector to `
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
@@ -20,7 +21,9 @@ from typing import Final
 from pytest_scoring.db_discovery import find_databases
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.db_snapshot import reset_databases
 from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
@@ -208,6 +211,23 @@ class ReferenceRerun:
         }
 
 
+def reset_solution_databases(settings: ScoringSettings) -> None:
+    """``--score-db-reset`` before the solution's tests, also when no ``db_change`` runs.
+
+    Restoring twice (``db_change`` resets too) is harmless: no test has run yet.
+
+    :raises DatabaseError: when the databases cannot be restored.
+    """
+    from pytest_scoring.scorers.database import RESET_STORE
+
+    root, report_root = settings.root, settings.report_root
+    relpaths = find_databases(root, settings.db_patterns, [report_root])
+    try:
+        reset_databases(root, relpaths, report_root / RESET_STORE)
+    except (OSError, sqlite3.Error) as error:
+        raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
+
+
 class ReferenceRunError(ScoringError):
     """The reference run gave no usable result; carries what is known for the score."""
 
@@ -237,6 +257,8 @@ class DiffChangeScorer:
         if settings.reference is None:
             raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
         if self._resource_key() not in context.resources:
+            if settings.db_reset:
+                reset_solution_databases(settings)
             rerun = ReferenceRerun(settings, self.test_patterns, reference_timeout())
             context.resources[self._resource_key()] = rerun
             rerun.start()
