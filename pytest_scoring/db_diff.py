@@ -28,6 +28,7 @@ from pytest_scoring.db_schema import quote
 from pytest_scoring.db_schema import read_tables
 from pytest_scoring.db_schema import schema_changes
 from pytest_scoring.db_schema import union_columns
+from pytest_scoring.db_snapshot import LOCK_TIMEOUT
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
 from pytest_scoring.errors import DatabaseError
@@ -335,16 +336,18 @@ def diff_snapshots(
     max_rows: int | None = DEFAULT_MAX_ROWS,
     db_patterns: Sequence[str] = DEFAULT_DB_PATTERNS,
     relpaths: Iterable[str] | None = None,
+    timeout: float = LOCK_TIMEOUT,
 ) -> dict[str, Any]:
     """The diff (SPEC 4.2) between two snapshots of the same repository's databases.
 
     :param max_rows: examples kept per row list; ``None`` keeps every row (counts are
         always exact).
     :param relpaths: only these databases (default: every database either side saw).
+    :param timeout: seconds to wait for a database another connection has locked.
     :returns: the JSON-ready diff; an unreadable database gets an ``error`` entry.
     """
     wanted = sorted(relpaths if relpaths is not None else before.relpaths() | after.relpaths())
-    connection = sqlite3.connect(":memory:", uri=True, isolation_level=None)
+    connection = sqlite3.connect(":memory:", uri=True, isolation_level=None, timeout=timeout)
     connection.text_factory = lambda data: data.decode("utf-8", "replace")
     try:
         connection.execute("PRAGMA temp_store = FILE")

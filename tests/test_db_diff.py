@@ -230,6 +230,19 @@ def test_a_corrupt_database_gets_an_error_entry_and_the_others_are_still_diffed(
     assert diff["comparisons"]["good.db"]["comparisons"]["data"]["has_changes"]
 
 
+def test_a_database_locked_while_read_in_place_gets_an_error_entry(tmp_path: Path) -> None:
+    make_db(tmp_path / "locked.db", USERS)
+    make_db(tmp_path / "fine.db", USERS)
+    snapshot = read_in_place(tmp_path, ["fine.db", "locked.db"])
+    with contextlib.closing(sqlite3.connect(tmp_path / "locked.db", isolation_level=None)) as db:
+        db.execute("PRAGMA locking_mode = EXCLUSIVE")
+        db.execute("BEGIN EXCLUSIVE")
+        diff = diff_snapshots(snapshot, snapshot, timeout=0.05)
+        db.execute("ROLLBACK")
+    assert "locked" in diff["comparisons"]["locked.db"]["error"]
+    assert "error" not in diff["comparisons"]["fine.db"]
+
+
 def test_a_live_database_is_read_in_place_without_being_written(tmp_path: Path) -> None:
     db = make_db(tmp_path / "app.db", USERS)
     before_bytes = db.read_bytes()
