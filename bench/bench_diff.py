@@ -86,7 +86,7 @@ def ours(before: Path, after: Path) -> float:
 
 
 def theirs(before: Path, after: Path) -> float:
-    import sqldiff
+    import sqldiff  # type: ignore[import-untyped]
 
     start = time.perf_counter()
     sqldiff.diff(str(before), str(after))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqldiff
+import sqldiff  # type: ignore[import-untyped]
 from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
