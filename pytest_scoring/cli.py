@@ -204,7 +204,7 @@ def run(
     request = RunRequest(
         repo, report_root, timeout, reference, config, selector, fail_under, pytest_args
     )
-    with _console().status(f"pytest in {request.repo}") as status:
+    with _console().status(f"pytest in {repo}") as status:
         result = run_repository(
             request, lambda progress: status.update(f"pytest in {repo}: {progress.describe()}")
         )

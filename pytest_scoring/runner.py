@@ -41,7 +41,11 @@ PYTEST_USAGE_ERROR: Final = 4
 OUTPUT_KEPT: Final = 100
 
 _OUTCOME_CHARS: Final = re.compile(r"^(?:\S+\.py )?([.FEsxXR]+)\s*(?:\[\s*\d+%\])?$")
-_VERBOSE_OUTCOME: Final = re.compile(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+#: ``-v`` lines: ``path::test PASSED`` (or xdist's ``[gw0] [ 50%] PASSED path::test``), never
+#: the short summary's ``FAILED path::test - reason``.
+_VERBOSE_OUTCOME: Final = re.compile(
+    r"^(?:\S+::\S+.* |\[gw\d+\] \[\s*\d+%\] )(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
+)
 _COLLECTED: Final = re.compile(r"\bcollected (\d+) items?\b|\[(\d+) items?\]")
 
 
@@ -123,7 +127,7 @@ class Progress:
         collected = _COLLECTED.search(line)
         if collected:
             self.collected = int(collected.group(1) or collected.group(2))
-        elif "::" in line and _VERBOSE_OUTCOME.search(line):
+        elif _VERBOSE_OUTCOME.match(line):
             self.done += 1
         elif final and (match := _OUTCOME_CHARS.match(line.strip())):
             self.done += len(match.group(1))
@@ -134,8 +138,11 @@ class Progress:
         return self.done + (len(match.group(1)) if match else 0)
 
     def describe(self) -> str:
-        total = f"/{self.collected}" if self.collected is not None else ""
-        return f"{self.tests_done()}{total} tests, {self.elapsed():.0f} s"
+        if self.collected is None:
+            return f"{self.tests_done()} tests, {self.elapsed():.0f} s"
+        done = min(self.tests_done(), self.collected)
+        stage = ", scoring" if done == self.collected else ""
+        return f"{done}/{self.collected} tests{stage}, {self.elapsed():.0f} s"
 
 
 @dataclass

@@ -86,7 +86,7 @@ def test_progress_counts_tests_as_pytest_reports_them() -> None:
     progress = Progress()
     progress.feed("collected 5 items\n\ntests/test_a.py ..F")
     assert progress.describe().startswith("3/5 tests")
-    progress.feed("s.  [100%]\n\n=== 4 passed, 1 skipped in 0.1s ===\n")
-    assert progress.tests_done() == 5
-    progress.feed("tests/test_b.py::test_x PASSED   [ 50%]\n")
-    assert progress.tests_done() == 6
+    progress.feed("s.  [100%]\n\nFAILED tests/test_a.py::test_c - assert 0\n")
+    assert progress.describe().startswith("5/5 tests, scoring")
+    progress.feed("tests/test_b.py::test_x PASSED   [ 50%]\n[gw1] [ 60%] SKIPPED tests/b.py::y\n")
+    assert progress.tests_done() == 7
