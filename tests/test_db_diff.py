@@ -379,3 +379,30 @@ def _typed(rows: Iterable[Sequence[Any]]) -> Counter[str]:
     return Counter(
         repr([(type(json_value(v)).__name__, json_value(v)) for v in row]) for row in rows
     )
+
+
+def test_identifiers_with_quotes_and_spaces_are_quoted_safely(tmp_path: Path) -> None:
+    script = 'CREATE TABLE "we""ird table" ("k ey" INTEGER PRIMARY KEY, "va""l" TEXT);'
+    insert = 'INSERT INTO "we""ird table" VALUES (1, ?)'
+    before = make_db(tmp_path / "b.db", script, (insert, ("x'); DROP TABLE t; --",)))
+    after = make_db(tmp_path / "a.db", script, (insert, ("y",)))
+    table = table_diff(diff_paths(before, after), 'we"ird table')
+    assert table["rows_changed"] == [
+        {
+            "key": {"k ey": 1},
+            "changes": {'va"l': {"old_value": "x'); DROP TABLE t; --", "new_value": "y"}},
+        }
+    ]
+
+
+def test_a_column_added_with_a_value_shows_as_a_change_from_null(tmp_path: Path) -> None:
+    before = make_db(tmp_path / "b.db", USERS, ("INSERT INTO users VALUES (1, 'a', 'r')", ()))
+    after = make_db(
+        tmp_path / "a.db",
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT, role TEXT, admin INTEGER);",
+        ("INSERT INTO users VALUES (1, 'a', 'r', 1)", ()),
+    )
+    users = table_diff(diff_paths(before, after), "users")
+    assert users["rows_changed"] == [
+        {"key": {"id": 1}, "changes": {"admin": {"old_value": None, "new_value": 1}}}
+    ]
