@@ -317,10 +317,11 @@ def db_diff_change_scorer(
 
 
 def check_reference_setting(settings: ScoringSettings) -> None:
-    """Before any test runs: the reference checkout must be a readable folder.
+    """Before any test runs: a readable reference folder and a valid rerun timeout.
 
-    :raises ScoringError: naming ``--score-reference``.
+    :raises ScoringError: naming ``--score-reference`` or the timeout variable.
     """
     if settings.reference is None:
         raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
     settings.reference = check_reference_dir(settings.reference)
+    reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end
