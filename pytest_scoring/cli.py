@@ -259,8 +259,8 @@ def diff(before: Path, after: Path, as_json: bool, max_rows: int) -> None:
 
     from pytest_scoring.db_diff import diff_errors
     from pytest_scoring.db_diff import diff_paths
+    from pytest_scoring.db_diff import has_changes
     from pytest_scoring.db_diff import summary_table
-    from pytest_scoring.scorers.reference import has_changes
 
     result = diff_paths(before, after, max_rows)
     if as_json:

@@ -426,3 +426,40 @@ def summary_table(diff: dict[str, Any]) -> Any:
                 *(str(counts[k]) for k in ("added", "removed", "changed")),
             )
     return table
+
+
+_ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
+
+
+def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact)."""
+    capped = {**diff, "comparisons": {}}
+    for key, entry in diff.get("comparisons", {}).items():
+        data = entry.get("comparisons", {}).get("data")
+        if data is None:
+            capped["comparisons"][key] = entry
+            continue
+        tables = {name: _cap_table(table, max_rows) for name, table in data["tables"].items()}
+        comparisons = {**entry["comparisons"], "data": {**data, "tables": tables}}
+        capped["comparisons"][key] = {**entry, "comparisons": comparisons}
+    return capped
+
+
+def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
+    lists = {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
+    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut}
+
+
+def has_changes(diff: dict[str, Any]) -> bool:
+    """Whether any database in the diff changed in data or schema."""
+    for entry in diff.get("comparisons", {}).values():
+        planes = entry.get("comparisons", {})
+        if any(plane.get("has_changes") for plane in planes.values()):
+            return True
+    return False
+
+
+def cap_diff_of_diffs(parts: dict[str, Any], max_rows: int) -> dict[str, Any]:
+    """:func:`cap_diff` applied to each part (``before_only``, ``after_only``, ``shared``)."""
+    return {name: cap_diff(part, max_rows) for name, part in parts.items()}

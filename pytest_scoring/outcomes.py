@@ -40,16 +40,23 @@ class Counts(TypedDict):
 class RunReport(Protocol):
     """What we read of a pytest ``TestReport`` (also satisfied by xdist's replayed ones)."""
 
-    nodeid: str
-    when: str
-    outcome: str
-    duration: float
-    user_properties: list[tuple[str, object]]
+    @property
+    def nodeid(self) -> str: ...
+    @property
+    def when(self) -> str | None: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def duration(self) -> float: ...
+    @property
+    def user_properties(self) -> list[tuple[str, object]]: ...
 
 
 class CollectionReport(Protocol):
-    nodeid: str
-    outcome: str
+    @property
+    def nodeid(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
 
 
 @dataclass

@@ -109,6 +109,9 @@ def test_a_solution_that_changes_a_password_scores_correct(
     ]
     files = last_result().files  # type: ignore[union-attr]
     assert set(files) >= {"reference_diff.json", "diff_of_diffs.json"}
+    assert set(files["diff_of_diffs.json"]) == {"before_only", "after_only", "shared"}
+    in_file = files["diff_of_diffs.json"]["after_only"]["comparisons"]["app.db"]
+    assert in_file["comparisons"]["data"]["tables"]["users"]["rows_changed"] == rows
 
 
 def test_each_selector_sees_the_same_rerun_and_only_the_escalation_matches(

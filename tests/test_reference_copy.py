@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from processes import dies_within
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.reference import check_reference_dir
@@ -35,15 +36,6 @@ def tree_hash(root: Path) -> dict[str, str]:
             elif path.is_file():
                 result[key] = hashlib.sha256(path.read_bytes()).hexdigest()
     return result
-
-
-def running(pid: int) -> bool:
-    """Whether a process runs (a killed one may linger as a zombie until reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_the_copy_has_the_code_but_not_git_venvs_or_node_modules(tmp_path: Path) -> None:
@@ -174,7 +166,7 @@ def test_a_hanging_child_is_killed_with_its_whole_group(tmp_path: Path) -> None:
     run = run_child(tmp_path, tmp_path, [], timeout=3)
     assert run.timed_out
     assert run.failure(3) == "the reference run timed out after 3 s and was killed"
-    assert not running(int(pidfile.read_text()))
+    assert dies_within(int(pidfile.read_text()))
 
 
 def test_a_child_that_kills_itself_is_a_failure_with_the_signal(tmp_path: Path) -> None:

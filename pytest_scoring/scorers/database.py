@@ -16,7 +16,9 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.db_diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db_diff import cap_diff
 from pytest_scoring.db_diff import diff_snapshots
+from pytest_scoring.db_diff import has_changes
 from pytest_scoring.db_discovery import find_databases
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
@@ -27,8 +29,6 @@ from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
 from pytest_scoring.metrics import stderr
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.reference import cap_diff
-from pytest_scoring.scorers.reference import has_changes
 from pytest_scoring.scores import METADATA_LIST_CAP
 from pytest_scoring.scores import Score
 from pytest_scoring.scores import bool_value

@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.db_diff import cap_diff
+from pytest_scoring.db_diff import cap_diff_of_diffs
+from pytest_scoring.db_diff import diff_snapshots
+from pytest_scoring.db_diff import has_changes
 from pytest_scoring.db_discovery import find_databases
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
@@ -51,36 +55,6 @@ from pytest_scoring.settings import ScoringSettings
 SCORER_TYPE: Final = "db_diff_change"
 #: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
 FILE_MAX_ROWS: Final = 1000
-_ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
-
-
-def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact)."""
-    capped = {**diff, "comparisons": {}}
-    for key, entry in diff.get("comparisons", {}).items():
-        data = entry.get("comparisons", {}).get("data")
-        if data is None:
-            capped["comparisons"][key] = entry
-            continue
-        tables = {name: _cap_table(table, max_rows) for name, table in data["tables"].items()}
-        comparisons = {**entry["comparisons"], "data": {**data, "tables": tables}}
-        capped["comparisons"][key] = {**entry, "comparisons": comparisons}
-    return capped
-
-
-def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
-    lists = {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
-    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut}
-
-
-def has_changes(diff: dict[str, Any]) -> bool:
-    """Whether any database in the diff changed in data or schema."""
-    for entry in diff.get("comparisons", {}).values():
-        planes = entry.get("comparisons", {})
-        if any(plane.get("has_changes") for plane in planes.values()):
-            return True
-    return False
 
 
 @dataclass
@@ -178,7 +152,6 @@ class ReferenceRerun:
         return self._diffs
 
     def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
-        from pytest_scoring.db_diff import diff_snapshots
         from pytest_scoring.diff_of_diffs import diff_of_diffs
 
         metadata = {**self._metadata(side, context), "solution_duration": duration}
@@ -272,7 +245,9 @@ class DiffChangeScorer:
         except ReferenceRunError as error:
             return error_score(self.type, str(error), **error.metadata)
         context.report_files["reference_diff.json"] = cap_diff(diffs.reference, FILE_MAX_ROWS)
-        context.report_files["diff_of_diffs.json"] = cap_diff(diffs.of_diffs, FILE_MAX_ROWS)
+        context.report_files["diff_of_diffs.json"] = cap_diff_of_diffs(
+            diffs.of_diffs, FILE_MAX_ROWS
+        )
         after_only = diffs.of_diffs["after_only"]
         matched = self.selector.matches(after_only) if self.selector else has_changes(after_only)
         return make_score(
@@ -284,7 +259,7 @@ class DiffChangeScorer:
                 **diffs.metadata,
                 "reference_diff": cap_diff(diffs.reference, METADATA_LIST_CAP),
                 "solution_diff": cap_diff(diffs.solution, METADATA_LIST_CAP),
-                "diff_of_diffs": cap_diff(diffs.of_diffs, METADATA_LIST_CAP),
+                "diff_of_diffs": cap_diff_of_diffs(diffs.of_diffs, METADATA_LIST_CAP),
             },
         )
 

@@ -14,6 +14,7 @@ from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import mean
 from pytest_scoring.metrics import stderr
 from pytest_scoring.metrics import threshold_accuracy
+from pytest_scoring.outcomes import OUTCOMES
 from pytest_scoring.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scores import Score
@@ -80,7 +81,7 @@ def test_metadata(tally: OutcomeTally) -> dict[str, Any]:
 
 def _explain(tally: OutcomeTally) -> str:
     counts = tally.counts()
-    summary = ", ".join(f"{counts[k]} {k}" for k in counts if k != "total" and counts[k])
+    summary = ", ".join(f"{counts[k]} {k}" for k in OUTCOMES if counts[k])
     return summary or "no tests ran"
 
 
