@@ -200,3 +200,25 @@ def test_scores_are_readable_from_code_after_pytest_main(pytester: pytest.Pytest
     result = pytest_scoring.last_result()
     assert result is not None
     assert result.scores["all_tests_pass"]["value"] == "C"
+
+
+def test_a_plugin_object_passed_to_pytest_main_receives_the_scored_session(
+    pytester: pytest.Pytester,
+) -> None:
+    class Receiver:
+        def __init__(self) -> None:
+            self.calls: list[tuple[dict[str, Any], Path | None]] = []
+
+        @pytest.hookimpl
+        def pytest_scoring_session_scored(
+            self, config: pytest.Config, result: Any, report_path: Path | None
+        ) -> None:
+            self.calls.append((result.scores, report_path))
+
+    pytester.makepyfile("def test_one(): pass\ndef test_two(): assert False")
+    receiver = Receiver()
+    pytest.main([str(pytester.path), "--score", "-q", "-p", "no:cacheprovider"], plugins=[receiver])
+    ((scores, report_path),) = receiver.calls
+    assert scores["percent_passing_tests"]["value"] == 50.0
+    assert report_path is not None
+    assert (report_path / "scores.json").is_file()

@@ -1,0 +1,42 @@
+"""The README documents every command and option, and gives the command CI runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from pytest_scoring.cli import main
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+COMMANDS = sorted(main.commands)
+
+
+def test_there_are_the_commands_of_the_spec() -> None:
+    assert COMMANDS == ["diff", "junit", "list", "match", "run", "show"]
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_has_help_with_an_example_and_is_in_the_readme(name: str) -> None:
+    command = main.commands[name]
+    assert isinstance(command, click.Command)
+    assert command.help and "pytest-scoring " + name in command.help
+    result = CliRunner().invoke(main, [name, "--help"])
+    assert result.exit_code == 0
+    assert f"pytest-scoring {name}" in README
+
+
+def test_every_pytest_option_is_in_the_readme(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    options = set(re.findall(r"(--score[-a-z]*)", result.stdout.str()))
+    assert len(options) >= 11
+    assert sorted(option for option in options if f"`{option}" not in README) == []
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    ci_command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert f"```\n{ci_command}\n```" in README
