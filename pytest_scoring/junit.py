@@ -22,6 +22,7 @@ from typing import Final
 from junitparser import Attr
 from junitparser import JUnitXml
 from junitparser import JUnitXmlError
+from junitparser import Properties
 from junitparser import TestCase
 
 from pytest_scoring.errors import JUnitError
@@ -103,12 +104,32 @@ def read_junit(paths: Sequence[Path], tally: OutcomeTally | None = None) -> Outc
     """
     tally = tally or OutcomeTally()
     for path in paths:
+        seen: set[str] = set()
         for suite in _suites(_load(path)):
             for case in _cases(suite):
                 nodeid = case_nodeid(case.name or "", case.classname, case.file)
+                nodeid = _distinct(nodeid, suite.name, seen)
                 tally.record_outcome(nodeid, _outcome(case), float(case.time or 0.0))
                 tally.collected.add(nodeid)
     return tally
+
+
+def _distinct(nodeid: str, suite_name: str | None, seen: set[str]) -> str:
+    """``nodeid``, or when this file already had it, that id qualified by its suite and ordinal.
+
+    jest-junit names a case only by its describe path, so two test files with the same test
+    title would share an id and the later would hide the earlier's failure; within one file
+    every case counts. (Across files a later case still wins: that is a rerun.)
+    """
+    candidate = nodeid
+    if candidate in seen and suite_name:
+        candidate = f"{suite_name}::{nodeid}"
+    ordinal = 1
+    while candidate in seen:
+        ordinal += 1
+        candidate = f"{nodeid} [{ordinal}]"
+    seen.add(candidate)
+    return candidate
 
 
 def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
@@ -125,6 +146,7 @@ def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
                 suite.remove_property(prop)
         for name, score in scores.items():
             suite.add_property(f"{PROPERTY_PREFIX}{name}", _property_text(score.get("value")))
+        _properties_first(suite)
     building = path.with_name(f".{path.name}.scoring.tmp")
     try:
         xml.write(str(building))
@@ -132,6 +154,18 @@ def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
     except OSError as error:
         building.unlink(missing_ok=True)
         raise JUnitError(f"{path}: cannot add the scores ({error.strerror})") from None
+
+
+def _properties_first(suite: Any) -> None:
+    """Move ``<properties>`` to the suite's first child, where the JUnit XSD requires it.
+
+    junitparser appends a new ``<properties>`` after the test cases, which strict readers
+    (the Jenkins/Ant schema, pytest's own ``record_testsuite_property`` layout) reject.
+    """
+    properties = suite.child(Properties)
+    if properties is not None:
+        suite._elem.remove(properties._elem)
+        suite._elem.insert(0, properties._elem)
 
 
 def _property_text(value: object) -> str:

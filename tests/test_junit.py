@@ -140,3 +140,34 @@ def test_a_junit_file_that_cannot_be_read_back_is_reported_not_fatal(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["scores NOT added to JUnit XML: *junit.xml: empty file*"])
     assert list((pytester.path / "scores").glob("scan_id=*"))
+
+
+def test_score_properties_come_before_the_test_cases_as_the_junit_schema_requires(
+    tmp_path: Path,
+) -> None:
+    xml = tmp_path / "jest.xml"
+    shutil.copy(SAMPLES / "jest-junit.xml", xml)
+    add_score_properties(xml, {"pct": make_score(50.0, "pct")})
+    (suite,) = JUnitXml.fromfile(str(xml))
+    assert [child.tag for child in suite._elem][:2] == ["properties", "testcase"]
+
+
+def test_same_named_cases_in_one_file_each_count_so_a_failure_is_not_hidden(
+    tmp_path: Path,
+) -> None:
+    case = '<testcase classname="Cart adds" name="Cart adds" time="0">{}</testcase>'
+    cases = [("src/a.test.js", "<failure/>"), ("src/b.test.js", ""), ("src/b.test.js", "")]
+    suites = "".join(
+        f'<testsuite name="{file}" tests="1">{case.format(result)}</testsuite>'
+        for file, result in cases
+    )
+    xml = tmp_path / "jest.xml"
+    xml.write_text(f"<testsuites>{suites}</testsuites>")
+    tally = read_junit([xml])
+    assert tally.counts()["total"] == 3
+    assert tally.ids_with("failed") == ["Cart adds"]
+    assert sorted(tally.collected) == [
+        "Cart adds",
+        "Cart adds [2]",
+        "src/b.test.js::Cart adds",
+    ]
