@@ -46,6 +46,19 @@ _OUTCOME_CHARS: Final = re.compile(r"^(?:\S+\.py )?([.FEsxXR]+)\s*(?:\[\s*\d+%\]
 _VERBOSE_OUTCOME: Final = re.compile(
     r"^(?:\S+::\S+.* |\[gw\d+\] \[\s*\d+%\] )(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
 )
+#: The scored repository's own ini settings that would let it steer what is measured (its
+#: scorers, selector, databases, reference, report, gate): ``run`` empties them, so only the
+#: evaluator's options count. ``score_deterministic`` and ``score_db_reset`` stay: they make
+#: runs comparable and hide nothing.
+REPOSITORY_SETTINGS_IGNORED: Final = (
+    "score_config",
+    "score_selector",
+    "score_reference",
+    "score_test_patterns",
+    "score_db_patterns",
+    "score_report",
+    "score_fail_under",
+)
 _COLLECTED: Final = re.compile(r"\bcollected (\d+) items?\b|\[(\d+) items?\]")
 
 
@@ -74,7 +87,8 @@ class RunRequest:
 
     def arguments(self) -> list[str]:
         """The pytest arguments: the options as ``--score-*`` flags, then the user's."""
-        args = ["--score", f"--score-report={self.report_root}"]
+        ignored = [f"--override-ini={name}=" for name in REPOSITORY_SETTINGS_IGNORED]
+        args = [*ignored, "--score", f"--score-report={self.report_root}"]
         if self.reference is not None:
             args.append(f"--score-reference={self.reference}")
         if self.config is not None:

@@ -216,6 +216,8 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
 def _fail_under(value: float | str | None) -> float | None:
     if value is None or isinstance(value, float):
         return value
+    if not value.strip():
+        return None
     try:
         return fail_under_type(value)
     except argparse.ArgumentTypeError as error:

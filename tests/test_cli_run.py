@@ -90,3 +90,22 @@ def test_progress_counts_tests_as_pytest_reports_them() -> None:
     assert progress.describe().startswith("5/5 tests, scoring")
     progress.feed("tests/test_b.py::test_x PASSED   [ 50%]\n[gw1] [ 60%] SKIPPED tests/b.py::y\n")
     assert progress.tests_done() == 7
+
+
+def test_the_repositorys_own_scoring_settings_cannot_steer_a_run(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "only_tests.yaml").write_text("scorers:\n  - type: all_tests_pass\n")
+    (repo / "pytest.ini").write_text(
+        "[pytest]\n"
+        "score_config = only_tests.yaml\n"
+        "score_fail_under = 0\n"
+        "score_db_patterns = *.nothing\n"
+        "score_report = elsewhere\n"
+    )
+    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
+    assert result.exit_code == 1, result.output
+    scores = scores_of(tmp_path / "out")["scores"]
+    assert isinstance(scores, dict)
+    assert set(scores) == {"all_tests_pass", "percent_passing_tests", "percent_failing_tests"}
+    assert not (repo / "elsewhere").exists()
