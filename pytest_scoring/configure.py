@@ -84,7 +84,12 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     except ScoringError as error:
         raise pytest.UsageError(str(error)) from None
     session = ScoringSession(config, settings, scorers)
-    config.pluginmanager.register(session, PLUGIN_NAME)
+    _register(config, session, PLUGIN_NAME)
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(XdistCollection(session.tally), f"{PLUGIN_NAME}-xdist")
-    config.add_cleanup(lambda: config.pluginmanager.unregister(name=PLUGIN_NAME))
+        _register(config, XdistCollection(session.tally), f"{PLUGIN_NAME}-xdist")
+
+
+def _register(config: pytest.Config, plugin: object, name: str) -> None:
+    """Register for this run only (``pytest.main`` may run again in the same process)."""
+    config.pluginmanager.register(plugin, name)
+    config.add_cleanup(lambda: config.pluginmanager.unregister(name=name))
