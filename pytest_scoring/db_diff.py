@@ -32,6 +32,8 @@ from pytest_scoring.db_snapshot import LOCK_TIMEOUT
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.scores import METADATA_TEXT_CAP
+from pytest_scoring.scores import cap_text
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000
@@ -432,7 +434,13 @@ _ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
 
 
 def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact)."""
+    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact).
+
+    Each kept value is capped too (text to :data:`METADATA_TEXT_CAP` characters with a note
+    of how much was cut, a BLOB to a valid base64 prefix of that length): a hostile repository
+    writing megabyte values must not blow up every score's metadata and report file.
+    ``truncated`` is true when rows or values were cut.
+    """
     capped = {**diff, "comparisons": {}}
     for key, entry in diff.get("comparisons", {}).items():
         data = entry.get("comparisons", {}).get("data")
@@ -447,8 +455,24 @@ def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
 
 def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
     cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
-    lists = {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
-    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut}
+    lists = {name: _cap_values(table.get(name, [])[:max_rows]) for name in _ROW_LISTS}
+    values_cut = lists != {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
+    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut or values_cut}
+
+
+def _cap_values(item: Any) -> Any:
+    """``item`` (rows, changes, values) with every long text or BLOB value capped."""
+    if isinstance(item, str):
+        return cap_text(item)
+    if isinstance(item, list):
+        return [_cap_values(element) for element in item]
+    if not isinstance(item, dict):
+        return item
+    if list(item) == ["$blob"] and isinstance(item["$blob"], str):
+        encoded = item["$blob"]
+        cap = METADATA_TEXT_CAP - METADATA_TEXT_CAP % 4
+        return item if len(encoded) <= cap else {"$blob": encoded[:cap]}
+    return {key: _cap_values(value) for key, value in item.items()}
 
 
 def has_changes(diff: dict[str, Any]) -> bool:

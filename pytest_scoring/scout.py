@@ -341,9 +341,12 @@ def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """
     import pyarrow.json as pa_json
 
-    lines = "".join(json.dumps(row, default=str) + "\n" for row in rows)
+    lines = "".join(json.dumps(row, default=str) + "\n" for row in rows).encode("utf-8")
     options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    return pa_json.read_json(io.BytesIO(lines.encode("utf-8")), parse_options=options)
+    # A row longer than Arrow's 1 MiB default block fails to parse ("straddling object"), and
+    # a plugin scorer's metadata can be that large: one block holds everything.
+    reading = pa_json.ReadOptions(block_size=max(len(lines), 1 << 20))
+    return pa_json.read_json(io.BytesIO(lines), read_options=reading, parse_options=options)
 
 
 def _write_text(path: Path, text: str) -> None:

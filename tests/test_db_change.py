@@ -104,6 +104,25 @@ def test_a_selector_sees_a_change_beyond_the_examples_kept_in_the_report(
     assert all(row["key"]["id"] != 1499 for row in users["rows_changed"])
 
 
+def test_megabyte_values_are_capped_in_the_score_metadata_but_kept_in_diff_json(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "UPDATE users SET password = printf('%.*c', 2000000, 'x') WHERE id = 1")
+    _, db_change = score(
+        repo, selector({"rows": {"changed": {"where": {"password": {"$regex": "x{2000000}"}}}}})
+    )
+    assert db_change["value"] == "C"
+    tables = db_change["metadata"]["diff"]["comparisons"]["data/app.db"]["comparisons"]["data"]
+    users = tables["tables"]["users"]
+    (change,) = users["rows_changed"]
+    new_value = change["changes"]["password"]["new_value"]
+    assert len(new_value) < 20_000 and new_value.endswith("more characters cut]")
+    assert users["truncated"] is True
+    diff = json.loads((report_folder(repo) / "diff.json").read_text())
+    kept = diff["comparisons"]["data/app.db"]["comparisons"]["data"]["tables"]["users"]
+    assert len(kept["rows_changed"][0]["changes"]["password"]["new_value"]) == 2_000_000
+
+
 def test_an_invalid_selector_stops_the_session_before_any_test_runs(
     repo: pytest.Pytester,
 ) -> None:

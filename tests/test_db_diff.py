@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 import sqlite3
@@ -18,6 +19,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from pytest_scoring.db_diff import cap_diff
 from pytest_scoring.db_diff import diff_paths
 from pytest_scoring.db_diff import diff_snapshots
 from pytest_scoring.db_diff import json_value
@@ -406,3 +408,16 @@ def test_a_column_added_with_a_value_shows_as_a_change_from_null(tmp_path: Path)
     assert users["rows_changed"] == [
         {"key": {"id": 1}, "changes": {"admin": {"old_value": None, "new_value": 1}}}
     ]
+
+
+def test_a_capped_diff_keeps_a_huge_blob_as_a_shorter_valid_base64_prefix(tmp_path: Path) -> None:
+    script = "CREATE TABLE files (id INTEGER PRIMARY KEY, body BLOB);"
+    before = make_db(tmp_path / "b.db", script)
+    after = make_db(
+        tmp_path / "a.db", script, ("INSERT INTO files VALUES (1, ?)", (b"\x01" * 1_000_000,))
+    )
+    files = table_diff(cap_diff(diff_paths(before, after), 10), "files")
+    encoded = files["rows_added"][0]["body"]["$blob"]
+    assert 0 < len(encoded) <= 10_000
+    assert base64.b64decode(encoded, validate=True) == b"\x01" * len(base64.b64decode(encoded))
+    assert files["truncated"] is True

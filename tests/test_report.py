@@ -244,3 +244,18 @@ def test_a_hostile_scorer_name_writes_its_parquet_inside_the_report(tmp_path: Pa
     assert not list(tmp_path.glob("escaped*"))
     assert read_json(folder / "_scan.json")["scanners"][parquet.stem]["name"] == "../../escaped"
     assert pq.read_table(parquet).column("scanner_name").to_pylist() == ["../../escaped"]
+
+
+def test_a_score_with_megabytes_of_metadata_still_gives_a_readable_parquet_file(
+    tmp_path: Path,
+) -> None:
+    class Verbose:
+        name = type = "verbose"
+        metrics = (mean,)
+
+        def score(self, context: ScoringContext) -> Score:
+            return make_score("C", self.type, metadata={"log": "x" * 3_000_000})
+
+    folder = write_report(scored_result([Verbose()]), tmp_path / "root")
+    metadata = pq.read_table(folder / "verbose.parquet").column("metadata").to_pylist()
+    assert json.loads(metadata[0])["log"] == "x" * 3_000_000
