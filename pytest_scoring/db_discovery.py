@@ -1,13 +1,16 @@
 """Find the SQLite database files of a repository (SPEC 4.1).
 
 Walks the tree without following symlinks: a hostile repository could point a symlink at a
-database outside itself, and snapshots must only ever read what lives inside the root.
+database outside itself, and snapshots must only ever read what lives inside the root. Only
+regular files count: a FIFO or device named ``app.db`` (planted by a test after discovery)
+would block a reader forever, so the header check opens without blocking and looks first.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,7 +78,10 @@ def sqlite_header_error(path: Path) -> str | None:
     An empty file counts as an (empty) database, as SQLite itself treats it.
     """
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return f"{path.name} is not a regular file"
             head = handle.read(len(SQLITE_HEADER))
     except OSError as error:
         return f"cannot read {path.name}: {error.strerror}"

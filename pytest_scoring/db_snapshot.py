@@ -18,12 +18,21 @@ live files, and :mod:`pytest_scoring.db_diff` reads them read-only inside one tr
 Caveat (POSIX locks): closing our copy's descriptor of a database file drops every lock this
 process holds on it; SQLite's own connections in the *same* process could lose theirs. The
 session takes its only copy at session start, before any test opens a database.
+
+Hostile repositories (SPEC 6): a database, ``-wal`` or ``-shm`` that is a symlink is never read
+(SQLite itself opens side files with ``O_NOFOLLOW``). Every file we write — a snapshot copy,
+the ``--score-db-reset`` store inside the report root, a restored database — is created anew
+with ``O_EXCL | O_NOFOLLOW`` after removing whatever was there, under a folder that resolves
+inside its base: a symlink planted in the repository or its ``scores`` folder (even between
+two runs) is replaced, never written through. The report root itself is the evaluator's
+choice and may be a symlink.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -31,9 +40,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import BinaryIO
 from typing import Final
 
 from pytest_scoring.db_discovery import sqlite_header_error
+from pytest_scoring.paths import resolve_inside
 
 #: Seconds to wait for a writer's lock before the database counts as locked.
 LOCK_TIMEOUT: Final = 2.0
@@ -101,17 +112,46 @@ def read_transaction(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[sqli
 
 
 def copy_database(source: Path, target: Path, timeout: float = LOCK_TIMEOUT) -> None:
-    """Copy the committed state of ``source`` (rollback or WAL mode) to ``target``.
+    """Copy the committed state of ``source`` (rollback or WAL mode) to the new file ``target``.
 
     :raises sqlite3.Error: when the source is locked, corrupt or not a database.
+    :raises OSError: when ``target`` (or its ``-wal``) already exists.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
     wal = is_wal(source)
     with read_transaction(source, timeout):
-        shutil.copyfile(source, target)
+        _copy_new(source, target)
         source_wal = source.with_name(source.name + "-wal")
         if wal and source_wal.exists():
-            shutil.copyfile(source_wal, target.with_name(target.name + "-wal"))
+            _copy_new(source_wal, target.with_name(target.name + "-wal"))
+
+
+def _copy_new(source: Path, target: Path) -> None:
+    """Copy ``source`` to a newly created ``target``, never writing through a symlink.
+
+    :raises OSError: when ``target`` exists again (a racing writer) or cannot be created.
+    """
+    with source.open("rb") as reader, _create(target) as writer:
+        shutil.copyfileobj(reader, writer)
+
+
+def _create(target: Path) -> BinaryIO:
+    """A new file at ``target`` open for writing (``O_EXCL``: never an old file nor a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    return os.fdopen(os.open(target, flags, 0o644), "wb")
+
+
+def _destination(base: Path, relpath: str) -> Path:
+    """Where a file for ``relpath`` goes under ``base``, cleared of what was there.
+
+    :raises OSError: when a folder on the way is a symlink leading out of ``base``.
+    """
+    target = base / relpath
+    if resolve_inside(target.parent, base.resolve()) is None:
+        raise OSError(f"{relpath}: a symlinked folder leads out of {base}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", *SIDE_SUFFIXES):
+        target.with_name(target.name + suffix).unlink(missing_ok=True)
+    return target
 
 
 def _describe(error: BaseException) -> str:
@@ -150,7 +190,7 @@ def take_snapshot(
         problem = _check(root, relpath)
         if problem is None:
             try:
-                copy_database(path, dest / relpath, timeout)
+                copy_database(path, _destination(dest, relpath), timeout)
             except (sqlite3.Error, OSError) as error:
                 problem = _describe(error)
         if problem is None:
@@ -177,7 +217,7 @@ def read_in_place(root: Path, relpaths: Sequence[str], source: str | None = None
 
 def _inside(root: Path, path: Path) -> bool:
     """Whether ``path`` (not yet followed through a final symlink) stays inside ``root``."""
-    return path.parent.resolve().is_relative_to(root.resolve()) and not path.is_symlink()
+    return resolve_inside(path.parent, root.resolve()) is not None and not path.is_symlink()
 
 
 def reset_databases(root: Path, relpaths: Sequence[str], store: Path) -> list[str]:
@@ -188,27 +228,37 @@ def reset_databases(root: Path, relpaths: Sequence[str], store: Path) -> list[st
 
     :returns: the relative paths restored from the store.
     """
-    manifest_path = store / _MANIFEST
-    known: list[str] = (
-        json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else []
-    )
+    if store.is_symlink():
+        raise OSError(f"{store} is a symlink; the reset store is never written through one")
+    known = _read_manifest(store / _MANIFEST)
     restored = [relpath for relpath in known if _restore(root, relpath, store / relpath)]
     new = [relpath for relpath in relpaths if relpath not in known]
     stored = take_snapshot(root, new, store)
     store.mkdir(parents=True, exist_ok=True)
-    manifest_path.write_text(json.dumps(sorted([*known, *stored.files])), encoding="utf-8")
+    with _create(_destination(store, _MANIFEST)) as handle:
+        handle.write(json.dumps(sorted([*known, *stored.files])).encode("utf-8"))
     return restored
 
 
+def _read_manifest(path: Path) -> list[str]:
+    """The relative paths a store holds; a manifest that is not a list of strings holds none."""
+    if not path.is_file() or path.is_symlink():
+        return []
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return []
+    if not isinstance(known, list) or not all(isinstance(item, str) for item in known):
+        return []
+    return known
+
+
 def _restore(root: Path, relpath: str, saved: Path) -> bool:
-    target = root / relpath
-    if not saved.exists() or not _inside(root, target):
+    if saved.is_symlink() or not saved.is_file() or not _inside(root, root / relpath):
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", *SIDE_SUFFIXES):
-        target.with_name(target.name + suffix).unlink(missing_ok=True)
+    target = _destination(root, relpath)
     for suffix in ("", "-wal"):  # a WAL snapshot keeps its log beside it
         kept = saved.with_name(saved.name + suffix)
-        if kept.exists():
-            shutil.copyfile(kept, target.with_name(target.name + suffix))
+        if kept.is_file() and not kept.is_symlink():
+            _copy_new(kept, target.with_name(target.name + suffix))
     return True
