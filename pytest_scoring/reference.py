@@ -3,7 +3,7 @@
 A private copy of the reference checkout is made (the checkout itself is only read), the scored
 repository's test files are copied over it, and pytest runs there in its own process group
 with a timeout. The scored repository may be hostile: a test pattern never writes outside the
-copy, and no symlink leads out of either tree.
+copy, and no symlink leads out of either tree; a symlink loop counts as leading out.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.paths import resolve_inside
 from pytest_scoring.scores import cap_text
 
 #: Environment variable giving the reference run's timeout in seconds (``run --timeout`` sets it).
@@ -115,14 +116,10 @@ def _walk(top: Path, excluded: set[Path]) -> Iterator[tuple[Path, list[str], lis
         yield here, dirnames, [*filenames, *links]
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or path.is_relative_to(root)
-
-
 def _copy_symlink(link: Path, source_root: Path, target: Path) -> bool:
     """Recreate a symlink that stays inside ``source_root`` (as a relative link); else skip."""
-    resolved = link.resolve()
-    if not _inside(resolved, source_root):
+    resolved = resolve_inside(link, source_root)
+    if resolved is None:  # leads out, or loops
         return False
     os.symlink(os.path.relpath(resolved, link.parent.resolve()), target)
     return True
@@ -188,7 +185,7 @@ def _candidate_files(root: Path, segments: list[str], excluded: set[Path]) -> It
 def _safe_target(dest: Path, relpath: str) -> Path:
     """Where ``relpath`` goes inside ``dest``, refusing anything that resolves outside it."""
     target = dest / relpath
-    if not _inside(target.parent.resolve(), dest):
+    if resolve_inside(target.parent, dest) is None:
         raise OptionError(f"test file {relpath!r} would be written outside the reference copy")
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.is_symlink():
@@ -213,8 +210,8 @@ def copy_test_files(
             relpath = path.relative_to(root).as_posix()
             if relpath in result.copied or relpath in result.skipped:
                 continue
-            source = path.resolve()
-            if not _inside(source, root) or not _is_regular_file(source):
+            source = resolve_inside(path, root)
+            if source is None or not _is_regular_file(source):
                 result.skipped.append(relpath)
                 continue
             target = _safe_target(dest, relpath)
@@ -274,11 +271,26 @@ def kill_group(pid: int, sig: signal.Signals = signal.SIGKILL) -> None:
 
 
 def _read_tally(path: Path) -> dict[str, Any] | None:
+    """The child's tally, or None when it is missing or not the shape our plugin writes.
+
+    The copied test files run in the child, so a hostile ``conftest.py`` may overwrite it.
+    """
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return content if isinstance(content, dict) else None
+    if not isinstance(content, dict) or not _is_counts(content.get("counts")):
+        return None
+    collected = content.get("collected")
+    if not isinstance(collected, list) or not all(isinstance(item, str) for item in collected):
+        return None
+    return content
+
+
+def _is_counts(counts: Any) -> bool:
+    return isinstance(counts, dict) and all(
+        isinstance(value, int) and not isinstance(value, bool) for value in counts.values()
+    )
 
 
 def _tail(path: Path) -> str:

@@ -3,19 +3,23 @@
 The scored repository may be hostile: the folder and every file are resolved and must stay
 inside the repository (symlinks out of it are not followed), a directory reached twice
 (symlink loop) is walked once, and files are streamed in chunks so a huge file costs no
-memory.
+memory. A file is opened without following a symlink and without blocking, then must be a
+regular file: a FIFO or a link swapped in after the walk is counted unreadable, never waited
+on nor followed out.
 """
 
 from __future__ import annotations
 
 import codecs
 import os
+import stat
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Any
+from typing import BinaryIO
 from typing import Final
 from typing import final
 
@@ -23,6 +27,7 @@ from pytest_scoring.errors import ConfigError
 from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
 from pytest_scoring.metrics import stderr
+from pytest_scoring.paths import resolve_inside
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scores import INCORRECT
 from pytest_scoring.scores import Score
@@ -76,7 +81,7 @@ def file_contains(path: Path, needle: str, case_sensitive: bool) -> bool:
     needle = fold(needle)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     tail = ""
-    with path.open("rb") as stream:
+    with _open_regular(path) as stream:
         first = True
         while chunk := stream.read(CHUNK_SIZE):
             if first and b"\0" in chunk:
@@ -87,6 +92,18 @@ def file_contains(path: Path, needle: str, case_sensitive: bool) -> bool:
                 return True
             tail = text[len(text) - len(needle) + 1 :] if len(needle) > 1 else ""
     return needle in tail + fold(decoder.decode(b"", final=True))
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` open for reading if it is a regular file (no FIFO, device, nor symlink).
+
+    :raises OSError: otherwise, or when it cannot be opened.
+    """
+    stream = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb")
+    if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+        stream.close()
+        raise OSError(f"{path} is not a regular file")
+    return stream
 
 
 def _wanted(name: str, extensions: Sequence[str] | None) -> bool:
@@ -108,9 +125,9 @@ def walk_files(folder: Path, root: Path, recursive: bool) -> Iterator[Path]:
         except OSError:
             continue
         for entry in entries:
-            path = Path(entry.path).resolve()
-            if not inside(path, root):
-                continue  # a symlink out of the repository: never followed
+            path = resolve_inside(Path(entry.path), root)
+            if path is None:
+                continue  # a symlink out of the repository or a loop: never followed
             if path.is_dir():
                 if recursive and entry.name not in SKIPPED_DIRS:
                     pending.append(path)
@@ -154,10 +171,12 @@ class FileContentsScorer:
 
     def score(self, context: ScoringContext) -> Score:
         root = context.root.resolve()
-        folder = (root / self.folder_path).resolve()
+        folder = resolve_inside(root / self.folder_path, root)
         parameters = {"folder_path": self.folder_path, "search_string": self.search_string}
-        if not inside(folder, root):
-            return error_score(self.type, "folder_path is outside the repository", **parameters)
+        if folder is None:
+            return error_score(
+                self.type, "folder_path is outside the repository (or a symlink loop)", **parameters
+            )
         if not folder.is_dir():
             return make_score(
                 INCORRECT,
@@ -224,6 +243,8 @@ def file_contents_scorer(
     """
     if not search_string:
         raise ConfigError("search_string: must not be empty")
+    if "\0" in folder_path:
+        raise ConfigError(f"folder_path: {folder_path!r} must not contain a NUL character")
     if Path(folder_path).is_absolute():
         raise ConfigError(f"folder_path: {folder_path!r} must be relative to the repository")
     return FileContentsScorer(
