@@ -12,7 +12,9 @@ Decisions where SPEC 4.3 is silent:
 * ``$gt $gte $lt $lte`` compare numbers with numbers and text with text; any other pair
   (``null``, a BLOB, text against a number) does not hold — use ``$coerce`` to compare across.
 * ``$regex`` searches text; a number is searched in its text form (``12`` as ``"12"``), while
-  ``null`` and BLOBs never match.
+  ``null`` and BLOBs never match. Only the first ``REGEX_TEXT_LIMIT`` characters of a value
+  are searched: the values come from the scored repository, and Python's regex engine takes
+  quadratic time on some patterns (``a+b`` over megabytes of ``a``).
 * A field whose value is a list (``$changed_columns``) holds a predicate when some element
   does; ``$not-eq``/``$not-in`` then hold when no element equals / is in the operand.
 * A field name is looked up as written first; failing that, ``a.b`` reads key ``b`` of the
@@ -44,6 +46,8 @@ ValueTest = Callable[[Any], bool]
 
 #: How deeply ``$and``/``$or``/``$not`` may nest, so a hostile selector cannot exhaust the stack.
 MAX_DEPTH: Final = 50
+#: How many characters of a (hostile) value ``$regex`` searches.
+REGEX_TEXT_LIMIT: Final = 100_000
 OPERATORS: Final = ("$eq", "$not-eq", "$in", "$not-in", "$gt", "$gte", "$lt", "$lte", "$regex")
 COERCIONS: Final = ("string", "number", "boolean")
 COUNT_OPERATORS: Final = ("$eq", "$not-eq", "$gt", "$gte", "$lt", "$lte")
@@ -233,7 +237,7 @@ def _regex_test(raw: Any, path: str) -> ValueTest:
 
     def test(value: Any) -> bool:
         text = None if is_blob(value) else text_form(value)
-        return text is not None and regex.search(text) is not None
+        return text is not None and regex.search(text, 0, REGEX_TEXT_LIMIT) is not None
 
     return test
 

@@ -166,3 +166,14 @@ def test_a_file_that_is_not_sqlite_gets_an_error_entry_and_the_rest_is_scored(
     assert db_change["value"] == "C"
     assert "not a SQLite database" in db_change["metadata"]["errors"]["fake.db"]
     assert "1 database(s) unreadable" in db_change["explanation"]
+
+
+def test_a_start_snapshot_that_cannot_be_taken_says_why_in_the_score(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 1")
+    (repo.path / "not-a-folder").write_text("the report root cannot be created here")
+    result, db_change = score(repo, "--score-report=not-a-folder/reports")
+    result.assert_outcomes(passed=1)
+    assert db_change["value"] == "N"
+    assert "cannot snapshot databases under" in db_change["metadata"]["error"]

@@ -55,3 +55,10 @@ def test_a_command_past_its_timeout_is_killed_with_its_whole_group(tmp_path: Pat
     assert result["metadata"]["timed_out"] is True
     child = int(pid_file.read_text())
     assert dies_within(child)
+
+
+def test_a_cwd_that_is_a_symlink_loop_scores_no_answer(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    result = run(tmp_path, "true", cwd="loop")
+    assert result["value"] == "N"
+    assert "outside the repository" in result["explanation"]

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_scoring.selector_where import CHANGE_FIELDS
+from pytest_scoring.selector_where import REGEX_TEXT_LIMIT
 from pytest_scoring.selector_where import parse_predicate
 from pytest_scoring.selector_where import parse_where
 from pytest_scoring.selector_where import values_equal
@@ -81,6 +82,12 @@ PREDICATES: list[tuple[Any, Any, bool]] = [
     ({"$regex": "^1$", "$coerce": "string"}, True, True),
     ({"$blob": "AAE="}, {"$blob": "AAE="}, True),
 ]
+
+
+def test_regex_searches_only_the_head_of_a_huge_hostile_value() -> None:
+    padding = "a" * REGEX_TEXT_LIMIT
+    assert parse_predicate({"$regex": "ab"}, "p")("a" * 1000 + "b" + padding) is True
+    assert parse_predicate({"$regex": "ab"}, "p")(padding * 50 + "b") is False
 
 
 @pytest.mark.parametrize(("predicate", "value", "holds"), PREDICATES)

@@ -79,6 +79,8 @@ class SessionDatabases:
         self.settings = settings
         #: The committed state at session start (``None`` until :meth:`start`).
         self.before: Snapshot | None = None
+        #: Why the start snapshot could not be taken, for the scores that needed it.
+        self.start_error = "no database snapshot was taken at session start"
         self._workdir: Path | None = None
         self._after: Snapshot | None = None
         self._diff: dict[str, Any] | None = None
@@ -113,7 +115,8 @@ class SessionDatabases:
             report_root.mkdir(parents=True, exist_ok=True)
             self._workdir = Path(tempfile.mkdtemp(prefix=".db-snapshots-", dir=report_root))
         except (OSError, sqlite3.Error) as error:
-            raise DatabaseError(f"cannot snapshot databases under {report_root}: {error}") from None
+            self.start_error = f"cannot snapshot databases under {report_root}: {error}"
+            raise DatabaseError(self.start_error) from None
         self.before = take_snapshot(
             root, self.discover(), self._workdir / "before", source="session start"
         )
@@ -127,7 +130,7 @@ class SessionDatabases:
 
     def _started(self) -> Snapshot:
         if self.before is None:
-            raise DatabaseError("no database snapshot was taken at session start")
+            raise DatabaseError(self.start_error)
         return self.before
 
     def diff(self, max_rows: int | None = DEFAULT_MAX_ROWS, shared: bool = True) -> dict[str, Any]:
@@ -180,7 +183,7 @@ class DbChangeScorer:
     def score(self, context: ScoringContext) -> Score:
         databases = SessionDatabases.of(context)
         if databases.before is None:
-            return error_score(self.type, "no database snapshot was taken at session start")
+            return error_score(self.type, databases.start_error)
         diff = databases.diff(shared=not self.interim_score)
         context.report_files["diff.json"] = diff
         if self.selector is None:

@@ -42,11 +42,6 @@ CHUNK_SIZE: Final = 1 << 20
 SKIPPED_DIRS: Final = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
 
 
-def inside(path: Path, root: Path) -> bool:
-    """True when ``path`` (resolved) is ``root`` or below it."""
-    return path == root or root in path.parents
-
-
 @dataclass
 class SearchResult:
     """What a search saw: files searched, matched, and skipped (binary or unreadable)."""

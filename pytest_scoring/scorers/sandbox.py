@@ -25,8 +25,8 @@ from pytest_scoring.errors import ConfigError
 from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
 from pytest_scoring.metrics import stderr
+from pytest_scoring.paths import resolve_inside
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.files import inside
 from pytest_scoring.scores import INCORRECT
 from pytest_scoring.scores import METADATA_TEXT_CAP
 from pytest_scoring.scores import Score
@@ -101,9 +101,9 @@ class SandboxStateScorer:
 
     def score(self, context: ScoringContext) -> Score:
         root = context.root.resolve()
-        cwd = (root / (self.cwd or ".")).resolve()
+        cwd = resolve_inside(root / (self.cwd or "."), root)
         parameters = {"command": self.command, "cwd": self.cwd, "timeout": self.timeout}
-        if not inside(cwd, root):
+        if cwd is None:
             return error_score(self.type, "cwd is outside the repository", **parameters)
         if not cwd.is_dir():
             return error_score(self.type, f"cwd {self.cwd!r} is not a folder", **parameters)
