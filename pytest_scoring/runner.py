@@ -170,7 +170,11 @@ class RunResult:
 
     def failure(self) -> str:
         """Why no report was written, with the end of pytest's output."""
-        usage = [line for line in self.progress.lines if line.startswith("ERROR:")]
+        usage = [
+            line.removeprefix("ERROR: ")
+            for line in self.progress.lines
+            if line.startswith("ERROR:")
+        ]
         if self.exit_code == PYTEST_USAGE_ERROR and usage:
             return "\n".join(usage)
         tail = "\n".join(self.progress.lines[-20:])
