@@ -28,6 +28,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 @pytest.hookimpl
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
+    from pytest_scoring.settings import remember_command_line
+
+    remember_command_line(early_config, parser)
+
+
+@pytest.hookimpl
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_scoring.configure import configure_scoring
 

@@ -31,6 +31,8 @@ from pytest_scoring.reference import kill_group
 from pytest_scoring.reference import pytest_command
 from pytest_scoring.reference import reference_timeout
 from pytest_scoring.report import SCAN_DIR_PREFIX
+from pytest_scoring.settings import COMMAND_LINE_ONLY
+from pytest_scoring.settings import STEERING_SETTINGS
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
 REFERENCE_SHARE: Final = 0.8
@@ -45,19 +47,6 @@ _OUTCOME_CHARS: Final = re.compile(r"^(?:\S+\.py )?([.FEsxXR]+)\s*(?:\[\s*\d+%\]
 #: the short summary's ``FAILED path::test - reason``.
 _VERBOSE_OUTCOME: Final = re.compile(
     r"^(?:\S+::\S+.* |\[gw\d+\] \[\s*\d+%\] )(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
-)
-#: The scored repository's own ini settings that would let it steer what is measured (its
-#: scorers, selector, databases, reference, report, gate): ``run`` empties them, so only the
-#: evaluator's options count. ``score_deterministic`` and ``score_db_reset`` stay: they make
-#: runs comparable and hide nothing.
-REPOSITORY_SETTINGS_IGNORED: Final = (
-    "score_config",
-    "score_selector",
-    "score_reference",
-    "score_test_patterns",
-    "score_db_patterns",
-    "score_report",
-    "score_fail_under",
 )
 _COLLECTED: Final = re.compile(r"\bcollected (\d+) items?\b|\[(\d+) items?\]")
 
@@ -87,8 +76,8 @@ class RunRequest:
 
     def arguments(self) -> list[str]:
         """The pytest arguments: the options as ``--score-*`` flags, then the user's."""
-        ignored = [f"--override-ini={name}=" for name in REPOSITORY_SETTINGS_IGNORED]
-        args = [*ignored, "--score", f"--score-report={self.report_root}"]
+        ignored = [f"--override-ini={name}=" for name in STEERING_SETTINGS]
+        args = [*ignored, COMMAND_LINE_ONLY, "--score", f"--score-report={self.report_root}"]
         if self.reference is not None:
             args.append(f"--score-reference={self.reference}")
         if self.config is not None:

@@ -20,6 +20,21 @@ import pytest
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
 DEFAULT_REPORT_ROOT: Final = "scores"
+#: The settings that choose what is measured (scorers, selector, databases, reference, report,
+#: gate). Under ``pytest-scoring run`` only the evaluator's command line sets them: the scored
+#: repository's ini settings are emptied and its ``addopts`` do not count.
+STEERING_SETTINGS: Final = (
+    "score_config",
+    "score_selector",
+    "score_reference",
+    "score_test_patterns",
+    "score_db_patterns",
+    "score_report",
+    "score_fail_under",
+)
+#: Hidden flag ``run`` passes: steering options count only from the command line.
+COMMAND_LINE_ONLY: Final = "--score-command-line-only"
+_COMMAND_LINE_OPTIONS: Final = pytest.StashKey[argparse.Namespace]()
 
 
 @dataclass
@@ -150,6 +165,12 @@ def add_options(parser: pytest.Parser) -> None:
         help="Restore every database to its first-seen state at session start",
     )
     group.addoption("--score-tally-output", dest="score_tally_output", help=argparse.SUPPRESS)
+    group.addoption(
+        COMMAND_LINE_ONLY,
+        action="store_true",
+        dest="score_command_line_only",
+        help=argparse.SUPPRESS,
+    )
 
     parser.addini("score", "Score the session (as --score)", type="bool", default=False)
     parser.addini("score_db_diff", "As --score-db-diff", type="bool", default=False)
@@ -164,8 +185,23 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
 
 
+def remember_command_line(config: pytest.Config, parser: pytest.Parser) -> None:
+    """Under ``run``, keep the options as the evaluator typed them, before pytest mixes in the
+    scored repository's ``addopts``: a repository must not choose what is measured."""
+    args = [str(arg) for arg in config.invocation_params.args]
+    if COMMAND_LINE_ONLY in args:
+        config.stash[_COMMAND_LINE_OPTIONS] = parser.parse_known_args(args)
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    command_line = config.stash.get(_COMMAND_LINE_OPTIONS, None)
+    if command_line is not None and name in STEERING_SETTINGS:
+        return getattr(command_line, name)
+    return config.getoption(name)
+
+
 def _option_or_ini(config: pytest.Config, name: str) -> Any:
-    value = config.getoption(name)
+    value = _option(config, name)
     return value if value not in (None, [], False) else config.getini(name)
 
 
@@ -177,7 +213,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
     """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values."""
     root = Path(config.rootpath)
     invocation_dir = Path(config.invocation_params.dir)
-    report = config.getoption("score_report")
+    report = _option(config, "score_report")
     report_base = invocation_dir if report else root
     report = report or config.getini("score_report")
     fail_under_text = _option_or_ini(config, "score_fail_under")

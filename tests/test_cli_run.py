@@ -109,3 +109,21 @@ def test_the_repositorys_own_scoring_settings_cannot_steer_a_run(
     assert isinstance(scores, dict)
     assert set(scores) == {"all_tests_pass", "percent_passing_tests", "percent_failing_tests"}
     assert not (repo / "elsewhere").exists()
+
+
+def test_the_repositorys_addopts_cannot_choose_scorers_or_run_commands(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "mine.yaml").write_text(
+        "scorers:\n  - type: sandbox_state\n    command: touch ran_my_command\n"
+    )
+    (repo / "pytest.ini").write_text(
+        "[pytest]\naddopts = --score-config=mine.yaml --score-fail-under=0 -p no:cacheprovider\n"
+    )
+    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
+    assert result.exit_code == 1, result.output
+    scores = scores_of(tmp_path / "out")["scores"]
+    assert isinstance(scores, dict)
+    assert set(scores) == {"all_tests_pass", "percent_passing_tests", "percent_failing_tests"}
+    assert not (repo / "ran_my_command").exists()
+    assert not (repo / ".pytest_cache").exists(), "the repository's other addopts still apply"
