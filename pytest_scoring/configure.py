@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
 from pytest_scoring.scorers import default_test_scorers
@@ -26,11 +27,23 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
     ``--score-db-diff`` adds ``db_change`` and ``--score-reference`` adds ``db_diff_change``
     unless a scorer of that type is there already.
     """
+    _check_command_line_patterns(settings.test_patterns)
     if settings.config_file is None:
         scorers = default_test_scorers()
     else:
         scorers = _configured_scorers(config, settings, settings.config_file)
     return [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
+
+
+def _check_command_line_patterns(patterns: list[str]) -> None:
+    """``--score-test-pattern``s, named as such whichever ``db_diff_change`` takes them."""
+    from pytest_scoring.reference import check_test_pattern
+
+    for pattern in patterns:
+        try:
+            check_test_pattern(pattern)
+        except OptionError as error:
+            raise OptionError(f"--score-test-pattern {error}") from None
 
 
 def _configured_scorers(

@@ -80,9 +80,9 @@ def check_test_pattern(pattern: str) -> list[str]:
     """
     segments = pattern.replace("\\", "/").split("/")
     if not pattern or PurePosixPath(pattern.replace("\\", "/")).is_absolute() or ":" in segments[0]:
-        raise OptionError(f"--score-test-pattern {pattern!r}: must be relative to the repository")
+        raise OptionError(f"{pattern!r}: must be relative to the repository")
     if ".." in segments:
-        raise OptionError(f"--score-test-pattern {pattern!r}: '..' would leave the repository")
+        raise OptionError(f"{pattern!r}: '..' would leave the repository")
     return [segment for segment in segments if segment not in ("", ".")]
 
 

@@ -186,6 +186,10 @@ ERRORS = [
         ],
         "c.yaml: scorers[1].formula: line 1, column 16: attribute '__class__' is not allowed",
     ),
+    (
+        [{"type": "db_diff_change", "test_patterns": ["tests/*.py", "../*.py"]}],
+        "c.yaml: scorers[0].test_patterns[1]: '../*.py': '..' would leave the repository",
+    ),
     ({"scorer": []}, "c.yaml: unknown key 'scorer' (expected 'scorers')"),
     ({"scorers": []}, "c.yaml: scorers: expected a non-empty list"),
     (None, "c.yaml: scorers: expected a non-empty list"),

@@ -28,6 +28,7 @@ from pytest_scoring.db_snapshot import read_in_place
 from pytest_scoring.db_snapshot import reset_databases
 from pytest_scoring.db_snapshot import take_snapshot
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
@@ -283,8 +284,11 @@ def db_diff_change_scorer(
     :raises ScoringError: for an invalid selector or a pattern that leaves the repository.
     """
     patterns = list(DEFAULT_TEST_PATTERNS if test_patterns is None else test_patterns)
-    for pattern in patterns:
-        check_test_pattern(pattern)
+    for index, pattern in enumerate(patterns):
+        try:
+            check_test_pattern(pattern)
+        except OptionError as error:
+            raise OptionError(f"test_patterns[{index}]: {error}") from None
     parsed = (
         selector if isinstance(selector, Selector) or selector is None else parse_selector(selector)
     )
