@@ -40,8 +40,10 @@ def test_a_string_in_some_file_scores_correct_with_the_counts(repo: Path) -> Non
     assert metadata["matched_files"] == ["src/app.py"]
 
 
-def test_a_string_in_no_file_scores_incorrect(repo: Path) -> None:
-    assert score(repo, "src", "absent")["value"] == "I"
+def test_a_string_in_no_file_scores_incorrect_saying_how_many_were_searched(repo: Path) -> None:
+    result = score(repo, "src", "absent")
+    assert result["value"] == "I"
+    assert result["explanation"] == "'absent' not found (3 files under 'src' searched)"
 
 
 def test_case_is_ignored_only_when_asked(repo: Path) -> None:

@@ -181,12 +181,14 @@ class FileContentsScorer:
             )
         result = self.search(folder, root)
         found = bool(result.matched)
+        files = f"{result.searched} files under {self.folder_path!r}"
         return make_score(
             bool_value(found),
             self.type,
             explanation=(
-                f"{self.search_string!r} {'found' if found else 'not found'} in "
-                f"{len(result.matched)} of {result.searched} files under {self.folder_path!r}"
+                f"{self.search_string!r} found in {len(result.matched)} of {files}"
+                if found
+                else f"{self.search_string!r} not found ({files} searched)"
             ),
             metadata={**parameters, **result.metadata()},
         )
