@@ -255,7 +255,7 @@ def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
     for entry in entries:
         for position, reference in enumerate(entry.references()):
             if reference not in by_name or reference == entry.name:
-                known = ", ".join(n for n in by_name if n != entry.name)
+                known = ", ".join(n for n in by_name if n != entry.name) or "none"
                 raise ConfigError(
                     f"{entry.where}.scorers[{position}]: {reference!r} is not another scorer "
                     f"of this file (known: {known})"

@@ -158,7 +158,7 @@ ERRORS = [
     ),
     (
         [{"type": "composite", "scorers": ["ghost"], "formula": "ghost.value"}],
-        "c.yaml: scorers[0].scorers[0]: 'ghost' is not another scorer of this file",
+        "c.yaml: scorers[0].scorers[0]: 'ghost' is not another scorer of this file (known: none)",
     ),
     (
         [{"type": "composite", "scorers": ["composite"], "formula": "1"}],
