@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import tempfile
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -239,6 +240,9 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
         tally_output=_path(config.getoption("score_tally_output"), invocation_dir),
     )
+    if settings.selector is not None and not (settings.reference or settings.config_file):
+        # Only the database scorers read a selector: without another one, it asks for db_change.
+        settings.db_diff = True
     if (
         settings.fail_under is not None
         or settings.db_diff
@@ -246,7 +250,21 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         or (settings.config_file)
     ):
         settings.enabled = True
+    if settings.enabled and settings.tally_output is None:
+        check_report_root(settings.report_root)
     return settings
+
+
+def check_report_root(report_root: Path) -> None:
+    """Create the report root and write in it now, so an unusable one stops the session
+    before any test runs instead of losing the report after all of them."""
+    try:
+        report_root.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryDirectory(dir=report_root).cleanup()
+    except OSError as error:
+        raise pytest.UsageError(
+            f"--score-report: cannot write the report under {report_root}: {error}"
+        ) from None
 
 
 def _fail_under(value: float | str | None) -> float | None:

@@ -73,6 +73,16 @@ def test_a_changed_password_matches_its_selector_and_diff_json_is_written(
     assert [p.name for p in (repo.path / "scores").iterdir()] == [report_folder(repo).name]
 
 
+def test_a_selector_alone_asks_for_db_change_instead_of_being_ignored(
+    repo: pytest.Pytester,
+) -> None:
+    write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 3")
+    repo.runpytest("-p", "no:cacheprovider", selector({"rows": {"changed": {"has_one": ["role"]}}}))
+    session = last_result()
+    assert session is not None
+    assert session.scores["db_change"]["value"] == "C"
+
+
 def test_without_a_selector_a_session_that_changes_nothing_scores_incorrect(
     repo: pytest.Pytester,
 ) -> None:
@@ -109,7 +119,7 @@ def test_megabyte_values_are_capped_in_the_score_metadata_but_kept_in_diff_json(
 ) -> None:
     write_test(repo, "UPDATE users SET password = printf('%.*c', 2000000, 'x') WHERE id = 1")
     _, db_change = score(
-        repo, selector({"rows": {"changed": {"where": {"password": {"$regex": "x{2000000}"}}}}})
+        repo, selector({"rows": {"changed": {"where": {"password": {"$regex": "^x{1000}"}}}}})
     )
     assert db_change["value"] == "C"
     tables = db_change["metadata"]["diff"]["comparisons"]["data/app.db"]["comparisons"]["data"]
@@ -172,8 +182,17 @@ def test_a_start_snapshot_that_cannot_be_taken_says_why_in_the_score(
     repo: pytest.Pytester,
 ) -> None:
     write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 1")
-    (repo.path / "not-a-folder").write_text("the report root cannot be created here")
-    result, db_change = score(repo, "--score-report=not-a-folder/reports")
+    repo.makeconftest(
+        """
+        import pathlib, shutil, pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionstart(session):
+            shutil.rmtree("scores")
+            pathlib.Path("scores").write_text("the report root is gone")
+        """
+    )
+    result, db_change = score(repo)
     result.assert_outcomes(passed=1)
     assert db_change["value"] == "N"
     assert "cannot snapshot databases under" in db_change["metadata"]["error"]

@@ -92,10 +92,30 @@ def test_ini_settings_turn_scoring_on(pytester: pytest.Pytester) -> None:
     assert list((pytester.path / "from-ini").glob("scan_id=*"))
 
 
-def test_an_unwritable_report_root_keeps_the_test_results(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_one(): pass")
+def test_an_unwritable_report_root_is_a_usage_error_before_any_test_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_one(): open('ran', 'w').close()")
     (pytester.path / "blocked").write_text("a file where the report root should be")
-    result = pytester.runpytest("--score-report=blocked")
+    result = pytester.runpytest("--score-report=blocked/reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --score-report: cannot write the report under *blocked*"])
+    assert not (pytester.path / "ran").exists()
+
+
+def test_a_report_root_lost_during_the_session_keeps_the_test_results(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pathlib, shutil
+
+        def test_replaces_the_report_root_with_a_file():
+            shutil.rmtree("scores", ignore_errors=True)
+            pathlib.Path("scores").write_text("not a folder")
+        """
+    )
+    result = pytester.runpytest("--score")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["score report NOT written: cannot write the report under*"])
