@@ -210,6 +210,11 @@ DIES = """
         import os, signal
         os.kill(os.getpid(), signal.SIGKILL)
 """
+CRASHES = """
+    def slow():
+        import ctypes
+        ctypes.string_at(0)
+"""
 CALLS_SLOW = (
     TESTS
     + """
@@ -222,8 +227,12 @@ CALLS_SLOW = (
 
 @pytest.mark.parametrize(
     ("reference_code", "reason"),
-    [(HANGS, "timed out after 2 s and was killed"), (DIES, "killed by SIGKILL")],
-    ids=["hangs", "kills itself"],
+    [
+        (HANGS, "timed out after 2 s and was killed"),
+        (DIES, "killed by SIGKILL"),
+        (CRASHES, "killed by SIGSEGV"),
+    ],
+    ids=["hangs", "kills itself", "crashes the interpreter"],
 )
 def test_a_reference_run_that_hangs_or_dies_scores_no_answer_and_the_rest_is_written(
     pytester: pytest.Pytester,
