@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
+from functools import partial
 from typing import Any
 from typing import Final
 from typing import final
@@ -71,8 +72,11 @@ def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _rows(value: object) -> list[Row]:
-    return [row for row in value if isinstance(row, Mapping)] if isinstance(value, list) else []
+def _rows(value: object) -> Iterator[Row]:
+    """The rows of a row list, lazily: a list, or a stream of every row of a cut table."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return iter(())
+    return (row for row in value if isinstance(row, Mapping))
 
 
 def _object(raw: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -205,32 +209,40 @@ class RowListCriteria:
     """``rows.added`` / ``rows.removed`` / ``rows.changed``: checks, filter, then count."""
 
     #: Tests on the rows left by ``by_key`` that must hold (templates; ``has_*`` of ``added``).
-    checks: tuple[Callable[[list[Row]], bool], ...]
+    checks: tuple[Callable[[Iterable[Row]], bool], ...]
     #: Filters narrowing the rows (``has_*`` of ``changed``, then ``where``).
     filters: tuple[RowTest, ...]
     count: Callable[[int], bool] | None
 
-    def holds(self, rows: Iterable[Row]) -> bool:
+    def holds(self, rows: Callable[[], Iterable[Row]]) -> bool:
         """Whether the rows pass the checks and enough of them survive the filters.
 
-        Rows stream through the filters: without ``$count`` the first survivor decides.
+        Each check and the filters stream the rows afresh (``rows()``), never holding them
+        all: without ``$count`` the first survivor decides.
         """
-        if self.checks:
-            rows = list(rows)
-            if not all(check(rows) for check in self.checks):
-                return False
-        survivors = (row for row in rows if all(test(row) for test in self.filters))
+        if not all(check(rows()) for check in self.checks):
+            return False
+        survivors = (row for row in rows() if all(test(row) for test in self.filters))
         if self.count is None:
             return next(survivors, None) is not None
         return self.count(sum(1 for _ in survivors))
 
 
-def _has_one_template(templates: tuple[RowTest, ...]) -> Callable[[list[Row]], bool]:
-    return lambda rows: any(template(row) for template in templates for row in rows)
+def _has_one_template(templates: tuple[RowTest, ...]) -> Callable[[Iterable[Row]], bool]:
+    return lambda rows: any(template(row) for row in rows for template in templates)
 
 
-def _has_all_templates(templates: tuple[RowTest, ...]) -> Callable[[list[Row]], bool]:
-    return lambda rows: all(any(template(row) for row in rows) for template in templates)
+def _has_all_templates(templates: tuple[RowTest, ...]) -> Callable[[Iterable[Row]], bool]:
+    def holds(rows: Iterable[Row]) -> bool:
+        """One pass: each row ticks off the templates it matches."""
+        missing = list(templates)
+        for row in rows:
+            if not missing:
+                break
+            missing = [template for template in missing if not template(row)]
+        return not missing
+
+    return holds
 
 
 def _parse_added_removed(raw: Any, path: str) -> RowListCriteria:
@@ -296,7 +308,9 @@ class RowCriteria:
         if not self.lists:
             kinds = ("added", "removed", "changed")
             return any(next(self._rows(table, kind), None) is not None for kind in kinds)
-        return all(criteria.holds(self._rows(table, kind)) for kind, criteria in self.lists)
+        return all(
+            criteria.holds(partial(self._rows, table, kind)) for kind, criteria in self.lists
+        )
 
     def _rows(self, table: Mapping[str, Any], kind: str) -> Iterator[Row]:
         """The rows of one list left by ``by_key`` (changed rows as virtual rows), lazily."""

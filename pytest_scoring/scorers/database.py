@@ -19,6 +19,7 @@ from pytest_scoring.db_diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db_diff import cap_diff
 from pytest_scoring.db_diff import diff_snapshots
 from pytest_scoring.db_diff import has_changes
+from pytest_scoring.db_diff import stream_cut_rows
 from pytest_scoring.db_discovery import find_databases
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
@@ -62,14 +63,6 @@ def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
         schema_tables = planes["schema"]["tables"].values()
         summary["schema_changes"] += sum(t["status"] != "unchanged" for t in schema_tables)
     return summary
-
-
-def _truncated_databases(diff: dict[str, Any]) -> list[str]:
-    return [
-        relpath
-        for relpath, entry in diff["comparisons"].items()
-        if any(t["truncated"] for t in entry["comparisons"]["data"]["tables"].values())
-    ]
 
 
 class SessionDatabases:
@@ -145,19 +138,13 @@ class SessionDatabases:
             self._diff = diff
         return diff
 
-    def _compute(
-        self, max_rows: int | None, relpaths: Sequence[str] | None = None
-    ) -> dict[str, Any]:
+    def _compute(self, max_rows: int | None) -> dict[str, Any]:
         patterns = self.settings.db_patterns
-        return diff_snapshots(self._started(), self.after(), max_rows, patterns, relpaths)
+        return diff_snapshots(self._started(), self.after(), max_rows, patterns)
 
     def complete(self, diff: dict[str, Any]) -> dict[str, Any]:
-        """``diff`` with every row of the databases whose examples were cut (for selectors)."""
-        truncated = _truncated_databases(diff)
-        if not truncated:
-            return diff
-        full = self._compute(None, truncated)
-        return {**diff, "comparisons": {**diff["comparisons"], **full["comparisons"]}}
+        """``diff`` where the tables whose examples were cut stream every row (for selectors)."""
+        return stream_cut_rows(diff, self._started(), self.after())
 
     def close(self) -> None:
         """Remove the snapshot copies (after scoring)."""
