@@ -54,13 +54,16 @@ class ScoringSettings:
     fail_under: float | None = None
     deterministic: bool = False
     db_reset: bool = False
+    #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
+    selection: list[str] = field(default_factory=list)
     #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
     tally_output: Path | None = None
 
-    def database_args(self) -> list[str]:
-        """The command-line arguments that repeat the database options in another run."""
+    def rerun_args(self) -> list[str]:
+        """The arguments that repeat the database options and test selection in another run."""
         args = [f"--score-db-pattern={pattern}" for pattern in self.db_patterns]
-        return [*args, "--score-deterministic"] if self.deterministic else args
+        deterministic = ["--score-deterministic"] if self.deterministic else []
+        return [*args, *deterministic, *self.selection]
 
 
 def fail_under_type(text: str) -> float:
@@ -238,6 +241,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         fail_under=_fail_under(fail_under_text),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
+        selection=_selection(config),
         tally_output=_path(config.getoption("score_tally_output"), invocation_dir),
     )
     if settings.selector is not None and not (settings.reference or settings.config_file):
@@ -265,6 +269,14 @@ def check_report_root(report_root: Path) -> None:
         raise pytest.UsageError(
             f"--score-report: cannot write the report under {report_root}: {error}"
         ) from None
+
+
+def _selection(config: pytest.Config) -> list[str]:
+    args: list[str] = []
+    for flag, name in (("-k", "keyword"), ("-m", "markexpr")):
+        value = config.getoption(name, default="")
+        args += [flag, value] if value else []
+    return args
 
 
 def _fail_under(value: float | str | None) -> float | None:

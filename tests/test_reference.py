@@ -166,6 +166,20 @@ def test_tests_the_solution_deleted_are_listed(pytester: pytest.Pytester, refere
     assert metadata["reference_counts"]["passed"] == 2
 
 
+def test_tests_left_out_with_k_or_m_are_left_out_of_the_reference_run_too(
+    pytester: pytest.Pytester, reference: Path
+) -> None:
+    audit = "import pytest\n\n@pytest.mark.audit\ndef test_audit_log():\n    pass\n"
+    (reference / "tests" / "test_audit.py").write_text(audit)
+    make_repo(pytester.path, REFERENCE_APP)
+    (pytester.path / "tests" / "test_audit.py").write_text(audit)
+    pytester.makeini("[pytest]\nmarkers = audit\n")
+    for selection in (["-k", "not audit"], ["-m", "not audit"]):
+        metadata = score(pytester, reference, *selection)["metadata"]
+        assert metadata["missing_tests"] == []
+        assert metadata["reference_counts"]["passed"] == 1
+
+
 def test_a_test_file_linked_out_of_the_repository_is_not_copied(
     pytester: pytest.Pytester, reference: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

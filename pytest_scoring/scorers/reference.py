@@ -120,7 +120,7 @@ class ReferenceRerun:
         tests = copy_test_files(
             self.settings.root, self.patterns, copy, exclude=[self.settings.report_root]
         )
-        args = self.settings.database_args()
+        args = self.settings.rerun_args()
         run = run_child(copy, workdir, args, self.timeout, self._cancel)
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
