@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,47 @@ def test_the_three_formats_describe_the_same_scorers(
         ("has_todo", "file_contents"),
         ("passing_without_todo", "composite"),
     ]
+
+
+@pytest.mark.parametrize(("suffix", "text"), [(".yaml", YAML), (".toml", TOML), (".json", JSON)])
+def test_each_format_scores_a_real_session(
+    pytester: pytest.Pytester, suffix: str, text: str
+) -> None:
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.mkdir("src").joinpath("app.py").write_text("# TODO: tidy up\n")
+    pytester.path.joinpath(f"scores{suffix}").write_text(text)
+    result = pytester.runpytest(f"--score-config=scores{suffix}", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["percent_passing_tests: 100* *", "has_todo: C *", "passing_without_todo: I *"]
+    )
+
+
+def test_the_test_and_database_scorers_score_a_real_session_from_a_config_file(
+    pytester: pytest.Pytester,
+) -> None:
+    with sqlite3.connect(pytester.path / "app.db") as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.close()
+    pytester.makepyfile(
+        "import sqlite3\n"
+        "def test_adds():\n"
+        "    with sqlite3.connect('app.db') as conn:\n"
+        "        conn.execute(\"INSERT INTO users (name) VALUES ('eve')\")\n"
+        "    conn.close()\n"
+        "def test_fails():\n"
+        "    assert False\n"
+    )
+    scorers = [
+        {"type": "test_runner", "scoring_method": "pass-fail"},
+        {"type": "all_tests_pass_scorer", "name": "green"},
+        {"type": "percent_failing_tests"},
+        {"type": "db_change", "selector": {"rows": {"added": {"has_one": [{"name": "eve"}]}}}},
+    ]
+    pytester.makefile(".json", scores=json.dumps({"scorers": scorers}))
+    result = pytester.runpytest("--score-config=scores.json", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["test_runner: I *", "green: I *", "percent_failing_tests: 50* *", "db_change: C *"]
+    )
 
 
 def test_a_composite_is_built_after_the_scorers_it_reads() -> None:
