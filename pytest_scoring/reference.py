@@ -157,7 +157,8 @@ class CopiedTests:
     """Which of the scored repository's test files went into the reference copy."""
 
     copied: list[str] = field(default_factory=list)
-    #: Matched files not copied: symlinks leading out of the repository, non-regular files.
+    #: Matched files not copied: symlinks leading out of the repository, non-regular files,
+    #: and a pattern's folder when it is a symlink (``tests`` linked elsewhere).
     skipped: list[str] = field(default_factory=list)
 
 
@@ -173,8 +174,11 @@ def _literal_base(segments: Sequence[str]) -> list[str]:
 
 def _candidate_files(root: Path, segments: list[str], excluded: set[Path]) -> Iterator[Path]:
     base = root.joinpath(*_literal_base(segments))
-    if not base.is_dir() or base.resolve() != root.joinpath(*_literal_base(segments)):
-        return  # missing, or reached through a symlink: never followed
+    if not base.is_dir():
+        return
+    if base.resolve() != base:
+        yield base  # reached through a symlink: never followed, listed as skipped
+        return
     for here, _dirs, names in _walk(base, excluded):
         for name in names:
             path = here / name

@@ -107,6 +107,15 @@ def test_a_test_file_symlinked_out_of_the_repository_is_not_followed(tmp_path: P
     assert not (copy / "tests" / "test_steal.py").exists()
 
 
+def test_a_test_folder_that_is_a_symlink_is_listed_as_skipped(tmp_path: Path) -> None:
+    repo, copy = tmp_path / "repo", tmp_path / "copy"
+    write(repo / "real_tests" / "test_a.py", "new")
+    (repo / "tests").symlink_to(repo / "real_tests")
+    copied = copy_test_files(repo, ["tests/**/*.py", "tests/*.py"], copy)
+    assert (copied.copied, copied.skipped) == ([], ["tests"])
+    assert not (copy / "tests").exists()
+
+
 def test_a_symlink_in_the_copy_is_replaced_not_written_through(tmp_path: Path) -> None:
     repo, copy = tmp_path / "repo", tmp_path / "copy"
     write(repo / "tests" / "test_a.py", "new")
