@@ -40,3 +40,12 @@ def test_every_pytest_option_is_in_the_readme(pytester: pytest.Pytester) -> None
 def test_the_readme_test_command_is_what_ci_runs() -> None:
     ci_command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert f"```\n{ci_command}\n```" in README
+
+
+def test_every_public_name_is_importable_from_the_package() -> None:
+    import pytest_scoring
+
+    for name in pytest_scoring.__all__:
+        assert getattr(pytest_scoring, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = pytest_scoring.nothing_here
