@@ -8,10 +8,8 @@ the scorer and only the first part is ever read back.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import signal
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -26,6 +24,7 @@ from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
 from pytest_scoring.metrics import stderr
 from pytest_scoring.paths import resolve_inside
+from pytest_scoring.reference import kill_group
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scores import INCORRECT
 from pytest_scoring.scores import METADATA_TEXT_CAP
@@ -36,12 +35,6 @@ from pytest_scoring.scores import error_score
 from pytest_scoring.scores import make_score
 
 SHELL: Final = "/bin/sh"
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the command's whole process group (the shell and all it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _read_back(stream: IO[bytes]) -> tuple[str, int]:
@@ -72,7 +65,7 @@ def run_command(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             exit_code, timed_out = None, True
         # Also ends what the command left running in the background.
-        _kill_group(process)
+        kill_group(process.pid)
         process.wait()
         stdout, stdout_bytes = _read_back(out)
         stderr_text, stderr_bytes = _read_back(err)
