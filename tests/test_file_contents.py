@@ -121,6 +121,17 @@ def test_symlinks_out_of_the_repository_are_not_followed(tmp_path: Path) -> None
     assert result["metadata"]["files_searched"] == 0
 
 
+@pytest.mark.parametrize("folder", [".git", "node_modules", "__pycache__", ".venv", "venv"])
+def test_version_control_dependencies_and_environments_are_not_searched(
+    repo: Path, folder: str
+) -> None:
+    (repo / "src" / folder).mkdir()
+    (repo / "src" / folder / "vendored.py").write_text("xyzzy")
+    result = score(repo, "src", "xyzzy")
+    assert result["metadata"]["matched_files"] == ["src/deep/secret.md"]
+    assert result["metadata"]["files_searched"] == 3
+
+
 def test_a_symlink_loop_cannot_hang_the_search(repo: Path) -> None:
     (repo / "src" / "deep" / "loop").symlink_to(repo / "src")
     (repo / "src" / "self").symlink_to(".")

@@ -23,6 +23,7 @@ from typing import BinaryIO
 from typing import Final
 from typing import final
 
+from pytest_scoring.db_discovery import SKIPPED_DIRS  # the folders database discovery skips
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.metrics import Metric
 from pytest_scoring.metrics import accuracy
@@ -38,8 +39,6 @@ from pytest_scoring.scores import make_score
 
 #: Bytes read at a time; a match may straddle two chunks.
 CHUNK_SIZE: Final = 1 << 20
-#: Folders never searched (as in database discovery).
-SKIPPED_DIRS: Final = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
 
 
 @dataclass
