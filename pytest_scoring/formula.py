@@ -121,7 +121,7 @@ def _guard_small_arguments(function: Callable[..., Any], what: str) -> Callable[
 
 
 _BINARY: Final[dict[type[ast.operator], Callable[[Any, Any], Any]]] = {
-    ast.Add: lambda a, b: _bounded(operator.add(a, b)),
+    ast.Add: operator.add,  # every result is checked by _binary
     ast.Sub: operator.sub,
     ast.Mult: _multiply,
     ast.Div: operator.truediv,
@@ -389,10 +389,8 @@ def _subscript(node: ast.Subscript, scores: Mapping[str, Score]) -> Any:
     key = _evaluate(node.slice, scores)
     if not isinstance(container, dict | list | tuple | str):
         raise TypeError(f"cannot index a {type(container).__name__}")
-    if isinstance(container, dict):
-        if key not in container:
-            raise KeyError(f"no key {key!r} (keys: {', '.join(map(str, list(container)[:20]))})")
-        return container[key]
+    if isinstance(container, dict) and key not in container:
+        raise KeyError(f"no key {key!r} (keys: {', '.join(map(str, list(container)[:20]))})")
     return container[key]
 
 
