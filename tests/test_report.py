@@ -259,3 +259,32 @@ def test_a_score_with_megabytes_of_metadata_still_gives_a_readable_parquet_file(
     folder = write_report(scored_result([Verbose()]), tmp_path / "root")
     metadata = pq.read_table(folder / "verbose.parquet").column("metadata").to_pylist()
     assert json.loads(metadata[0])["log"] == "x" * 3_000_000
+
+
+class _Unreportable:
+    """A plugin scorer whose answer no JSON report can hold."""
+
+    def __init__(self, name: str, answer: object) -> None:
+        self.name = self.type = name
+        self.metrics = (mean,)
+        self.answer = answer
+
+    def score(self, context: ScoringContext) -> Score:
+        return self.answer  # type: ignore[return-value]
+
+
+def test_a_scorer_answer_no_report_can_hold_is_scored_n_and_the_report_is_still_written(
+    tmp_path: Path,
+) -> None:
+    tuple_keys = _Unreportable("tuple_keys", {"value": "C", "metadata": {(1, 2): "x"}})
+    bare_value = _Unreportable("bare_value", "C")
+    folder = write_report(
+        scored_result([*default_test_scorers(), tuple_keys, bare_value]), tmp_path
+    )
+    scores = read_json(folder / "scores.json")["scores"]
+    assert scores["percent_passing_tests"]["value"] == 100
+    assert scores["tuple_keys"]["value"] == scores["bare_value"]["value"] == "N"
+    assert "keys must be str" in scores["tuple_keys"]["metadata"]["error"]
+    assert "returned str, not a Score dict" in scores["bare_value"]["metadata"]["error"]
+    errors = (folder / "_errors.jsonl").read_text().splitlines()
+    assert [json.loads(line)["scanner"] for line in errors] == ["tuple_keys", "bare_value"]

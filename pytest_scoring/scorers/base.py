@@ -8,6 +8,7 @@ into pytest: :func:`run_scorers` turns any exception into a ``"N"`` score.
 
 from __future__ import annotations
 
+import json
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ class ScoringContext:
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
     """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""
     try:
-        score = scorer.score(context)
+        score = _reportable(scorer.score(context))
     except Exception as error:  # a scorer must never take the session down
         context.errors.append(
             {
@@ -81,6 +82,15 @@ def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
         score = error_score(scorer.type, error)
     context.scores[scorer.name] = score
     return score
+
+
+def _reportable(score: object) -> Score:
+    """The score a scorer returned, checked now: a plugin's bad answer (not a dict, metadata
+    keyed by tuples, a cycle) would otherwise break the report of every scorer at the end."""
+    if not isinstance(score, dict) or "value" not in score:
+        raise TypeError(f"score() returned {type(score).__name__}, not a Score dict with a value")
+    json.dumps(score, default=str)  # raises for what no JSON report can hold
+    return score  # type: ignore[return-value]
 
 
 def run_scorers(scorers: Sequence[Scorer], context: ScoringContext) -> dict[str, Score]:
