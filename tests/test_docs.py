@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import click
 import pytest
 from click.testing import CliRunner
 
@@ -22,11 +21,9 @@ def test_there_are_the_commands_of_the_spec() -> None:
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_has_help_with_an_example_and_is_in_the_readme(name: str) -> None:
-    command = main.commands[name]
-    assert isinstance(command, click.Command)
-    assert command.help and "pytest-scoring " + name in command.help
     result = CliRunner().invoke(main, [name, "--help"])
     assert result.exit_code == 0
+    assert f"Example: pytest-scoring {name}" in result.output
     assert f"pytest-scoring {name}" in README
 
 
