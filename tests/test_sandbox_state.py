@@ -57,6 +57,15 @@ def test_a_command_past_its_timeout_is_killed_with_its_whole_group(tmp_path: Pat
     assert dies_within(child)
 
 
+def test_what_a_command_leaves_running_in_the_background_is_killed_when_it_exits(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    result = run(tmp_path, f"sleep 30 > /dev/null 2>&1 & echo $! > {pid_file}")
+    assert result["value"] == "C"
+    assert dies_within(int(pid_file.read_text()))
+
+
 def test_a_cwd_that_is_a_symlink_loop_scores_no_answer(tmp_path: Path) -> None:
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     result = run(tmp_path, "true", cwd="loop")
