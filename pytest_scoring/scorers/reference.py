@@ -54,6 +54,7 @@ from pytest_scoring.settings import DEFAULT_TEST_PATTERNS
 from pytest_scoring.settings import ScoringSettings
 
 SCORER_TYPE: Final = "db_diff_change"
+NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
 #: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
 FILE_MAX_ROWS: Final = 1000
 
@@ -229,7 +230,7 @@ class DiffChangeScorer:
         if settings is None or settings.tally_output is not None:
             return  # no settings, or this is itself a reference rerun: never recurse
         if settings.reference is None:
-            raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
+            raise ScoringError(NEEDS_REFERENCE)
         if self._resource_key() not in context.resources:
             if settings.db_reset:
                 reset_solution_databases(settings)
@@ -301,6 +302,6 @@ def check_reference_setting(settings: ScoringSettings) -> None:
     :raises ScoringError: naming ``--score-reference`` or the timeout variable.
     """
     if settings.reference is None:
-        raise ScoringError("db_diff_change needs a reference checkout: --score-reference=DIR")
+        raise ScoringError(NEEDS_REFERENCE)
     settings.reference = check_reference_dir(settings.reference)
     reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end
