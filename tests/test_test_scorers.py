@@ -144,6 +144,28 @@ def test_a_flaky_test_counts_with_its_final_outcome_after_reruns(
     assert counts["total"] == 2
 
 
+def test_a_test_failing_in_call_and_in_teardown_counts_once_as_failed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.fixture
+        def breaks_after():
+            yield
+            raise RuntimeError("teardown breaks")
+
+        def test_fails_twice(breaks_after):
+            assert False
+        """
+    )
+    pytester.runpytest("--score").assert_outcomes(failed=1, errors=1)
+    report = read_scores(pytester)
+    assert report["tests"]["counts"]["failed"] == report["tests"]["counts"]["total"] == 1
+    assert report["scores"]["percent_passing_tests"]["metadata"]["error_tests"] == []
+
+
 def test_each_failing_collector_is_one_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_ok="def test_ok(): pass",
@@ -166,7 +188,7 @@ def test_collection_errors_under_xdist_count_once_per_collector(
     assert counts["error"] == 1
 
 
-def test_test_runner_selects_a_scorer_by_method(pytester: pytest.Pytester) -> None:
+def test_test_runner_selects_a_scorer_by_method() -> None:
     from pytest_scoring import test_runner_scorer
     from pytest_scoring.errors import ConfigError
 
