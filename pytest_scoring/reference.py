@@ -209,11 +209,13 @@ def copy_test_files(
     root, dest = root.resolve(), dest.resolve()
     excluded = {path.resolve() for path in exclude}
     result = CopiedTests()
+    seen: set[str] = set()  # a file matched by several patterns is handled once
     for pattern in patterns:
         for path in _candidate_files(root, check_test_pattern(pattern), excluded):
             relpath = path.relative_to(root).as_posix()
-            if relpath in result.copied or relpath in result.skipped:
+            if relpath in seen:
                 continue
+            seen.add(relpath)
             source = resolve_inside(path, root)
             if source is None or not _is_regular_file(source):
                 result.skipped.append(relpath)

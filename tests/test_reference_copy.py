@@ -95,6 +95,13 @@ def test_test_files_matching_the_patterns_replace_the_references(tmp_path: Path)
     assert (copy / "app.py").read_text() == "reference code"
 
 
+def test_a_test_file_that_several_patterns_match_is_listed_once(tmp_path: Path) -> None:
+    repo, copy = tmp_path / "repo", tmp_path / "copy"
+    write(repo / "tests" / "test_a.py", "new")
+    copied = copy_test_files(repo, ["tests/**/*.py", "tests/*.py", "tests/test_a.py"], copy)
+    assert copied.copied == ["tests/test_a.py"]
+
+
 def test_a_test_file_symlinked_out_of_the_repository_is_not_followed(tmp_path: Path) -> None:
     repo, copy = tmp_path / "repo", tmp_path / "copy"
     secret = write(tmp_path / "secret.py", "stolen")
