@@ -27,6 +27,11 @@ def init_db(path: Path = DATABASE) -> None:
         register(conn, "bob", "battery staple")
 
 
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+
+
 def hash_password(password: str, salt: str | None = None) -> str:
     """``salt$digest``; the salt is random (fixed under ``--score-deterministic``)."""
     salt = salt or secrets.token_hex(8)
@@ -40,8 +45,7 @@ def check_password(password: str, stored: str) -> bool:
 
 
 def register(conn: sqlite3.Connection, username: str, password: str, role: str = "user") -> int:
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}")
+    _check_role(role)
     cursor = conn.execute(
         "INSERT INTO users (username, password_hash, role) VALUES (?, ?, ?)",
         (username, hash_password(password), role),
@@ -76,8 +80,7 @@ def change_password(conn: sqlite3.Connection, username: str, old: str, new: str)
 
 def change_role(conn: sqlite3.Connection, actor: str, username: str, role: str) -> None:
     """Only an admin may change someone's role."""
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}")
+    _check_role(role)
     row = conn.execute("SELECT role FROM users WHERE username = ?", (actor,)).fetchone()
     if row is None or row[0] != "admin":
         raise PermissionError(f"{actor} is not an admin")

@@ -76,7 +76,9 @@ def login(conn: sqlite3.Connection, username: str, password: str) -> bool:
 def change_password(conn: sqlite3.Connection, username: str, old: str, new: str) -> None:
     if not login(conn, username, old):
         raise PermissionError("wrong password")
-    _write(conn, "UPDATE users SET password_hash = ? WHERE username = ?", hash_password(new), username)
+    _write(
+        conn, "UPDATE users SET password_hash = ? WHERE username = ?", hash_password(new), username
+    )
 
 
 def change_role(conn: sqlite3.Connection, actor: str, username: str, role: str) -> None:
