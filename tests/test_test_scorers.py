@@ -244,3 +244,22 @@ def test_a_plugin_object_passed_to_pytest_main_receives_the_scored_session(
     assert scores["percent_passing_tests"]["value"] == 50.0
     assert report_path is not None
     assert (report_path / "scores.json").is_file()
+
+
+def test_failing_ids_in_metadata_are_capped_at_100_and_say_so() -> None:
+    from pytest_scoring import percent_passing_tests_scorer
+    from pytest_scoring.outcomes import OutcomeTally
+    from pytest_scoring.scorers.base import ScoringContext
+
+    tally = OutcomeTally()
+    for number in range(101):
+        tally.record_outcome(f"test_{number}", "failed")
+    tally.record_outcome("test_setup", "error")
+    context = ScoringContext(root=Path("."), tally=tally)
+    metadata = percent_passing_tests_scorer().score(context)["metadata"]
+    assert metadata["failed_tests"] == [f"test_{number}" for number in range(100)]
+    assert metadata["error_tests"] == ["test_setup"]
+    assert metadata["counts"]["failed"] == 101
+    assert metadata["truncated"] is True
+    tally.tests.pop("test_100")
+    assert percent_passing_tests_scorer().score(context)["metadata"]["truncated"] is False

@@ -17,6 +17,7 @@ from pytest_scoring.metrics import threshold_accuracy
 from pytest_scoring.outcomes import OUTCOMES
 from pytest_scoring.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scores import METADATA_LIST_CAP
 from pytest_scoring.scores import Score
 from pytest_scoring.scores import Value
 from pytest_scoring.scores import bool_value
@@ -75,7 +76,7 @@ def test_metadata(tally: OutcomeTally) -> dict[str, Any]:
         "counts": tally.counts(),
         "failed_tests": cap_list(failed),
         "error_tests": cap_list(errors),
-        "truncated": len(failed) > len(cap_list(failed)) or len(errors) > len(cap_list(errors)),
+        "truncated": max(len(failed), len(errors)) > METADATA_LIST_CAP,
     }
 
 
