@@ -58,7 +58,8 @@ def peak_memory_mib(root: Path) -> float:
     """Peak RSS of a child process that runs the scorer once."""
     code = (
         "import sys, resource; from pathlib import Path; "
-        "sys.path.insert(0, 'bench'); from bench_file_contents import scorer_run; "
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        "from bench_file_contents import scorer_run; "
         f"scorer_run(Path({str(root)!r}), False); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
