@@ -33,6 +33,7 @@ from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scores import Score
+from pytest_scoring.scout import number_text
 
 #: The prefix of the test-suite properties that carry scores.
 PROPERTY_PREFIX: Final = "score:"
@@ -169,9 +170,7 @@ def _properties_first(suite: Any) -> None:
 
 
 def _property_text(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def score_tally(tally: OutcomeTally, repository: Path) -> SessionResult:

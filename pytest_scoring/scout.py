@@ -154,14 +154,15 @@ def encode_value(value: object) -> tuple[str | None, str]:
     if isinstance(value, int):
         return str(value), "number"
     if isinstance(value, float):
-        return _float_text(value), "number"
+        return number_text(value), "number"
     if isinstance(value, str):
         return value, "string"
     kind = "array" if isinstance(value, list) else "object"
     return _json(value), kind
 
 
-def _float_text(value: float) -> str:
+def number_text(value: float) -> str:
+    """A float as its shortest decimal text, ``20`` for ``20.0`` (Scout and JUnit readers alike)."""
     if math.isfinite(value) and value == int(value):
         return str(int(value))
     return repr(value)
