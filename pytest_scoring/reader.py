@@ -72,16 +72,28 @@ class ReportInfo:
     values: dict[str, Any] = field(default_factory=dict)
 
 
+def _read_text(path: Path) -> str:
+    """A report file's text; unreadable or not UTF-8 is a :class:`ReportError` (absent is not)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ReportError(f"{path}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise ReportError(
+            f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+
+
 def _read_json(path: Path, default: Any = None) -> Any:
     """A JSON file's content; ``default`` when it is absent (if a default is given)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
         if default is not None:
             return default
         raise ReportError(f"{path}: missing, so this folder holds no report") from None
-    except OSError as error:
-        raise ReportError(f"{path}: cannot read ({error.strerror})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -99,7 +111,7 @@ def _read_errors(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     lines = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

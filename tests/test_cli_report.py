@@ -105,6 +105,17 @@ def test_show_of_a_missing_folder_exits_2_with_one_line(tmp_path: Path) -> None:
     )
 
 
+def test_show_of_a_report_whose_scores_json_is_not_utf8_exits_2_with_one_line(
+    root: Path,
+) -> None:
+    (folder,) = root.glob("scan_id=*")
+    (folder / "scores.json").write_bytes(b"\xff\xfe{")
+    result = run("show", str(folder))
+    assert result.exit_code == 2
+    assert result.output.startswith(f"pytest-scoring: error: {folder / 'scores.json'}: not UTF-8")
+    assert result.output.count("\n") == 1
+
+
 def test_list_shows_reports_newest_first(root: Path) -> None:
     (oldest,) = root.glob("scan_id=*")
     assert run("junit", str(SAMPLES / "jest-junit.xml"), "--report", str(root)).exit_code == 0

@@ -188,6 +188,14 @@ def test_a_damaged_report_file_is_an_error_naming_it(
         results_df(folder)
 
 
+@pytest.mark.parametrize("file", ["_scan.json", "_summary.json", "_errors.jsonl"])
+def test_a_report_file_that_is_not_utf8_is_an_error_naming_it(tmp_path: Path, file: str) -> None:
+    folder = write_scored(tmp_path, passed=1, failed=0)
+    (folder / file).write_bytes(b"\xff\xfe{")
+    with pytest.raises(ReportError, match=f"{file}: not UTF-8 text"):
+        results_df(folder)
+
+
 def test_a_report_without_summary_reads_as_incomplete(tmp_path: Path) -> None:
     folder = write_scored(tmp_path, passed=1, failed=0)
     (folder / "_summary.json").unlink()
