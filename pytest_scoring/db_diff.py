@@ -174,8 +174,9 @@ def _removed(
 def _one_list(
     connection: sqlite3.Connection, sql: str, columns: Sequence[str], kind: str
 ) -> Iterator[RowEvent]:
+    present = set(columns)
     for row in _stream(connection.execute(sql)):
-        yield kind, partial(_json_row, columns, row, set(columns)), 1
+        yield kind, partial(_json_row, columns, row, present), 1
 
 
 def _multiset(connection: sqlite3.Connection, before: Table, after: Table) -> Iterator[RowEvent]:
@@ -192,11 +193,11 @@ def _multiset(connection: sqlite3.Connection, before: Table, after: Table) -> It
         f"SELECT {', '.join(groups)}, sum(s) FROM ({arm(after, 'n', 1)} UNION ALL "
         f"{arm(before, 'o', -1)}) GROUP BY {', '.join(groups)} HAVING sum(s) <> 0"
     )
+    present = {"added": set(after.column_names()), "removed": set(before.column_names())}
     for row in _stream(connection.execute(sql)):
         values, net = row[0 : 2 * len(columns) : 2], row[-1]
-        side = after if net > 0 else before
         kind = "added" if net > 0 else "removed"
-        yield kind, partial(_json_row, columns, values, set(side.column_names())), abs(net)
+        yield kind, partial(_json_row, columns, values, present[kind]), abs(net)
 
 
 def _one_side(connection: sqlite3.Connection, table: Table, kind: str) -> Iterator[RowEvent]:
