@@ -100,10 +100,25 @@ def _read_json(path: Path, default: Any = None) -> Any:
         raise ReportError(f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
 
 
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ReportError(f"{where}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
 def _read_object(path: Path, default: dict[str, Any] | None = None) -> dict[str, Any]:
-    content = _read_json(path, default)
-    if not isinstance(content, dict):
-        raise ReportError(f"{path}: expected a JSON object, found {type(content).__name__}")
+    return _object(_read_json(path, default), str(path))
+
+
+def _read_scores_json(path: Path, default: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``scores.json``, with the parts ``show`` and ``list`` walk checked to be objects (a
+    report root may sit in the scored repository, which can plant anything there)."""
+    content = _read_object(path, default)
+    for key in ("scores", "metrics"):
+        for name, value in _object(content.get(key) or {}, f"{path}: {key}").items():
+            _object(value, f"{path}: {key}.{name}")
+    tests = _object(content.get("tests") or {}, f"{path}: tests")
+    _object(tests.get("counts") or {}, f"{path}: tests.counts")
     return content
 
 
@@ -144,12 +159,8 @@ def report_info(path: Path) -> ReportInfo:
     """
     spec = _read_object(path / SCAN_FILE)
     summary = _read_object(path / SUMMARY_FILE, default={"complete": False})
-    scores = _read_object(path / SCORES_FILE, default={})
-    values = {
-        name: score.get("value")
-        for name, score in (scores.get("scores") or {}).items()
-        if isinstance(score, dict)
-    }
+    scores = _read_scores_json(path / SCORES_FILE, default={})
+    values = {name: score.get("value") for name, score in (scores.get("scores") or {}).items()}
     return ReportInfo(
         path=path,
         scan_id=str(spec.get("scan_id") or path.name.removeprefix(SCAN_DIR_PREFIX)),
@@ -197,7 +208,7 @@ def find_report(path: str | Path) -> Path:
 
 def read_scores(path: str | Path) -> dict[str, Any]:
     """The ``scores.json`` of the report ``path`` names (see :func:`find_report`)."""
-    return _read_object(find_report(path) / SCORES_FILE)
+    return _read_scores_json(find_report(path) / SCORES_FILE)
 
 
 def decode_value(text: object, value_type: object) -> Any:

@@ -138,7 +138,7 @@ def score_table(content: dict[str, Any]) -> Any:
         table.add_row(
             name,
             _format_value(score.get("value")),
-            shorten(score.get("explanation") or ""),
+            shorten(str(score.get("explanation") or "")),
             _format_metrics(metrics.get(name) or {}),
         )
     return table

@@ -116,6 +116,38 @@ def test_show_of_a_report_whose_scores_json_is_not_utf8_exits_2_with_one_line(
     assert result.output.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        ({"scores": [1]}, "scores: expected a JSON object, found list"),
+        ({"scores": {"a": None}}, "scores.a: expected a JSON object, found NoneType"),
+        ({"metrics": {"a": [1]}}, "metrics.a: expected a JSON object, found list"),
+        ({"tests": {"counts": [1]}}, "tests.counts: expected a JSON object, found list"),
+    ],
+)
+def test_show_and_list_of_a_report_with_a_malformed_scores_json_say_where(
+    root: Path, content: dict[str, object], where: str
+) -> None:
+    (folder,) = root.glob("scan_id=*")
+    (folder / "scores.json").write_text(json.dumps(content))
+    result = run("show", str(folder))
+    assert (result.exit_code, result.output) == (
+        2,
+        f"pytest-scoring: error: {folder / 'scores.json'}: {where}\n",
+    )
+    assert run("list", str(root)).output == f"no reports under {root}\n"
+
+
+def test_show_prints_an_explanation_that_is_not_text(root: Path) -> None:
+    (folder,) = root.glob("scan_id=*")
+    (folder / "scores.json").write_text(
+        json.dumps({"scores": {"odd": {"value": 1, "explanation": 42}}})
+    )
+    result = run("show", str(folder))
+    assert result.exit_code == 0, result.output
+    assert "42" in result.output
+
+
 def test_list_shows_reports_newest_first(root: Path) -> None:
     (oldest,) = root.glob("scan_id=*")
     assert run("junit", str(SAMPLES / "jest-junit.xml"), "--report", str(root)).exit_code == 0
