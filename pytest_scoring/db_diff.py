@@ -34,6 +34,7 @@ from pytest_scoring.db_schema import union_columns
 from pytest_scoring.db_snapshot import LOCK_TIMEOUT
 from pytest_scoring.db_snapshot import Snapshot
 from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.db_snapshot import read_only_uri
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.scores import METADATA_TEXT_CAP
 from pytest_scoring.scores import cap_text
@@ -259,7 +260,7 @@ def _plane(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _attach(connection: sqlite3.Connection, path: Path | None, schema: str) -> None:
-    uri = ":memory:" if path is None else f"{path.resolve().as_uri()}?mode=ro"
+    uri = ":memory:" if path is None else read_only_uri(path)
     connection.execute(f"ATTACH DATABASE ? AS {quote(schema)}", (uri,))
 
 

@@ -84,8 +84,9 @@ class Snapshot:
         return str(self.root / relpath) if self.root is not None else relpath
 
 
-def _uri(path: Path, mode: str = "ro") -> str:
-    return f"{path.resolve().as_uri()}?mode={mode}"
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI opening ``path`` read-only (``mode=ro``: scoring never writes a database)."""
+    return f"{path.resolve().as_uri()}?mode=ro"
 
 
 def is_wal(path: Path) -> bool:
@@ -102,7 +103,9 @@ def read_transaction(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[sqli
     Reading the schema takes the read lock (rollback) or read mark (WAL) at once; it is held
     until the block ends, so the committed state cannot move underneath.
     """
-    connection = sqlite3.connect(_uri(path), uri=True, timeout=timeout, isolation_level=None)
+    connection = sqlite3.connect(
+        read_only_uri(path), uri=True, timeout=timeout, isolation_level=None
+    )
     try:
         connection.execute("BEGIN")
         connection.execute("SELECT count(*) FROM sqlite_schema").fetchone()
