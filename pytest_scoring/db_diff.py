@@ -268,11 +268,8 @@ def _compare(
     connection: sqlite3.Connection, before: Path | None, after: Path | None, limit: int | None
 ) -> dict[str, Any]:
     """Both planes of one database, read inside one transaction."""
-    _attach(connection, before, _BEFORE)
     try:
-        _attach(connection, after, _AFTER)
-        connection.execute("BEGIN")
-        old, new = read_tables(connection, _BEFORE), read_tables(connection, _AFTER)
+        old, new = _open_sides(connection, before, after)
         names = sorted(set(old) | set(new))
         data = {n: _data_changes(connection, old.get(n), new.get(n), limit) for n in names}
         schema = {n: schema_changes(old.get(n), new.get(n)) for n in names}
@@ -282,6 +279,16 @@ def _compare(
             connection.execute("ROLLBACK")
         for name in (_BEFORE, _AFTER):
             _detach(connection, name)
+
+
+def _open_sides(
+    connection: sqlite3.Connection, before: Path | None, after: Path | None
+) -> tuple[dict[str, Table], dict[str, Table]]:
+    """Attach both sides, open the read transaction and read each side's tables."""
+    _attach(connection, before, _BEFORE)
+    _attach(connection, after, _AFTER)
+    connection.execute("BEGIN")
+    return read_tables(connection, _BEFORE), read_tables(connection, _AFTER)
 
 
 def _detach(connection: sqlite3.Connection, schema: str) -> None:
@@ -357,12 +364,9 @@ class RowStream:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         connection = _connect(self.timeout)
         try:
-            _attach(connection, self.before, _BEFORE)
-            _attach(connection, self.after, _AFTER)
-            connection.execute("BEGIN")
-            old = read_tables(connection, _BEFORE).get(self.table)
-            new = read_tables(connection, _AFTER).get(self.table)
-            for kind, build, times in _row_events(connection, old, new):
+            old, new = _open_sides(connection, self.before, self.after)
+            events = _row_events(connection, old.get(self.table), new.get(self.table))
+            for kind, build, times in events:
                 if kind == self.kind:
                     row = build()
                     for _ in range(times):
