@@ -126,21 +126,16 @@ class SessionDatabases:
             raise DatabaseError(self.start_error)
         return self.before
 
-    def diff(self, max_rows: int | None = DEFAULT_MAX_ROWS, shared: bool = True) -> dict[str, Any]:
-        """The session diff (SPEC 4.2), computed once and shared unless ``shared`` is false.
-
-        :param max_rows: examples per row list; ``None`` keeps every row.
-        """
-        if shared and max_rows == DEFAULT_MAX_ROWS and self._diff is not None:
+    def diff(self, shared: bool = True) -> dict[str, Any]:
+        """The session diff (SPEC 4.2), computed once and shared unless ``shared`` is false."""
+        if shared and self._diff is not None:
             return self._diff
-        diff = self._compute(max_rows)
-        if shared and max_rows == DEFAULT_MAX_ROWS:
+        diff = diff_snapshots(
+            self._started(), self.after(), DEFAULT_MAX_ROWS, self.settings.db_patterns
+        )
+        if shared:
             self._diff = diff
         return diff
-
-    def _compute(self, max_rows: int | None) -> dict[str, Any]:
-        patterns = self.settings.db_patterns
-        return diff_snapshots(self._started(), self.after(), max_rows, patterns)
 
     def complete(self, diff: dict[str, Any]) -> dict[str, Any]:
         """``diff`` where the tables whose examples were cut stream every row (for selectors)."""
