@@ -342,7 +342,10 @@ def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """
     import pyarrow.json as pa_json
 
-    lines = "".join(json.dumps(row, default=str) + "\n" for row in rows).encode("utf-8")
+    # Parquet text is UTF-8: a lone surrogate (a file name from the scored repository that is
+    # not UTF-8, decoded by Python with surrogateescape) becomes "?" instead of failing the file.
+    text = "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows)
+    lines = text.encode("utf-8", errors="replace")
     options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     # A row longer than Arrow's 1 MiB default block fails to parse ("straddling object"), and
     # a plugin scorer's metadata can be that large: one block holds everything.

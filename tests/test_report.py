@@ -288,3 +288,19 @@ def test_a_scorer_answer_no_report_can_hold_is_scored_n_and_the_report_is_still_
     assert "returned str, not a Score dict" in scores["bare_value"]["metadata"]["error"]
     errors = (folder / "_errors.jsonl").read_text().splitlines()
     assert [json.loads(line)["scanner"] for line in errors] == ["tuple_keys", "bare_value"]
+
+
+def test_text_that_is_not_valid_unicode_still_gives_a_readable_parquet_file(tmp_path: Path) -> None:
+    class Undecodable:
+        name = type = "undecodable"
+        metrics = (mean,)
+
+        def score(self, context: ScoringContext) -> Score:
+            # What Python makes of a file name that is not UTF-8 (surrogateescape).
+            return make_score("I", self.type, explanation="data/\udcff.db is not SQLite")
+
+    folder = write_report(scored_result([Undecodable()]), tmp_path)
+    row = pq.read_table(folder / "undecodable.parquet").to_pylist()[0]
+    assert row["explanation"] == "data/?.db is not SQLite"
+    scores = read_json(folder / "scores.json")["scores"]
+    assert scores["undecodable"]["explanation"] == "data/\udcff.db is not SQLite"
