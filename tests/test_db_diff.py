@@ -23,7 +23,9 @@ from pytest_scoring.db_diff import cap_diff
 from pytest_scoring.db_diff import diff_paths
 from pytest_scoring.db_diff import diff_snapshots
 from pytest_scoring.db_diff import json_value
+from pytest_scoring.db_diff import stream_cut_rows
 from pytest_scoring.db_snapshot import read_in_place
+from pytest_scoring.selectors import parse_selector
 
 
 def make_db(path: Path, script: str, *inserts: tuple[str, Sequence[Any]]) -> Path:
@@ -105,6 +107,30 @@ def test_a_nocase_column_still_reports_a_change_of_letter_case(tmp_path: Path) -
     assert table_diff(diff_paths(before, after), "users")["counts"]["changed"] == 1
 
 
+def test_a_table_without_a_key_sees_a_change_of_letter_case_in_a_nocase_column(
+    tmp_path: Path,
+) -> None:
+    script = 'CREATE TABLE log ("rowid", msg TEXT COLLATE NOCASE);'  # no rowid: no key
+    before = make_db(tmp_path / "b.db", script, ("INSERT INTO log VALUES (1, 'admin')", ()))
+    after = make_db(tmp_path / "a.db", script, ("INSERT INTO log VALUES (1, 'ADMIN')", ()))
+    log = table_diff(diff_paths(before, after), "log")
+    assert log["rows_removed"] == [{"rowid": 1, "msg": "admin"}]
+    assert log["rows_added"] == [{"rowid": 1, "msg": "ADMIN"}]
+
+
+def test_text_that_is_not_utf8_is_diffed_with_replacement_characters(tmp_path: Path) -> None:
+    script = "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+    before = make_db(tmp_path / "b.db", script, ("INSERT INTO users VALUES (1, 'ann')", ()))
+    after = make_db(
+        tmp_path / "a.db", script, ("INSERT INTO users VALUES (1, CAST(X'61FF' AS TEXT))", ())
+    )
+    diff = diff_paths(before, after)
+    assert "error" not in diff["comparisons"]["a.db"]
+    assert table_diff(diff, "users")["rows_changed"] == [
+        {"key": {"id": 1}, "changes": {"name": {"old_value": "ann", "new_value": "a\ufffd"}}}
+    ]
+
+
 def test_blobs_appear_as_base64_objects(tmp_path: Path) -> None:
     script = "CREATE TABLE files (name TEXT PRIMARY KEY, data BLOB);"
     before = make_db(tmp_path / "b.db", script)
@@ -156,6 +182,22 @@ def test_a_declared_key_holding_null_falls_back_to_the_rowid(tmp_path: Path) -> 
     assert t["rows_changed"] == [
         {"key": {"rowid": 2}, "changes": {"v": {"old_value": 2, "new_value": 3}}}
     ]
+
+
+def test_a_selector_counts_every_equal_row_of_a_cut_table_without_a_key(tmp_path: Path) -> None:
+    script = 'CREATE TABLE log ("rowid", msg);'  # no rowid: equal rows pair as a multiset
+    insert = ("INSERT INTO log VALUES (1, 'login')", ())
+    for side in ("before", "after"):
+        (tmp_path / side).mkdir()
+    make_db(tmp_path / "before" / "app.db", script)
+    make_db(tmp_path / "after" / "app.db", script, insert, insert, insert)
+    before = read_in_place(tmp_path / "before", ["app.db"])
+    after = read_in_place(tmp_path / "after", ["app.db"])
+    diff = diff_snapshots(before, after, max_rows=1)
+    assert len(table_diff(diff, "log")["rows_added"]) == 1
+    three = parse_selector({"rows": {"added": {"$count": {"$eq": 3}}}})
+    assert three.matches(stream_cut_rows(diff, before, after))
+    assert not three.matches(diff)
 
 
 COUNTING = (
