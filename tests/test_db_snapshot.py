@@ -79,7 +79,7 @@ def test_a_database_locked_exclusively_gets_an_error_and_others_are_still_copied
         writer.execute("BEGIN EXCLUSIVE")
         snapshot = take_snapshot(repo, ["fine.db", "locked.db"], tmp_path / "snap", timeout=0.05)
         writer.execute("ROLLBACK")
-    assert "locked" in snapshot.errors["locked.db"]
+    assert "database is locked by another connection" in snapshot.errors["locked.db"]
     assert list(snapshot.files) == ["fine.db"]
 
 
@@ -107,6 +107,21 @@ def test_reset_restores_the_first_seen_state_on_every_later_run(repo: Path, tmp_
     (repo / "data" / "app.db").unlink()  # even a deleted database comes back
     assert reset_databases(repo, [], store) == ["data/app.db"]
     assert count(repo / "data" / "app.db") == 2
+
+
+def test_reset_removes_a_leftover_wal_file_so_its_commits_are_not_replayed(
+    repo: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "scores" / ".db-reset"
+    create(repo / "app.db", rows=1, wal=True)
+    reset_databases(repo, ["app.db"], store)
+    with connect(repo / "app.db") as writer:
+        writer.execute("PRAGMA wal_autocheckpoint = 0")
+        writer.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
+        shutil.copyfile(repo / "app.db-wal", tmp_path / "leftover-wal")
+    shutil.copyfile(tmp_path / "leftover-wal", repo / "app.db-wal")  # as a killed test leaves it
+    assert reset_databases(repo, [], store) == ["app.db"]
+    assert count(repo / "app.db") == 1
 
 
 def test_reset_never_writes_through_a_symlink_out_of_the_repository(

@@ -54,6 +54,17 @@ def test_a_symlink_planted_in_the_reset_store_is_replaced_not_written_through(
     assert json.loads((repo / STORE / "manifest.json").read_text()) == ["app.db"]
 
 
+def test_a_folder_in_the_reset_store_symlinked_out_of_it_is_never_written_through(
+    tmp_path: Path, victim: Path
+) -> None:
+    repo = tmp_path / "repo"
+    make_db(repo / "data" / "app.db")
+    (repo / STORE).mkdir(parents=True)
+    (repo / STORE / "data").symlink_to(victim.parent, target_is_directory=True)
+    reset_databases(repo, ["data/app.db"], repo / STORE)
+    assert os.listdir(victim.parent) == ["victim.txt"]
+
+
 def test_a_reset_store_symlinked_out_of_the_repository_is_never_written_through(
     pytester: pytest.Pytester, victim: Path
 ) -> None:
