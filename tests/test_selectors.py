@@ -259,6 +259,12 @@ def test_a_parsed_selector_keeps_its_source_for_metadata() -> None:
     assert parsed.source == raw
 
 
+def test_a_database_key_written_with_backslashes_matches_by_name_and_path() -> None:
+    windows = diff({"data\\app.db": APP})
+    assert parse_selector({"databases": {"path": "data/app.db"}}).matches(windows)
+    assert parse_selector({"databases": {"name": "app.db"}}).matches(windows)
+
+
 def test_nothing_matches_an_empty_or_partial_diff() -> None:
     selector = parse_selector({})
     assert not selector.matches({})

@@ -46,6 +46,7 @@ PREDICATES: list[tuple[Any, Any, bool]] = [
     ({"$eq": True, "$coerce": "boolean"}, "maybe", False),
     ({"$eq": 5, "$coerce": "number"}, " 5 ", True),
     ({"$eq": 5, "$coerce": "number"}, "five", False),
+    ({"$gt": 5, "$coerce": "number"}, "inf", False),
     ({"$not-eq": "admin"}, "user", True),
     ({"$not-eq": "admin"}, None, True),
     ({"$not-eq": None}, None, False),
