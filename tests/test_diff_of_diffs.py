@@ -14,6 +14,7 @@ from diff_samples import diff
 from diff_samples import schema_table
 
 from pytest_scoring.db_diff import diff_paths
+from pytest_scoring.diff_of_diffs import PARTS
 from pytest_scoring.diff_of_diffs import diff_of_diffs
 from pytest_scoring.selectors import parse_selector
 
@@ -139,6 +140,25 @@ def test_an_error_entry_stays_with_the_diff_it_came_from() -> None:
     assert parts["before_only"]["comparisons"]["app.db"]["error"] == "not a SQLite database"
     assert "error" not in parts["after_only"]["comparisons"]["app.db"]
     assert users(parts, "after_only")["rows_added"] == [{"id": 1}]
+
+
+def test_a_truncated_input_marks_every_part_truncated() -> None:
+    reference = one_table(added=[{"id": 1}])
+    parts = diff_of_diffs(truncated(reference), one_table(added=[{"id": 2}]))
+    assert [users(parts, part)["truncated"] for part in PARTS] == [True, True, True]
+
+
+def test_the_before_only_part_keeps_the_reference_row_totals() -> None:
+    reference = one_table(added=[{"id": 1}, {"id": 2}])
+    parts = diff_of_diffs(reference, one_table(added=[{"id": 3}]))
+    assert users(parts, "before_only")["after_rows"] == 12
+    assert users(parts, "after_only")["after_rows"] == 11
+
+
+def truncated(one: dict[str, Any]) -> dict[str, Any]:
+    """``one_table``'s diff with its ``users`` table marked as cut."""
+    one["comparisons"]["app.db"]["comparisons"]["data"]["tables"]["users"]["truncated"] = True
+    return one
 
 
 def make_db(path: Path, *statements: str) -> Path:
