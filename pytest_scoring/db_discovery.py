@@ -46,15 +46,14 @@ def _skipped(directory: Path, excluded: frozenset[Path]) -> bool:
     )
 
 
-def _walk(root: Path, excluded: frozenset[Path]) -> Iterator[str]:
-    """Relative POSIX paths of the regular, non-symlinked files under ``root``."""
+def _walk(root: Path, excluded: frozenset[Path]) -> Iterator[tuple[str, Path]]:
+    """``(relative POSIX path, path)`` of every file name under ``root`` (not yet checked)."""
     for current, dirs, files in os.walk(root, followlinks=False):
         here = Path(current)
         dirs[:] = sorted(d for d in dirs if not _skipped(here / d, excluded))
+        prefix = here.relative_to(root).as_posix() + "/" if here != root else ""
         for name in files:
-            path = here / name
-            if not path.is_symlink() and path.is_file():
-                yield path.relative_to(root).as_posix()
+            yield prefix + name, here / name
 
 
 def find_databases(root: Path, patterns: Sequence[str], exclude: Sequence[Path] = ()) -> list[str]:
@@ -67,8 +66,11 @@ def find_databases(root: Path, patterns: Sequence[str], exclude: Sequence[Path] 
     excluded = frozenset(Path(path).resolve() for path in exclude)
     return sorted(
         relpath
-        for relpath in _walk(root, excluded)
+        for relpath, path in _walk(root, excluded)
+        # the patterns first: a file system call for every file of a large tree is slow
         if any(matches_pattern(relpath, pattern) for pattern in patterns)
+        and not path.is_symlink()
+        and path.is_file()
     )
 
 
