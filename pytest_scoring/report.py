@@ -90,7 +90,8 @@ def write_json(path: Path, content: Any) -> None:
 def write_report(result: SessionResult, report_root: Path) -> Path:
     """Write ``report_root/scan_id=<id>/`` and return its path.
 
-    :raises ReportError: when the report root cannot be created or written.
+    :raises ReportError: when the report root cannot be created or written, or a value
+        cannot be encoded (JSON, Parquet); nothing half-written is left behind.
     """
     final = report_root / f"{SCAN_DIR_PREFIX}{result.scan_id}"
     building = report_root / f".{SCAN_DIR_PREFIX}{result.scan_id}.tmp"
@@ -102,9 +103,11 @@ def write_report(result: SessionResult, report_root: Path) -> Path:
             write_json(building / name, content)
         write_scan_results(building, result)
         building.rename(final)
-    except OSError as error:
+    except (OSError, ValueError, TypeError) as error:  # ValueError/TypeError: encoding
         shutil.rmtree(building, ignore_errors=True)
-        raise ReportError(f"cannot write the report under {report_root}: {error}") from error
+        raise ReportError(
+            f"cannot write the report under {report_root}: {type(error).__name__}: {error}"
+        ) from error
     return final
 
 

@@ -304,3 +304,17 @@ def test_text_that_is_not_valid_unicode_still_gives_a_readable_parquet_file(tmp_
     assert row["explanation"] == "data/?.db is not SQLite"
     scores = read_json(folder / "scores.json")["scores"]
     assert scores["undecodable"]["explanation"] == "data/\udcff.db is not SQLite"
+
+
+def test_a_value_that_cannot_be_encoded_is_a_report_error_leaving_no_half_report(
+    tmp_path: Path,
+) -> None:
+    from pytest_scoring.errors import ReportError
+
+    result = scored_result(default_test_scorers())
+    loop: list[Any] = []
+    loop.append(loop)
+    result.files["diff.json"] = loop
+    with pytest.raises(ReportError, match=r"cannot write the report under .*ValueError"):
+        write_report(result, tmp_path)
+    assert list(tmp_path.iterdir()) == []
