@@ -93,8 +93,7 @@ class OutcomeTally:
 
     def record_test(self, report: RunReport) -> None:
         """Fold one phase report into that test's outcome."""
-        if report.outcome == "rerun":
-            self.tests.pop(report.nodeid, None)
+        if report.outcome == "rerun":  # a failed attempt; the next one starts with setup
             return
         state = self.tests.setdefault(report.nodeid, _TestState())
         if report.when == "setup":

@@ -251,7 +251,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         settings.fail_under is not None
         or settings.db_diff
         or settings.reference
-        or (settings.config_file)
+        or settings.config_file
     ):
         settings.enabled = True
     if settings.enabled and settings.tally_output is None:
