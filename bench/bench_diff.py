@@ -78,7 +78,7 @@ def _change(path: Path, rows: int) -> None:
 
 
 def ours(before: Path, after: Path) -> float:
-    from pytest_scoring.db_diff import diff_paths
+    from pytest_scoring.db.diff import diff_paths
 
     start = time.perf_counter()
     diff_paths(before, after)

@@ -18,8 +18,9 @@ import time
 WRITE = """
 import sys
 from pathlib import Path
-from pytest_scoring.outcomes import OutcomeTally
-from pytest_scoring.report import SessionResult, write_report
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext, run_scorers
 
@@ -31,7 +32,7 @@ scores = run_scorers(scorers, ScoringContext(root=Path("."), tally=tally))
 write_report(SessionResult("repo", scorers, scores, tally.to_json()), Path(sys.argv[1]))
 """
 READ = "import sys; from pytest_scoring import results_df; results_df(sys.argv[1])"
-NOTHING = "import pytest_scoring.report"
+NOTHING = "import pytest_scoring.report.writer"
 
 
 def run_once(code: str, *args: str) -> float:

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pytest_scoring.diff_of_diffs import diff_of_diffs
-from pytest_scoring.selectors import parse_selector
+from pytest_scoring.db.diff_of_diffs import diff_of_diffs
+from pytest_scoring.selector.language import parse_selector
 
 SELECTORS: dict[str, Any] = {
     "changed where (regex)": {"rows": {"changed": {"where": {"password": {"$regex": "^x"}}}}},

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_scoring.db_snapshot import read_in_place
-from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.snapshot import take_snapshot
 
 
 def generate(path: Path, rows: int, wal: bool) -> sqlite3.Connection:

@@ -12,58 +12,104 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 if TYPE_CHECKING:
-    from pytest_scoring.db_diff import diff_paths
-    from pytest_scoring.db_diff import diff_snapshots
-    from pytest_scoring.db_snapshot import take_snapshot
-    from pytest_scoring.diff_of_diffs import diff_of_diffs
-    from pytest_scoring.reader import ScanResults
-    from pytest_scoring.reader import results_df
-    from pytest_scoring.report import SessionResult
+    from pytest_scoring.db.diff import diff_paths
+    from pytest_scoring.db.diff import diff_snapshots
+    from pytest_scoring.db.diff_of_diffs import diff_of_diffs
+    from pytest_scoring.db.snapshot import take_snapshot
+    from pytest_scoring.errors import ConfigError
+    from pytest_scoring.errors import DatabaseError
+    from pytest_scoring.errors import FormulaError
+    from pytest_scoring.errors import JUnitError
+    from pytest_scoring.errors import OptionError
+    from pytest_scoring.errors import ReportError
+    from pytest_scoring.errors import ScoringError
+    from pytest_scoring.errors import SelectorError
+    from pytest_scoring.plugin.session import last_result
+    from pytest_scoring.report.reader import ScanResults
+    from pytest_scoring.report.reader import results_df
+    from pytest_scoring.report.result import SessionResult
+    from pytest_scoring.scorers.base import Scorer
+    from pytest_scoring.scorers.base import ScoringContext
     from pytest_scoring.scorers.composite import composite_scorer
-    from pytest_scoring.scorers.database import db_change_scorer
-    from pytest_scoring.scorers.files import file_contents_scorer
-    from pytest_scoring.scorers.reference import db_diff_change_scorer
-    from pytest_scoring.scorers.sandbox import sandbox_state_scorer
+    from pytest_scoring.scorers.db_change import db_change_scorer
+    from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
+    from pytest_scoring.scorers.file_contents import file_contents_scorer
+    from pytest_scoring.scorers.metrics import Metric
+    from pytest_scoring.scorers.metrics import accuracy
+    from pytest_scoring.scorers.metrics import mean
+    from pytest_scoring.scorers.metrics import stderr
+    from pytest_scoring.scorers.metrics import threshold_accuracy
+    from pytest_scoring.scorers.sandbox_state import sandbox_state_scorer
+    from pytest_scoring.scorers.score import Score
+    from pytest_scoring.scorers.score import error_score
+    from pytest_scoring.scorers.score import make_score
     from pytest_scoring.scorers.tests import all_tests_pass_scorer
     from pytest_scoring.scorers.tests import percent_failing_tests_scorer
     from pytest_scoring.scorers.tests import percent_passing_tests_scorer
     from pytest_scoring.scorers.tests import test_runner_scorer
-    from pytest_scoring.scores import Score
-    from pytest_scoring.selectors import Selector
-    from pytest_scoring.selectors import parse_selector
-    from pytest_scoring.selectors import selector_matches
-    from pytest_scoring.session import last_result
+    from pytest_scoring.selector.language import Selector
+    from pytest_scoring.selector.language import parse_selector
+    from pytest_scoring.selector.language import selector_matches
 
 #: Where each public name lives.
 _EXPORTS = {
-    "ScanResults": "pytest_scoring.reader",
-    "Score": "pytest_scoring.scores",
-    "Selector": "pytest_scoring.selectors",
-    "SessionResult": "pytest_scoring.report",
+    "ConfigError": "pytest_scoring.errors",
+    "DatabaseError": "pytest_scoring.errors",
+    "FormulaError": "pytest_scoring.errors",
+    "JUnitError": "pytest_scoring.errors",
+    "Metric": "pytest_scoring.scorers.metrics",
+    "OptionError": "pytest_scoring.errors",
+    "ReportError": "pytest_scoring.errors",
+    "ScanResults": "pytest_scoring.report.reader",
+    "Score": "pytest_scoring.scorers.score",
+    "Scorer": "pytest_scoring.scorers.base",
+    "ScoringContext": "pytest_scoring.scorers.base",
+    "ScoringError": "pytest_scoring.errors",
+    "Selector": "pytest_scoring.selector.language",
+    "SelectorError": "pytest_scoring.errors",
+    "SessionResult": "pytest_scoring.report.result",
+    "accuracy": "pytest_scoring.scorers.metrics",
     "all_tests_pass_scorer": "pytest_scoring.scorers.tests",
     "composite_scorer": "pytest_scoring.scorers.composite",
-    "db_change_scorer": "pytest_scoring.scorers.database",
-    "db_diff_change_scorer": "pytest_scoring.scorers.reference",
-    "diff_of_diffs": "pytest_scoring.diff_of_diffs",
-    "diff_paths": "pytest_scoring.db_diff",
-    "diff_snapshots": "pytest_scoring.db_diff",
-    "file_contents_scorer": "pytest_scoring.scorers.files",
-    "last_result": "pytest_scoring.session",
-    "parse_selector": "pytest_scoring.selectors",
+    "db_change_scorer": "pytest_scoring.scorers.db_change",
+    "db_diff_change_scorer": "pytest_scoring.scorers.db_diff_change",
+    "diff_of_diffs": "pytest_scoring.db.diff_of_diffs",
+    "diff_paths": "pytest_scoring.db.diff",
+    "diff_snapshots": "pytest_scoring.db.diff",
+    "error_score": "pytest_scoring.scorers.score",
+    "file_contents_scorer": "pytest_scoring.scorers.file_contents",
+    "last_result": "pytest_scoring.plugin.session",
+    "make_score": "pytest_scoring.scorers.score",
+    "mean": "pytest_scoring.scorers.metrics",
+    "parse_selector": "pytest_scoring.selector.language",
     "percent_failing_tests_scorer": "pytest_scoring.scorers.tests",
     "percent_passing_tests_scorer": "pytest_scoring.scorers.tests",
-    "results_df": "pytest_scoring.reader",
-    "sandbox_state_scorer": "pytest_scoring.scorers.sandbox",
-    "selector_matches": "pytest_scoring.selectors",
-    "take_snapshot": "pytest_scoring.db_snapshot",
+    "results_df": "pytest_scoring.report.reader",
+    "sandbox_state_scorer": "pytest_scoring.scorers.sandbox_state",
+    "selector_matches": "pytest_scoring.selector.language",
+    "stderr": "pytest_scoring.scorers.metrics",
+    "take_snapshot": "pytest_scoring.db.snapshot",
     "test_runner_scorer": "pytest_scoring.scorers.tests",
+    "threshold_accuracy": "pytest_scoring.scorers.metrics",
 }
 
 __all__ = [
+    "ConfigError",
+    "DatabaseError",
+    "FormulaError",
+    "JUnitError",
+    "Metric",
+    "OptionError",
+    "ReportError",
     "ScanResults",
     "Score",
+    "Scorer",
+    "ScoringContext",
+    "ScoringError",
     "Selector",
+    "SelectorError",
     "SessionResult",
+    "accuracy",
     "all_tests_pass_scorer",
     "composite_scorer",
     "db_change_scorer",
@@ -71,22 +117,31 @@ __all__ = [
     "diff_of_diffs",
     "diff_paths",
     "diff_snapshots",
+    "error_score",
     "file_contents_scorer",
     "last_result",
+    "make_score",
+    "mean",
     "parse_selector",
     "percent_failing_tests_scorer",
     "percent_passing_tests_scorer",
     "results_df",
     "sandbox_state_scorer",
     "selector_matches",
+    "stderr",
     "take_snapshot",
     "test_runner_scorer",
+    "threshold_accuracy",
 ]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         return _version("pytest-scoring")
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'pytest_scoring' has no attribute {name!r}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pytest_scoring' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    # Bind it here, so that a later import of a submodule of the same name (which sets the
+    # package attribute to that module) can never change what this name gives.
+    globals()[name] = value
+    return value

@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from pytest_scoring.cli import main
+from pytest_scoring.cli.main import main
 
 main()

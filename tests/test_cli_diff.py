@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pytest_scoring.cli import main
+from pytest_scoring.cli.main import main
 
 SCHEMA = "CREATE TABLE users (id INTEGER PRIMARY KEY, role TEXT);"
 

@@ -14,8 +14,8 @@ from diff_samples import data_table
 from diff_samples import database
 from diff_samples import diff
 
-from pytest_scoring.cli import main
-from pytest_scoring.diff_of_diffs import diff_of_diffs
+from pytest_scoring.cli.main import main
+from pytest_scoring.db.diff_of_diffs import diff_of_diffs
 
 PASSWORD = {"rows": {"changed": {"has_one": "password"}}}
 ROLE = {"rows": {"changed": {"where": {"role": "admin"}}}}

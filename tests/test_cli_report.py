@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from click.testing import Result
 
 from pytest_scoring import results_df
-from pytest_scoring.cli import main
-from pytest_scoring.reader import list_reports
+from pytest_scoring.cli.main import main
+from pytest_scoring.report.reader import list_reports
 
 SAMPLES = Path(__file__).parent / "data" / "junit"
 SUREFIRE = [

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 from click.testing import Result
 
-from pytest_scoring.cli import main
-from pytest_scoring.runner import Progress
+from pytest_scoring.cli.main import main
+from pytest_scoring.cli.runner import Progress
 
 PASS_AND_FAIL = """
 def test_ok():

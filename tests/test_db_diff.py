@@ -19,13 +19,13 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from pytest_scoring.db_diff import cap_diff
-from pytest_scoring.db_diff import diff_paths
-from pytest_scoring.db_diff import diff_snapshots
-from pytest_scoring.db_diff import json_value
-from pytest_scoring.db_diff import stream_cut_rows
-from pytest_scoring.db_snapshot import read_in_place
-from pytest_scoring.selectors import parse_selector
+from pytest_scoring.db.diff import diff_paths
+from pytest_scoring.db.diff import diff_snapshots
+from pytest_scoring.db.diff import json_value
+from pytest_scoring.db.diff import stream_cut_rows
+from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.selector.language import parse_selector
 
 
 def make_db(path: Path, script: str, *inserts: tuple[str, Sequence[Any]]) -> Path:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scoring.db_discovery import find_databases
-from pytest_scoring.db_discovery import matches_pattern
-from pytest_scoring.db_discovery import sqlite_header_error
+from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.discovery import matches_pattern
+from pytest_scoring.db.discovery import sqlite_header_error
 
 DEFAULT = ("*.db", "*.sqlite", "*.sqlite3")
 

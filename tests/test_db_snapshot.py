@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scoring.db_snapshot import read_in_place
-from pytest_scoring.db_snapshot import reset_databases
-from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.snapshot import reset_databases
+from pytest_scoring.db.snapshot import take_snapshot
 
 
 @pytest.fixture

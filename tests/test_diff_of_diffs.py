@@ -13,10 +13,10 @@ from diff_samples import database
 from diff_samples import diff
 from diff_samples import schema_table
 
-from pytest_scoring.db_diff import diff_paths
-from pytest_scoring.diff_of_diffs import PARTS
-from pytest_scoring.diff_of_diffs import diff_of_diffs
-from pytest_scoring.selectors import parse_selector
+from pytest_scoring.db.diff import diff_paths
+from pytest_scoring.db.diff_of_diffs import PARTS
+from pytest_scoring.db.diff_of_diffs import diff_of_diffs
+from pytest_scoring.selector.language import parse_selector
 
 
 def users(parts: dict[str, Any], part: str, plane: str = "data") -> dict[str, Any]:

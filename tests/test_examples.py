@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pytest_scoring.cli import main
+from pytest_scoring.cli.main import main
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -10,10 +10,10 @@ import pytest
 from junitparser import JUnitXml
 
 from pytest_scoring.errors import JUnitError
-from pytest_scoring.junit import add_score_properties
-from pytest_scoring.junit import case_nodeid
-from pytest_scoring.junit import read_junit
-from pytest_scoring.scores import make_score
+from pytest_scoring.report.junit import add_score_properties
+from pytest_scoring.report.junit import case_nodeid
+from pytest_scoring.report.junit import read_junit
+from pytest_scoring.scorers.score import make_score
 
 SAMPLES = Path(__file__).parent / "data" / "junit"
 SUREFIRE = [

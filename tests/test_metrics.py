@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from pytest_scoring.metrics import accuracy
-from pytest_scoring.metrics import compute_metrics
-from pytest_scoring.metrics import mean
-from pytest_scoring.metrics import stderr
-from pytest_scoring.metrics import threshold_accuracy
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import value_to_float
+from pytest_scoring.scorers.metrics import accuracy
+from pytest_scoring.scorers.metrics import compute_metrics
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.metrics import threshold_accuracy
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import value_to_float
 
 
 def scores(*values: object) -> list[Score]:

@@ -12,19 +12,19 @@ import pytest
 
 from pytest_scoring import results_df
 from pytest_scoring.errors import ReportError
-from pytest_scoring.metrics import mean
-from pytest_scoring.outcomes import OutcomeTally
-from pytest_scoring.reader import decode_value
-from pytest_scoring.reader import find_report
-from pytest_scoring.reader import list_reports
-from pytest_scoring.reader import shape_rows
-from pytest_scoring.report import SessionResult
-from pytest_scoring.report import write_report
+from pytest_scoring.report.reader import decode_value
+from pytest_scoring.report.reader import find_report
+from pytest_scoring.report.reader import list_reports
+from pytest_scoring.report.reader import shape_rows
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import make_score
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import make_score
 
 
 class _Flag:

@@ -11,12 +11,12 @@ import pytest
 from processes import dies_within
 
 from pytest_scoring.errors import OptionError
-from pytest_scoring.reference import check_reference_dir
-from pytest_scoring.reference import check_test_pattern
-from pytest_scoring.reference import copy_test_files
-from pytest_scoring.reference import copy_tree
-from pytest_scoring.reference import reference_timeout
-from pytest_scoring.reference import run_child
+from pytest_scoring.reference.child import reference_timeout
+from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.copy import check_reference_dir
+from pytest_scoring.reference.copy import check_test_pattern
+from pytest_scoring.reference.copy import copy_test_files
+from pytest_scoring.reference.copy import copy_tree
 
 
 def write(path: Path, text: str = "x") -> Path:

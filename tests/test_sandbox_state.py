@@ -9,9 +9,9 @@ import pytest
 from processes import dies_within
 
 from pytest_scoring import sandbox_state_scorer
-from pytest_scoring.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scores import Score
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
 
 
 def run(root: Path, command: str, cwd: str | None = None, timeout: float = 10) -> Score:

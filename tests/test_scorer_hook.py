@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_scoring.errors import ConfigError
-from pytest_scoring.metrics import mean
-from pytest_scoring.scores import make_score
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.score import make_score
 
 
 class LineCountScorer:

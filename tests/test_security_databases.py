@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scoring.db_snapshot import reset_databases
+from pytest_scoring.db.snapshot import reset_databases
 
 STORE = Path("scores") / ".db-reset"
 

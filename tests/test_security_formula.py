@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_scoring.errors import FormulaError
-from pytest_scoring.formula import parse_formula
+from pytest_scoring.scorers.formula import parse_formula
 
 
 def nested(depth: int) -> list[Any]:

@@ -14,9 +14,9 @@ import pytest
 
 from pytest_scoring import file_contents_scorer
 from pytest_scoring.errors import ConfigError
-from pytest_scoring.reference import copy_test_files
-from pytest_scoring.reference import copy_tree
-from pytest_scoring.reference import run_child
+from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.copy import copy_test_files
+from pytest_scoring.reference.copy import copy_tree
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_a_fifo_swapped_in_after_the_walk_is_unreadable_not_waited_on(tmp_path: 
     os.mkfifo(tmp_path / "notes.txt")
     code = (
         "import sys; from pathlib import Path\n"
-        "from pytest_scoring.scorers.files import file_contains\n"
+        "from pytest_scoring.scorers.file_contents import file_contains\n"
         "try:\n    file_contains(Path(sys.argv[1]), 'x', True)\n"
         "except OSError as error:\n    print(error)\n"
     )

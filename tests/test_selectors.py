@@ -12,9 +12,9 @@ from diff_samples import database
 from diff_samples import diff
 from diff_samples import schema_table
 
-from pytest_scoring.selectors import Selector
-from pytest_scoring.selectors import parse_selector
-from pytest_scoring.selectors import selector_matches
+from pytest_scoring.selector.language import Selector
+from pytest_scoring.selector.language import parse_selector
+from pytest_scoring.selector.language import selector_matches
 
 APP = database(
     data={

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_scoring.errors import SelectorError
-from pytest_scoring.selectors import parse_selector
+from pytest_scoring.selector.language import parse_selector
 
 
 def nested(operator: str, depth: int) -> dict[str, Any]:

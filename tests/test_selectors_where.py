@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from pytest_scoring.selector_where import CHANGE_FIELDS
-from pytest_scoring.selector_where import REGEX_TEXT_LIMIT
-from pytest_scoring.selector_where import parse_predicate
-from pytest_scoring.selector_where import parse_where
-from pytest_scoring.selector_where import values_equal
+from pytest_scoring.selector.where import CHANGE_FIELDS
+from pytest_scoring.selector.where import REGEX_TEXT_LIMIT
+from pytest_scoring.selector.where import parse_predicate
+from pytest_scoring.selector.where import parse_where
+from pytest_scoring.selector.where import values_equal
 
 EQUALITY: list[tuple[Any, Any, bool]] = [
     (True, 1, True),

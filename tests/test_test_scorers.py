@@ -248,8 +248,8 @@ def test_a_plugin_object_passed_to_pytest_main_receives_the_scored_session(
 
 def test_failing_ids_in_metadata_are_capped_at_100_and_say_so() -> None:
     from pytest_scoring import percent_passing_tests_scorer
-    from pytest_scoring.outcomes import OutcomeTally
     from pytest_scoring.scorers.base import ScoringContext
+    from pytest_scoring.scorers.outcomes import OutcomeTally
 
     tally = OutcomeTally()
     for number in range(101):

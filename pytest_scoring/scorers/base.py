@@ -19,13 +19,13 @@ from typing import Any
 from typing import Protocol
 from typing import runtime_checkable
 
-from pytest_scoring.metrics import Metric
-from pytest_scoring.outcomes import OutcomeTally
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import error_score
+from pytest_scoring.scorers.metrics import Metric
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import error_score
 
 if TYPE_CHECKING:
-    from pytest_scoring.settings import ScoringSettings
+    from pytest_scoring.plugin.options import ScoringSettings
 
 
 @runtime_checkable

@@ -12,20 +12,20 @@ from typing import final
 
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import FormulaError
-from pytest_scoring.formula import Formula
-from pytest_scoring.formula import parse_formula
-from pytest_scoring.metrics import Metric
-from pytest_scoring.metrics import mean
-from pytest_scoring.metrics import stderr
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
-from pytest_scoring.scores import NOANSWER
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import Value
-from pytest_scoring.scores import bool_value
-from pytest_scoring.scores import error_score
-from pytest_scoring.scores import make_score
+from pytest_scoring.scorers.formula import Formula
+from pytest_scoring.scorers.formula import parse_formula
+from pytest_scoring.scorers.metrics import Metric
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.score import NOANSWER
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import Value
+from pytest_scoring.scorers.score import bool_value
+from pytest_scoring.scorers.score import error_score
+from pytest_scoring.scorers.score import make_score
 
 #: A formula given from Python: the child scores by name -> the composite's value.
 FormulaFunction = Callable[[Mapping[str, Score]], Any]

@@ -16,10 +16,10 @@ from typing import Final
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.composite import composite_scorer
-from pytest_scoring.scorers.database import db_change_scorer
-from pytest_scoring.scorers.files import file_contents_scorer
-from pytest_scoring.scorers.reference import db_diff_change_scorer
-from pytest_scoring.scorers.sandbox import sandbox_state_scorer
+from pytest_scoring.scorers.db_change import db_change_scorer
+from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
+from pytest_scoring.scorers.file_contents import file_contents_scorer
+from pytest_scoring.scorers.sandbox_state import sandbox_state_scorer
 from pytest_scoring.scorers.tests import all_tests_pass_scorer
 from pytest_scoring.scorers.tests import percent_failing_tests_scorer
 from pytest_scoring.scorers.tests import percent_passing_tests_scorer

@@ -10,19 +10,19 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.errors import ConfigError
-from pytest_scoring.metrics import Metric
-from pytest_scoring.metrics import mean
-from pytest_scoring.metrics import stderr
-from pytest_scoring.metrics import threshold_accuracy
-from pytest_scoring.outcomes import OUTCOMES
-from pytest_scoring.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scores import METADATA_LIST_CAP
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import Value
-from pytest_scoring.scores import bool_value
-from pytest_scoring.scores import cap_list
-from pytest_scoring.scores import make_score
+from pytest_scoring.scorers.metrics import Metric
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.metrics import threshold_accuracy
+from pytest_scoring.scorers.outcomes import OUTCOMES
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import METADATA_LIST_CAP
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import Value
+from pytest_scoring.scorers.score import bool_value
+from pytest_scoring.scorers.score import cap_list
+from pytest_scoring.scorers.score import make_score
 
 
 def percent_passing(tally: OutcomeTally) -> float:

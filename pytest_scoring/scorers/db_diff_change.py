@@ -18,40 +18,40 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-from pytest_scoring.db_diff import cap_diff
-from pytest_scoring.db_diff import cap_diff_of_diffs
-from pytest_scoring.db_diff import diff_snapshots
-from pytest_scoring.db_diff import has_changes
-from pytest_scoring.db_discovery import find_databases
-from pytest_scoring.db_snapshot import Snapshot
-from pytest_scoring.db_snapshot import read_in_place
-from pytest_scoring.db_snapshot import reset_databases
-from pytest_scoring.db_snapshot import take_snapshot
+from pytest_scoring.db.diff import diff_snapshots
+from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.diff_shape import cap_diff_of_diffs
+from pytest_scoring.db.diff_shape import has_changes
+from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.snapshot import reset_databases
+from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.metrics import Metric
-from pytest_scoring.metrics import accuracy
-from pytest_scoring.metrics import stderr
-from pytest_scoring.reference import ChildRun
-from pytest_scoring.reference import CopiedTests
-from pytest_scoring.reference import check_reference_dir
-from pytest_scoring.reference import check_test_pattern
-from pytest_scoring.reference import copy_test_files
-from pytest_scoring.reference import copy_tree
-from pytest_scoring.reference import reference_timeout
-from pytest_scoring.reference import run_child
+from pytest_scoring.plugin.options import DEFAULT_TEST_PATTERNS
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.reference.child import ChildRun
+from pytest_scoring.reference.child import reference_timeout
+from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.copy import CopiedTests
+from pytest_scoring.reference.copy import check_reference_dir
+from pytest_scoring.reference.copy import check_test_pattern
+from pytest_scoring.reference.copy import copy_test_files
+from pytest_scoring.reference.copy import copy_tree
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scores import METADATA_LIST_CAP
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import bool_value
-from pytest_scoring.scores import cap_list
-from pytest_scoring.scores import error_score
-from pytest_scoring.scores import make_score
-from pytest_scoring.selectors import Selector
-from pytest_scoring.selectors import parse_selector
-from pytest_scoring.settings import DEFAULT_TEST_PATTERNS
-from pytest_scoring.settings import ScoringSettings
+from pytest_scoring.scorers.metrics import Metric
+from pytest_scoring.scorers.metrics import accuracy
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.score import METADATA_LIST_CAP
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import bool_value
+from pytest_scoring.scorers.score import cap_list
+from pytest_scoring.scorers.score import error_score
+from pytest_scoring.scorers.score import make_score
+from pytest_scoring.selector.language import Selector
+from pytest_scoring.selector.language import parse_selector
 
 SCORER_TYPE: Final = "db_diff_change"
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
@@ -154,7 +154,7 @@ class ReferenceRerun:
         return self._diffs
 
     def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
-        from pytest_scoring.diff_of_diffs import diff_of_diffs
+        from pytest_scoring.db.diff_of_diffs import diff_of_diffs
 
         metadata = {**self._metadata(side, context), "solution_duration": duration}
         problem = side.run.failure(self.timeout)
@@ -193,7 +193,7 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
 
     :raises DatabaseError: when the databases cannot be restored.
     """
-    from pytest_scoring.scorers.database import RESET_STORE
+    from pytest_scoring.scorers.db_change import RESET_STORE
 
     root, report_root = settings.root, settings.report_root
     relpaths = find_databases(root, settings.db_patterns, [report_root])

@@ -23,12 +23,12 @@ from typing import Final
 from urllib.parse import quote
 
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.scores import Score
+from pytest_scoring.scorers.score import Score
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from pytest_scoring.report import SessionResult
+    from pytest_scoring.report.result import SessionResult
 
 #: What a scored repository is, as a transcript source (free text for Scout).
 SOURCE_TYPE: Final = "pytest_scoring"

@@ -16,14 +16,14 @@ from typing import runtime_checkable
 import pytest
 
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.outcomes import OutcomeTally
-from pytest_scoring.report import SessionResult
-from pytest_scoring.report import write_report
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
+from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
-from pytest_scoring.settings import ScoringSettings
 
 PLUGIN_NAME = "scoring-session"
 
@@ -143,7 +143,7 @@ class ScoringSession:
         xmlpath = getattr(self.config.option, "xmlpath", None)
         if not xmlpath:
             return
-        from pytest_scoring.junit import add_score_properties
+        from pytest_scoring.report.junit import add_score_properties
 
         try:
             add_score_properties(Path(self.config.invocation_params.dir, xmlpath), result.scores)

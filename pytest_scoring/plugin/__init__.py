@@ -15,27 +15,27 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_scoring.settings import add_options
+    from pytest_scoring.plugin.options import add_options
 
     add_options(parser)
 
 
 @pytest.hookimpl
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_scoring import hookspecs
+    from pytest_scoring.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
 
 @pytest.hookimpl
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
-    from pytest_scoring.settings import remember_command_line
+    from pytest_scoring.plugin.options import remember_command_line
 
     remember_command_line(early_config, parser)
 
 
 @pytest.hookimpl
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_scoring.configure import configure_scoring
+    from pytest_scoring.plugin.assemble import configure_scoring
 
     configure_scoring(config, is_worker=is_xdist_worker(config))

@@ -13,7 +13,7 @@ writes. So every copy is made under a SQLite read transaction on the source:
   commit in the copied log and drops a torn tail: a consistent committed state.
 
 The finish state need not be copied at all: :func:`read_in_place` points a snapshot at the
-live files, and :mod:`pytest_scoring.db_diff` reads them read-only inside one transaction.
+live files, and :mod:`pytest_scoring.db.diff` reads them read-only inside one transaction.
 
 Caveat (POSIX locks): closing our copy's descriptor of a database file drops every lock this
 process holds on it; SQLite's own connections in the *same* process could lose theirs. The
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import BinaryIO
 from typing import Final
 
-from pytest_scoring.db_discovery import sqlite_header_error
-from pytest_scoring.paths import resolve_inside
+from pytest_scoring.db.discovery import sqlite_header_error
+from pytest_scoring.fs.paths import resolve_inside
 
 #: Seconds to wait for a writer's lock before the database counts as locked.
 LOCK_TIMEOUT: Final = 2.0
@@ -173,9 +173,9 @@ def _check(root: Path, relpath: str) -> str | None:
 
 
 def take_snapshot(
-    root: Path,
+    root: str | os.PathLike[str],
     relpaths: Sequence[str],
-    dest: Path,
+    dest: str | os.PathLike[str],
     source: str | None = None,
     timeout: float = LOCK_TIMEOUT,
 ) -> Snapshot:
@@ -185,6 +185,7 @@ def take_snapshot(
     :param dest: folder for the copies, laid out like ``root``.
     :returns: a snapshot with a copy or an error message per existing database.
     """
+    root, dest = Path(root), Path(dest)
     snapshot = Snapshot(source=source or str(root), root=root)
     for relpath in relpaths:
         path = root / relpath

@@ -22,11 +22,11 @@ from typing import Literal
 from typing import final
 
 from pytest_scoring.errors import ReportError
-from pytest_scoring.report import SCAN_DIR_PREFIX
-from pytest_scoring.scout import ERRORS_FILE
-from pytest_scoring.scout import SCAN_FILE
-from pytest_scoring.scout import SUMMARY_FILE
-from pytest_scoring.scout import encode_value
+from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.report.scout import ERRORS_FILE
+from pytest_scoring.report.scout import SCAN_FILE
+from pytest_scoring.report.scout import SUMMARY_FILE
+from pytest_scoring.report.scout import encode_value
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_scoring.report import SessionResult
+    from pytest_scoring.report.result import SessionResult
     from pytest_scoring.scorers.base import Scorer
 
 

@@ -26,13 +26,13 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.errors import OptionError
-from pytest_scoring.reference import TIMEOUT_ENV
-from pytest_scoring.reference import kill_group
-from pytest_scoring.reference import pytest_command
-from pytest_scoring.reference import reference_timeout
-from pytest_scoring.report import SCAN_DIR_PREFIX
-from pytest_scoring.settings import COMMAND_LINE_ONLY
-from pytest_scoring.settings import STEERING_SETTINGS
+from pytest_scoring.plugin.options import COMMAND_LINE_ONLY
+from pytest_scoring.plugin.options import STEERING_SETTINGS
+from pytest_scoring.process import kill_group
+from pytest_scoring.process import pytest_command
+from pytest_scoring.reference.child import TIMEOUT_ENV
+from pytest_scoring.reference.child import reference_timeout
+from pytest_scoring.report.result import SCAN_DIR_PREFIX
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
 REFERENCE_SHARE: Final = 0.8
@@ -245,7 +245,7 @@ def run_repository(
 
 def percent_passing_in(scores_json: dict[str, Any]) -> float:
     """``percent_passing_tests`` recomputed from a report's test outcomes (for ``--fail-under``)."""
-    from pytest_scoring.outcomes import OutcomeTally
+    from pytest_scoring.scorers.outcomes import OutcomeTally
     from pytest_scoring.scorers.tests import percent_passing
 
     tally = OutcomeTally()

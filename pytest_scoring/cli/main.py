@@ -18,7 +18,7 @@ import click
 
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.settings import DEFAULT_REPORT_ROOT
+from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 #: Exit status for bad input, for every command.
@@ -96,10 +96,10 @@ def show(report: str) -> None:
 
     Example: pytest-scoring show scores/
     """
-    from pytest_scoring.reader import find_report
-    from pytest_scoring.reader import read_scores
-    from pytest_scoring.report import counts_line
-    from pytest_scoring.report import score_table
+    from pytest_scoring.report.reader import find_report
+    from pytest_scoring.report.reader import read_scores
+    from pytest_scoring.report.terminal import counts_line
+    from pytest_scoring.report.terminal import score_table
 
     folder = find_report(report)
     content = read_scores(folder)
@@ -118,8 +118,8 @@ def list_command(report_root: str) -> None:
 
     Example: pytest-scoring list scores/
     """
-    from pytest_scoring.reader import list_reports
-    from pytest_scoring.report import reports_table
+    from pytest_scoring.report.reader import list_reports
+    from pytest_scoring.report.terminal import reports_table
 
     infos = list_reports(report_root)
     if not infos:
@@ -140,9 +140,9 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
 
     Example: pytest-scoring junit target/surefire-reports/*.xml --fail-under 90
     """
-    from pytest_scoring.junit import read_junit
-    from pytest_scoring.junit import score_tally
-    from pytest_scoring.report import write_report
+    from pytest_scoring.report.junit import read_junit
+    from pytest_scoring.report.junit import score_tally
+    from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
     tally = read_junit(files)
@@ -196,10 +196,10 @@ def run(
     Example: pytest-scoring run examples/solution-attack --reference examples/reference
     --config examples/scorers.yaml -- -x
     """
-    from pytest_scoring.reader import read_scores
-    from pytest_scoring.runner import RunRequest
-    from pytest_scoring.runner import percent_passing_in
-    from pytest_scoring.runner import run_repository
+    from pytest_scoring.cli.runner import RunRequest
+    from pytest_scoring.cli.runner import percent_passing_in
+    from pytest_scoring.cli.runner import run_repository
+    from pytest_scoring.report.reader import read_scores
 
     request = RunRequest(
         repo, report_root, timeout, reference, config, selector, fail_under, pytest_args
@@ -228,7 +228,7 @@ def match(diff_file: str, selector_file: str) -> None:
 
     Example: pytest-scoring match scores/scan_id=…/diff.json selector.json
     """
-    from pytest_scoring.selector_files import match_files
+    from pytest_scoring.selector.files import match_files
 
     matched = match_files(diff_file, selector_file)
     click.echo("match" if matched else "no match")
@@ -257,10 +257,10 @@ def diff(before: Path, after: Path, as_json: bool, max_rows: int) -> None:
     """
     import json
 
-    from pytest_scoring.db_diff import diff_errors
-    from pytest_scoring.db_diff import diff_paths
-    from pytest_scoring.db_diff import has_changes
-    from pytest_scoring.db_diff import summary_table
+    from pytest_scoring.db.diff import diff_paths
+    from pytest_scoring.db.diff_shape import diff_errors
+    from pytest_scoring.db.diff_shape import has_changes
+    from pytest_scoring.db.diff_shape import summary_table
 
     result = diff_paths(before, after, max_rows)
     if as_json:

@@ -20,19 +20,19 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.errors import ConfigError
-from pytest_scoring.metrics import Metric
-from pytest_scoring.metrics import accuracy
-from pytest_scoring.metrics import stderr
-from pytest_scoring.paths import resolve_inside
-from pytest_scoring.reference import kill_group
+from pytest_scoring.fs.paths import resolve_inside
+from pytest_scoring.process import kill_group
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scores import INCORRECT
-from pytest_scoring.scores import METADATA_TEXT_CAP
-from pytest_scoring.scores import Score
-from pytest_scoring.scores import bool_value
-from pytest_scoring.scores import cap_text
-from pytest_scoring.scores import error_score
-from pytest_scoring.scores import make_score
+from pytest_scoring.scorers.metrics import Metric
+from pytest_scoring.scorers.metrics import accuracy
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.score import INCORRECT
+from pytest_scoring.scorers.score import METADATA_TEXT_CAP
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import bool_value
+from pytest_scoring.scorers.score import cap_text
+from pytest_scoring.scorers.score import error_score
+from pytest_scoring.scorers.score import make_score
 
 SHELL: Final = "/bin/sh"
 

@@ -26,14 +26,14 @@ from junitparser import Properties
 from junitparser import TestCase
 
 from pytest_scoring.errors import JUnitError
-from pytest_scoring.outcomes import Outcome
-from pytest_scoring.outcomes import OutcomeTally
-from pytest_scoring.report import SessionResult
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.scout import number_text
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scores import Score
-from pytest_scoring.scout import number_text
+from pytest_scoring.scorers.outcomes import Outcome
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
 
 #: The prefix of the test-suite properties that carry scores.
 PROPERTY_PREFIX: Final = "score:"

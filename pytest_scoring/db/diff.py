@@ -12,6 +12,7 @@ never with table size.
 from __future__ import annotations
 
 import base64
+import os
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -24,20 +25,18 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-from pytest_scoring.db_discovery import find_databases
-from pytest_scoring.db_schema import Table
-from pytest_scoring.db_schema import pairing
-from pytest_scoring.db_schema import quote
-from pytest_scoring.db_schema import read_tables
-from pytest_scoring.db_schema import schema_changes
-from pytest_scoring.db_schema import union_columns
-from pytest_scoring.db_snapshot import LOCK_TIMEOUT
-from pytest_scoring.db_snapshot import Snapshot
-from pytest_scoring.db_snapshot import read_in_place
-from pytest_scoring.db_snapshot import read_only_uri
+from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.schema import Table
+from pytest_scoring.db.schema import pairing
+from pytest_scoring.db.schema import quote
+from pytest_scoring.db.schema import read_tables
+from pytest_scoring.db.schema import schema_changes
+from pytest_scoring.db.schema import union_columns
+from pytest_scoring.db.snapshot import LOCK_TIMEOUT
+from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.snapshot import read_only_uri
 from pytest_scoring.errors import DatabaseError
-from pytest_scoring.scores import METADATA_TEXT_CAP
-from pytest_scoring.scores import cap_text
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000
@@ -438,12 +437,15 @@ def diff_snapshots(
 
 
 def diff_paths(
-    before: Path, after: Path, max_rows: int | None = DEFAULT_MAX_ROWS
+    before: str | os.PathLike[str],
+    after: str | os.PathLike[str],
+    max_rows: int | None = DEFAULT_MAX_ROWS,
 ) -> dict[str, Any]:
     """Diff two database files, or two folders of databases (read in place, read-only).
 
     :raises DatabaseError: when a path is missing or one is a file and the other a folder.
     """
+    before, after = Path(before), Path(after)
     for path in (before, after):
         if not path.exists():
             raise DatabaseError(f"{path}: no such file or folder")
@@ -469,90 +471,3 @@ def _single(path: Path, key: str) -> Snapshot:
     snapshot.errors = {key: snapshot.errors[path.name]} if snapshot.errors else {}
     snapshot.origins = {key: path}
     return snapshot
-
-
-def diff_errors(diff: dict[str, Any]) -> list[str]:
-    """The error of every database that could not be diffed."""
-    return [entry["error"] for entry in diff["comparisons"].values() if "error" in entry]
-
-
-def summary_table(diff: dict[str, Any]) -> Any:
-    """A compact ``rich`` table: one line per table (or unreadable database) with counts."""
-    from rich.table import Table as RichTable
-
-    table = RichTable("database", "table", "data", "schema", "before", "after", "+", "-", "~")
-    for relpath, entry in diff["comparisons"].items():
-        if "error" in entry:
-            table.add_row(relpath, "", f"[red]error: {entry['error']}[/red]")
-            continue
-        data, schema = entry["comparisons"]["data"], entry["comparisons"]["schema"]
-        for name, rows in data["tables"].items():
-            counts = rows["counts"]
-            table.add_row(
-                relpath,
-                name,
-                rows["status"],
-                schema["tables"][name]["status"],
-                *(str(rows[k]) for k in ("before_rows", "after_rows")),
-                *(str(counts[k]) for k in ("added", "removed", "changed")),
-            )
-    return table
-
-
-_ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
-
-
-def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact).
-
-    Each kept value is capped too (text to :data:`METADATA_TEXT_CAP` characters with a note
-    of how much was cut, a BLOB to a valid base64 prefix of that length): a hostile repository
-    writing megabyte values must not blow up every score's metadata and report file.
-    ``truncated`` is true when rows or values were cut.
-    """
-    capped = {**diff, "comparisons": {}}
-    for key, entry in diff.get("comparisons", {}).items():
-        data = entry.get("comparisons", {}).get("data")
-        if data is None:
-            capped["comparisons"][key] = entry
-            continue
-        tables = {name: _cap_table(table, max_rows) for name, table in data["tables"].items()}
-        comparisons = {**entry["comparisons"], "data": {**data, "tables": tables}}
-        capped["comparisons"][key] = {**entry, "comparisons": comparisons}
-    return capped
-
-
-def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
-    lists = {name: _cap_values(table.get(name, [])[:max_rows]) for name in _ROW_LISTS}
-    values_cut = lists != {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
-    return {**table, **lists, "truncated": bool(table.get("truncated")) or cut or values_cut}
-
-
-def _cap_values(item: Any) -> Any:
-    """``item`` (rows, changes, values) with every long text or BLOB value capped."""
-    if isinstance(item, str):
-        return cap_text(item)
-    if isinstance(item, list):
-        return [_cap_values(element) for element in item]
-    if not isinstance(item, dict):
-        return item
-    if list(item) == ["$blob"] and isinstance(item["$blob"], str):
-        encoded = item["$blob"]
-        cap = METADATA_TEXT_CAP - METADATA_TEXT_CAP % 4
-        return item if len(encoded) <= cap else {"$blob": encoded[:cap]}
-    return {key: _cap_values(value) for key, value in item.items()}
-
-
-def has_changes(diff: dict[str, Any]) -> bool:
-    """Whether any database in the diff changed in data or schema."""
-    for entry in diff.get("comparisons", {}).values():
-        planes = entry.get("comparisons", {})
-        if any(plane.get("has_changes") for plane in planes.values()):
-            return True
-    return False
-
-
-def cap_diff_of_diffs(parts: dict[str, Any], max_rows: int) -> dict[str, Any]:
-    """:func:`cap_diff` applied to each part (``before_only``, ``after_only``, ``shared``)."""
-    return {name: cap_diff(part, max_rows) for name, part in parts.items()}

@@ -17,8 +17,8 @@ from typing import Final
 
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
-from pytest_scoring.selectors import Selector
-from pytest_scoring.selectors import parse_selector
+from pytest_scoring.selector.language import Selector
+from pytest_scoring.selector.language import parse_selector
 
 STDIN: Final = "-"
 

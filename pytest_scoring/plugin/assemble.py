@@ -9,13 +9,13 @@ import pytest
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.plugin.options import resolve_settings
+from pytest_scoring.plugin.session import PLUGIN_NAME
+from pytest_scoring.plugin.session import ScoringSession
+from pytest_scoring.plugin.session import XdistCollection
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.session import PLUGIN_NAME
-from pytest_scoring.session import ScoringSession
-from pytest_scoring.session import XdistCollection
-from pytest_scoring.settings import ScoringSettings
-from pytest_scoring.settings import resolve_settings
 
 
 def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
@@ -37,7 +37,7 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
 
 def _check_command_line_patterns(patterns: list[str]) -> None:
     """``--score-test-pattern``s, named as such whichever ``db_diff_change`` takes them."""
-    from pytest_scoring.reference import check_test_pattern
+    from pytest_scoring.reference.copy import check_test_pattern
 
     for pattern in patterns:
         try:
@@ -49,7 +49,7 @@ def _check_command_line_patterns(patterns: list[str]) -> None:
 def _configured_scorers(
     config: pytest.Config, settings: ScoringSettings, config_file: Path
 ) -> list[Scorer]:
-    from pytest_scoring.config import load_config
+    from pytest_scoring.scorers.config_file import load_config
     from pytest_scoring.scorers.registry import scorer_types
 
     types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
@@ -59,8 +59,8 @@ def _configured_scorers(
 
 def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer]:
     """The database scorers that options ask for and the scorer list lacks."""
-    from pytest_scoring.scorers.database import db_change_scorer
-    from pytest_scoring.scorers.reference import db_diff_change_scorer
+    from pytest_scoring.scorers.db_change import db_change_scorer
+    from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
 
     added: list[Scorer] = []
     try:
@@ -83,7 +83,7 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     settings = resolve_settings(config)
     if settings.deterministic:
         # Every process patches its own generators: controller, xdist workers, reference rerun.
-        from pytest_scoring.deterministic import install_deterministic
+        from pytest_scoring.plugin.deterministic import install_deterministic
 
         install_deterministic(config)
     if not settings.enabled or is_worker:
@@ -91,7 +91,7 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     try:
         scorers = build_scorers(config, settings)
         if settings.tally_output is None and any(s.type == "db_diff_change" for s in scorers):
-            from pytest_scoring.scorers.reference import check_reference_setting
+            from pytest_scoring.scorers.db_diff_change import check_reference_setting
 
             check_reference_setting(settings)
     except ScoringError as error:

@@ -1,0 +1,1 @@
+"""The ``pytest-scoring`` command line and the backend of ``pytest-scoring run``."""

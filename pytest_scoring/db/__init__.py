@@ -1,0 +1,1 @@
+"""Databases: find them, snapshot them consistently, diff two snapshots, diff two diffs."""

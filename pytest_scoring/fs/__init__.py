@@ -1,0 +1,1 @@
+"""Reading a hostile repository's file tree: resolving paths and walking folders."""

@@ -1,0 +1,46 @@
+"""Write a scored session as a report folder (SPEC 5).
+
+The folder is built under a temporary name beside its final one and renamed into place when
+every file is written, so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pytest_scoring.errors import ReportError
+from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.scout import write_scan_results
+
+
+def write_json(path: Path, content: Any) -> None:
+    """Write JSON text; NaN is allowed where Inspect writes it (unscored values)."""
+    path.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def write_report(result: SessionResult, report_root: Path) -> Path:
+    """Write ``report_root/scan_id=<id>/`` and return its path.
+
+    :raises ReportError: when the report root cannot be created or written, or a value
+        cannot be encoded (JSON, Parquet); nothing half-written is left behind.
+    """
+    final = report_root / f"{SCAN_DIR_PREFIX}{result.scan_id}"
+    building = report_root / f".{SCAN_DIR_PREFIX}{result.scan_id}.tmp"
+    try:
+        report_root.mkdir(parents=True, exist_ok=True)
+        building.mkdir()
+        write_json(building / "scores.json", result.scores_json())
+        for name, content in result.files.items():
+            write_json(building / name, content)
+        write_scan_results(building, result)
+        building.rename(final)
+    except (OSError, ValueError, TypeError) as error:  # ValueError/TypeError: encoding
+        shutil.rmtree(building, ignore_errors=True)
+        raise ReportError(
+            f"cannot write the report under {report_root}: {type(error).__name__}: {error}"
+        ) from error
+    return final

@@ -1,0 +1,1 @@
+"""The selector language: which database changes a scorer looks for."""
