@@ -1,4 +1,4 @@
-"""Benchmark: our database diff against SQLite's ``sqldiff`` (SPEC 6).
+"""Benchmark: our database diff against SQLite's ``sqldiff``.
 
 Two generated databases with a table paired by INTEGER PRIMARY KEY, one paired by rowid and
 one WITHOUT ROWID table, each with ``--rows`` rows; 1% of each table's rows are added,

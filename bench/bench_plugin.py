@@ -1,4 +1,4 @@
-"""Plugin overhead on a generated suite of 5,000 trivial tests (SPEC 6: at most 10%).
+"""Plugin overhead on a generated suite of 5,000 trivial tests (at most 5%).
 
 Runs plain ``pytest`` and ``pytest --score`` (and ``--score --score-db-diff`` with a small
 database in the suite) alternately, several rounds, and prints the median wall time of each.

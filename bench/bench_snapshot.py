@@ -1,4 +1,4 @@
-"""Benchmark: the session's database snapshots against one plain copy of the files (SPEC 6).
+"""Benchmark: the session's database snapshots against one plain copy of the files.
 
 A session copies each database once at its start (:func:`take_snapshot`, under a read
 transaction) and reads the finish state in place (:func:`read_in_place`, no copy). This

@@ -1,4 +1,4 @@
-"""Small diffs of the SPEC 4.2 shape, written by hand, for selector and diff-of-diffs tests."""
+"""Small diffs of the documented shape, written by hand, for selector and diff-of-diffs tests."""
 
 from __future__ import annotations
 

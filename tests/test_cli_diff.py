@@ -1,4 +1,4 @@
-"""``pytest-scoring diff BEFORE AFTER`` (SPEC 3.2): exit 0 equal, 1 different, 2 bad input."""
+"""``pytest-scoring diff BEFORE AFTER``: exit 0 equal, 1 different, 2 bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scorer configuration file (SPEC 3.3): formats, aliases, and every way to get it wrong."""
+"""The scorer configuration file: formats, aliases, and every way to get it wrong."""
 
 from __future__ import annotations
 
@@ -370,7 +370,7 @@ def test_database_options_add_their_scorers_to_a_configured_list(
     result.stdout.fnmatch_lines(["all_tests_pass: C *", "db_change: I *"])
 
 
-SPEC_EXAMPLE = """
+DOCS_EXAMPLE = """
 scorers:
   - type: percent_passing_tests
   - type: db_diff_change
@@ -384,7 +384,7 @@ scorers:
 
 def test_the_spec_example_builds_with_the_database_scorers(tmp_path: Path) -> None:
     path = tmp_path / "scores.yaml"
-    path.write_text(SPEC_EXAMPLE)
+    path.write_text(DOCS_EXAMPLE)
     names = [scorer.name for scorer in load_config(path, BUILTIN_TYPES)]
     assert names == ["percent_passing_tests", "db_diff_change", "attack_succeeded"]
 

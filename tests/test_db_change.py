@@ -1,4 +1,4 @@
-"""``db_change`` end to end (SPEC 2.2, 3.1): real sessions change real SQLite files."""
+"""``db_change`` end to end: real sessions change real SQLite files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The database diff (SPEC 4.2): shape, pairing, type-aware values, checked against sqldiff."""
+"""The database diff: shape, pairing, type-aware values, checked against sqldiff."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding database files (SPEC 4.1): globs at any depth, skipped folders, no symlinks."""
+"""Finding database files: globs at any depth, skipped folders, no symlinks."""
 
 from __future__ import annotations
 

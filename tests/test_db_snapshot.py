@@ -1,4 +1,4 @@
-"""Snapshots hold the committed state (SPEC 4.1): WAL, open connections, locks, reset."""
+"""Snapshots hold the committed state: WAL, open connections, locks, reset."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Diff-of-diffs (SPEC 4.4): what only the reference, only the solution, or both changed."""
+"""Diff-of-diffs: what only the reference, only the solution, or both changed."""
 
 from __future__ import annotations
 

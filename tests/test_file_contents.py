@@ -1,4 +1,4 @@
-"""``file_contents``: searching the files under a folder of the repository (SPEC 2.3)."""
+"""``file_contents``: searching the files under a folder of the repository."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The composite formula language: what it computes, and what it refuses (SPEC 2.3, 6)."""
+"""The composite formula language: what it computes, and what it refuses."""
 
 from __future__ import annotations
 

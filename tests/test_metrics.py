@@ -1,4 +1,4 @@
-"""Metrics over the scores of a report's samples (SPEC 2.1)."""
+"""Metrics over the scores of a report's samples."""
 
 from __future__ import annotations
 

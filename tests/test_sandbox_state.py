@@ -1,4 +1,4 @@
-"""``sandbox_state``: a configured shell command's exit status as a score (SPEC 2.3)."""
+"""``sandbox_state``: a configured shell command's exit status as a score."""
 
 from __future__ import annotations
 

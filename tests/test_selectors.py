@@ -1,4 +1,4 @@
-"""Selectors (SPEC 4.3) matched against a small hand-written diff: one case per construct."""
+"""Selectors matched against a small hand-written diff: one case per construct."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A malformed selector is refused up front with a message naming its path (SPEC 4.3)."""
+"""A malformed selector is refused up front with a message naming its path."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Predicates, value semantics, coercion and regex flags of ``where`` clauses (SPEC 4.3)."""
+"""Predicates, value semantics, coercion and regex flags of ``where`` clauses."""
 
 from __future__ import annotations
 

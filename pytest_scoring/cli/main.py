@@ -1,4 +1,4 @@
-"""The ``pytest-scoring`` command line (SPEC 3.2).
+"""The ``pytest-scoring`` command line (docs/cli.md).
 
 Each command is a thin wrapper over a library function. User errors (any
 :class:`~pytest_scoring.errors.ScoringError`) become a one-line message and exit status 2,
@@ -238,7 +238,7 @@ def match(diff_file: str, selector_file: str) -> None:
 @main.command()
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON (SPEC 4.2).")
+@click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON (docs/databases.md).")
 @click.option(
     "--max-rows",
     type=click.IntRange(min=0),

@@ -1,4 +1,4 @@
-"""Backend of ``pytest-scoring run``: score a repository from outside (SPEC 3.2).
+"""Backend of ``pytest-scoring run``: score a repository from outside (docs/cli.md).
 
 pytest runs in the repository in a subprocess with the plugin, in its own process group. At
 the wall-clock timeout the group gets SIGINT, so pytest stops, scores what ran and writes an

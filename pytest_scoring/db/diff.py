@@ -1,4 +1,4 @@
-"""The database diff of SPEC 4.2, computed by SQLite over two attached snapshots.
+"""The database diff (docs/databases.md), computed by SQLite over two attached snapshots.
 
 Both sides of one database are attached to one in-memory connection (read-only) and diffed
 inside one read transaction, so a live database read in place cannot move underneath.
@@ -233,7 +233,7 @@ def _count(connection: sqlite3.Connection, table: Table | None) -> int:
 def _data_changes(
     connection: sqlite3.Connection, before: Table | None, after: Table | None, limit: int | None
 ) -> dict[str, Any]:
-    """The data-plane entry of one table (SPEC 4.2)."""
+    """The data-plane entry of one table (docs/databases.md)."""
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
     for kind, build, times in _row_events(connection, before, after):
         lists[kind].add(build, times)
@@ -410,7 +410,7 @@ def diff_snapshots(
     relpaths: Iterable[str] | None = None,
     timeout: float = LOCK_TIMEOUT,
 ) -> dict[str, Any]:
-    """The diff (SPEC 4.2) between two snapshots of the same repository's databases.
+    """The diff (docs/databases.md) between two snapshots of the same repository's databases.
 
     :param max_rows: examples kept per row list; ``None`` keeps every row (counts are
         always exact).

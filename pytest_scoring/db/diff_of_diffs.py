@@ -1,8 +1,8 @@
-"""Diff-of-diffs (SPEC 4.4): which database changes only one of two diffs has.
+"""Diff-of-diffs (docs/databases.md): which database changes only one of two diffs has.
 
 Given the reference diff A and the solution diff B (both from the same initial state), each
 part — ``before_only`` (only in A), ``after_only`` (only in B) and ``shared`` — is itself a
-diff of the SPEC 4.2 shape, so selectors run over it unchanged.
+diff of the shape in docs/databases.md, so selectors run over it unchanged.
 
 * Added and removed rows compare by full content as multisets: a row added twice in B and
   once in A is once shared and once ``after_only``.
@@ -10,7 +10,7 @@ diff of the SPEC 4.2 shape, so selectors run over it unchanged.
   is shared; anything else goes to the side it came from.
 * Schema column entries compare by name and content, the same way as rows.
 
-Decisions where SPEC 4.4 is silent:
+Decisions the diff-of-diffs leaves open (stated in docs/databases.md):
 
 * Values compare as selectors compare them (``1`` equals ``1.0`` and ``true``; a missing
   column equals ``null``), so two runs that write the same data agree.
@@ -236,7 +236,7 @@ def split_database(reference: Mapping[str, Any], solution: Mapping[str, Any]) ->
 
 
 def diff_of_diffs(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> dict[str, Json]:
-    """Split two diffs (SPEC 4.2) into what only A, only B, and both contain (SPEC 4.4).
+    """Split two diffs into what only A, only B, and both contain (docs/databases.md).
 
     :param reference: diff A, from the reference run.
     :param solution: diff B, from the scored repository's run (same initial state).

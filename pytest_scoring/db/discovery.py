@@ -1,4 +1,4 @@
-"""Find the SQLite database files of a repository (SPEC 4.1).
+"""Find the SQLite database files of a repository (docs/databases.md).
 
 Walks the tree without following symlinks: a hostile repository could point a symlink at a
 database outside itself, and snapshots must only ever read what lives inside the root. Only

@@ -17,7 +17,7 @@ ROWID: Final = "rowid"
 
 
 class ColumnJSON(TypedDict):
-    """A column in the schema plane of a diff (SPEC 4.2)."""
+    """A column in the schema plane of a diff (docs/databases.md)."""
 
     name: str
     type: str
@@ -123,7 +123,7 @@ def union_columns(before: Table | None, after: Table | None) -> list[str]:
 
 
 def schema_changes(before: Table | None, after: Table | None) -> dict[str, object]:
-    """The schema-plane entry of a table: status and column changes (SPEC 4.2)."""
+    """The schema-plane entry of a table: status and column changes (docs/databases.md)."""
     old = {c["name"]: c for c in (before.columns if before else ())}
     new = {c["name"]: c for c in (after.columns if after else ())}
     added = [new[name] for name in new if name not in old]

@@ -1,4 +1,4 @@
-"""Consistent snapshots of SQLite databases (SPEC 4.1, 6).
+"""Consistent snapshots of SQLite databases (docs/databases.md, docs/security.md).
 
 A snapshot is a copy of each database's *committed* state. A plain copy of the main file is
 wrong for a WAL database (commits may still sit in ``-wal``) and racy for one a test still
@@ -19,8 +19,9 @@ Caveat (POSIX locks): closing our copy's descriptor of a database file drops eve
 process holds on it; SQLite's own connections in the *same* process could lose theirs. The
 session takes its only copy at session start, before any test opens a database.
 
-Hostile repositories (SPEC 6): a database, ``-wal`` or ``-shm`` that is a symlink is never read
-(SQLite itself opens side files with ``O_NOFOLLOW``). Every file we write — a snapshot copy,
+Hostile repositories (docs/security.md): a database, ``-wal`` or ``-shm`` that is a symlink is
+never read (SQLite itself opens side files with ``O_NOFOLLOW``).
+Every file we write — a snapshot copy,
 the ``--score-db-reset`` store inside the report root, a restored database — is created anew
 with ``O_EXCL | O_NOFOLLOW`` after removing whatever was there, under a folder that resolves
 inside its base: a symlink planted in the repository or its ``scores`` folder (even between

@@ -1,4 +1,4 @@
-"""Resolving paths of a hostile repository: never raising, never leading out (SPEC 6).
+"""Resolving paths of a hostile repository: never raising, never leading out (docs/security.md).
 
 ``Path.resolve`` raises ``RuntimeError`` on a symlink loop before Python 3.13, and a scored
 repository can plant a loop anywhere (``tests/a.py -> b.py -> a.py``); every check of where a

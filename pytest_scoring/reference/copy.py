@@ -1,4 +1,4 @@
-"""The reference rerun's mechanics (SPEC 2.2 steps 1, 3 and 4).
+"""The reference rerun's mechanics (docs/reference.md).
 
 A private copy of the reference checkout is made (the checkout itself is only read), the scored
 repository's test files are copied over it, and pytest runs there in its own process group

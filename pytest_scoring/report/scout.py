@@ -1,4 +1,4 @@
-"""Write a scored session as an Inspect Scout results directory (SPEC 5).
+"""Write a scored session as an Inspect Scout results directory (docs/report.md).
 
 The layout, column types and value encoding follow ``formats/scout-results.md``: each
 scored repository is one transcript, each scorer one scanner, and each scanner gets one
@@ -338,7 +338,7 @@ def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Rows as an Arrow table of exactly ``schema`` (absent columns are null).
 
     Built by Arrow's JSON reader, not ``pa.array``/``from_pylist``: those import pandas,
-    which would add about 0.2 s to the end of every scored session (SPEC 6).
+    which would add about 0.2 s to the end of every scored session (docs/security.md).
     """
     import pyarrow.json as pa_json
 

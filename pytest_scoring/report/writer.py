@@ -1,4 +1,4 @@
-"""Write a scored session as a report folder (SPEC 5).
+"""Write a scored session as a report folder (docs/report.md).
 
 The folder is built under a temporary name beside its final one and renamed into place when
 every file is written, so a reader never sees half a report.

@@ -1,7 +1,7 @@
 """What every scorer is, what it is given, and how a list of them runs.
 
 A scorer is a small object with a ``name`` (its key in ``scores.json``, its Parquet file
-and its variable in formulas), a ``type`` (the SPEC scorer name, stored as
+and its variable in formulas), a ``type`` (the scorer type users write, stored as
 ``metadata.scorer``), its metrics, and a ``score(context)`` method. Scorers never raise
 into pytest: :func:`run_scorers` turns any exception into a ``"N"`` score.
 """
@@ -34,7 +34,7 @@ class Scorer(Protocol):
 
     #: Key of the score in the report and variable name in formulas.
     name: str
-    #: The SPEC scorer type (``percent_passing_tests``, ``db_change``…).
+    #: The scorer type (``percent_passing_tests``, ``db_change``…).
     type: str
     #: Metrics computed over all samples of a report.
     metrics: Sequence[Metric]

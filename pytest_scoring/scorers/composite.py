@@ -1,4 +1,4 @@
-"""``composite``: a formula over the scores of other scorers (SPEC 2.3)."""
+"""``composite``: a formula over the scores of other scorers (docs/configuration.md)."""
 
 from __future__ import annotations
 
@@ -122,8 +122,8 @@ def composite_scorer(
 
     :param scorers: the scorers (or names of scorers of the same session) the formula reads;
         computed scores are reused, ``interim_score=True`` ones are computed afresh.
-    :param formula: an expression such as ``"max(a.value, b.value)"`` (checked now, SPEC
-        2.3), or a callable taking the scores by name.
+    :param formula: an expression such as ``"max(a.value, b.value)"`` (checked now; the
+        language is in docs/configuration.md), or a callable taking the scores by name.
     :raises ConfigError: when the formula is outside the language or names an unlisted scorer.
     """
     if isinstance(scorers, str) or not isinstance(scorers, Sequence):

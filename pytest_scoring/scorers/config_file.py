@@ -1,4 +1,4 @@
-"""The scorer configuration file (SPEC 3.3): TOML, JSON or YAML -> checked scorers.
+"""The scorer configuration file (docs/configuration.md): TOML, JSON or YAML -> checked scorers.
 
 Every entry is checked against its factory's signature and annotations before any scorer
 is built, so a typo is a one-line :class:`ConfigError` naming the file and key path

@@ -1,4 +1,4 @@
-"""``db_change``: what the test session did to the repository's databases (SPEC 2.2).
+"""``db_change``: what the test session did to the repository's databases (docs/reference.md).
 
 :class:`SessionDatabases` is the session's shared database resource: it copies the committed
 state of every database at session start (after ``--score-db-reset`` restored the first-seen
@@ -127,7 +127,7 @@ class SessionDatabases:
         return self.before
 
     def diff(self, shared: bool = True) -> dict[str, Any]:
-        """The session diff (SPEC 4.2), computed once and shared unless ``shared`` is false."""
+        """The session diff, computed once and shared unless ``shared`` is false."""
         if shared and self._diff is not None:
             return self._diff
         diff = diff_snapshots(
@@ -203,7 +203,7 @@ class DbChangeScorer:
 def db_change_scorer(selector: Any = None, interim_score: bool = False) -> DbChangeScorer:
     """Score what the test session did to the databases.
 
-    :param selector: a selector (JSON object, SPEC 4.3) the session diff must match;
+    :param selector: a selector (a JSON object, see docs/selectors.md) the session diff must match;
         ``None`` scores ``"C"`` when any table changed in data or schema.
     :param interim_score: compute a fresh diff and leave nothing for other scorers.
     :raises SelectorError: for an invalid selector, naming its path, before any test runs.

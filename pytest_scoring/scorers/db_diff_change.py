@@ -1,4 +1,4 @@
-"""``db_diff_change``: database changes that happen only in this repository (SPEC 2.2).
+"""``db_diff_change``: database changes that happen only in this repository (docs/reference.md).
 
 The reference side (copy the checkout, snapshot, copy the tests in, run pytest, snapshot) runs
 in a background thread started at session start, so it overlaps the solution's own tests; the

@@ -1,4 +1,4 @@
-"""``file_contents``: does any file under a folder contain a string? (SPEC 2.3)
+"""``file_contents``: does any file under a folder contain a string? (docs/configuration.md)
 
 The scored repository may be hostile: the folder and every file are resolved and must stay
 inside the repository (symlinks out of it are not followed), a directory reached twice

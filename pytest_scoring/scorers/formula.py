@@ -1,10 +1,10 @@
-"""Composite formulas: a tiny expression language checked and walked as a syntax tree (SPEC 2.3).
+"""Composite formulas: a tiny expression language checked and walked as a syntax tree.
 
 The formula text is parsed with :func:`ast.parse` and every node is checked against a
 whitelist when the configuration is loaded; evaluation walks that tree itself. Nothing of
 the user's text is ever compiled to code, ``eval``-ed or ``exec``-ed, and every value the
 walk builds is bounded in size, so ``9**9**9**9`` or ``"a" * 10**10`` fail fast instead of
-exhausting the machine (the scored repository may be hostile, SPEC 6).
+exhausting the machine (the scored repository may be hostile).
 """
 
 from __future__ import annotations

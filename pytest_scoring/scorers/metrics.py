@@ -1,4 +1,4 @@
-"""Metrics over the scores of all samples in one report (SPEC 2.1).
+"""Metrics over the scores of all samples in one report (docs/scoring.md).
 
 Values map to numbers as Inspect AI's ``value_to_float`` does; every metric returns a
 finite float, because Inspect Scout rejects a null or NaN metric.

@@ -1,4 +1,4 @@
-"""Tally test outcomes from pytest's own reports, one final outcome per test id (SPEC 2.1).
+"""Tally test outcomes from pytest's own reports, one final outcome per test id (docs/scoring.md).
 
 Pure bookkeeping: the plugin feeds it ``TestReport``/``CollectReport`` objects (on the
 controller under pytest-xdist, where workers' reports are replayed), and the CLI feeds it

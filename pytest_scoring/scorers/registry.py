@@ -1,6 +1,6 @@
 """The table of scorer types a configuration file may name, and their factories.
 
-Built-in types are those of SPEC section 2; plugins and the evaluator's ``conftest.py`` add
+Built-in types are those of docs/configuration.md; plugins and the evaluator's ``conftest.py`` add
 more through the ``pytest_scoring_scorers`` hook. The names under which the Inspect scorers
 are registered (``file_contents_scorer``…) are aliases of the types.
 """

@@ -1,4 +1,4 @@
-"""``sandbox_state``: does a shell command succeed in the repository? (SPEC 2.3)
+"""``sandbox_state``: does a shell command succeed in the repository? (docs/configuration.md)
 
 The command runs only because the evaluator configured it. It runs in a new session (its
 own process group) so that, past its timeout, the shell and everything it started are

@@ -1,4 +1,4 @@
-"""The three test scorers and the ``test_runner`` dispatcher (SPEC 2.1)."""
+"""The three test scorers and the ``test_runner`` dispatcher (docs/scoring.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read a diff and a selector from JSON files for ``pytest-scoring match`` (SPEC 3.2).
+"""Read a diff and a selector from JSON files for ``pytest-scoring match`` (docs/cli.md).
 
 The diff file is a diff (``{"comparisons": …}``, as ``diff.json`` or ``pytest-scoring diff
 --json`` writes it) or a diff-of-diffs (``{"after_only": …}``, as ``diff_of_diffs.json``),

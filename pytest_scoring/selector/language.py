@@ -2,10 +2,10 @@
 
 :func:`parse_selector` validates a whole selector up front (every mistake names its path,
 e.g. ``selector.rows.changed.where[0].role: unknown operator '$foo' …``) and compiles it;
-:meth:`Selector.matches` then tests a diff of the SPEC 4.2 shape whose row lists are complete.
+:meth:`Selector.matches` then tests a diff (docs/databases.md) whose row lists are complete.
 ``where`` clauses and value semantics live in :mod:`pytest_scoring.selector.where`.
 
-Decisions where SPEC 4.3 is silent:
+Decisions the language leaves open (stated in docs/selectors.md):
 
 * ``$and``/``$or``/``$not`` test their selectors against the whole diff (each may match a
   different database); the other keys of the same object must then hold for one database.
@@ -59,7 +59,7 @@ from pytest_scoring.selector.where import fail
 @final
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """A parsed, validated selector; :meth:`matches` tests a diff (SPEC 4.2 shape)."""
+    """A parsed, validated selector; :meth:`matches` tests a diff."""
 
     #: Planes considered: ``{"data"}``, ``{"schema"}`` or both.
     planes: frozenset[str] = frozenset(PLANES)
@@ -164,7 +164,7 @@ def _parse(raw: Any, path: str, inherited: frozenset[str], depth: int) -> Select
 
 
 def parse_selector(raw: object, path: str = "selector") -> Selector:
-    """Validate a whole selector (SPEC 4.3) and compile it.
+    """Validate a whole selector (docs/selectors.md) and compile it.
 
     :param raw: the selector as parsed JSON (an object).
     :param path: how error messages name the selector's root.

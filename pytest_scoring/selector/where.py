@@ -1,4 +1,4 @@
-"""``where`` clauses of the selector language (SPEC 4.3): fields, predicates, values.
+"""``where`` clauses of the selector language (docs/selectors.md): fields, predicates, values.
 
 A clause is parsed once, up front, into a plain function ``row -> bool``; every mistake is a
 :class:`~pytest_scoring.errors.SelectorError` naming its path inside the selector.
@@ -7,7 +7,7 @@ Values follow JSON as SQLite stores it: ``true``/``false`` are the integers 1/0,
 ``1.0``, ``"1"`` differs from ``1`` unless ``$coerce`` says otherwise, a missing column is
 ``null``, and ``{"$blob": "<base64>"}`` is a BLOB (also usable as a literal in a selector).
 
-Decisions where SPEC 4.3 is silent:
+Decisions the language leaves open (stated in docs/selectors.md):
 
 * ``$gt $gte $lt $lte`` compare numbers with numbers and text with text; any other pair
   (``null``, a BLOB, text against a number) does not hold — use ``$coerce`` to compare across.
