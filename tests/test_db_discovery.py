@@ -1,4 +1,4 @@
-"""Finding database files: globs at any depth, skipped folders, no symlinks."""
+"""Finding database files: globs at any depth, almost nothing skipped, symlinks found."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_scoring.db.discovery import discover
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.discovery import matches_pattern
 from pytest_scoring.db.discovery import sqlite_header_error
+from pytest_scoring.db.discovery import unsearched_folders
 
 DEFAULT = ("*.db", "*.sqlite", "*.sqlite3")
 
@@ -30,29 +32,48 @@ def test_databases_are_found_at_any_depth_in_sorted_order(tmp_path: Path) -> Non
     ]
 
 
-def test_git_virtualenvs_node_modules_and_the_report_root_are_skipped(tmp_path: Path) -> None:
+def test_only_git_and_the_excluded_folders_are_skipped(tmp_path: Path) -> None:
+    # Every folder skipped by name is a place where a solution could keep its database unseen:
+    # virtual environments, node_modules and tool caches are searched like any other folder.
     touch(
         tmp_path,
         ".git/objects/x.db",
         "node_modules/pkg/y.db",
         ".venv/z.db",
-        "venv/z.db",
-        "env3/lib/site.db",
+        ".tox/py/t.db",
+        "__pycache__/c.db",
+        "data/pyvenv.cfg",
+        "data/app.db",
         "scores/.db-snapshots-1/before/app.db",
-        "kept/app.db",
+        "private/p.db",
     )
-    touch(tmp_path, "env3/pyvenv.cfg")
-    assert find_databases(tmp_path, DEFAULT, exclude=[tmp_path / "scores"]) == ["kept/app.db"]
+    found = discover(tmp_path, DEFAULT, exclude=[tmp_path / "scores", tmp_path / "private"])
+    assert found.databases == [
+        ".tox/py/t.db",
+        ".venv/z.db",
+        "__pycache__/c.db",
+        "data/app.db",
+        "node_modules/pkg/y.db",
+    ]
+    assert found.skipped == [".git", "private", "scores"]
 
 
-def test_symlinked_databases_and_folders_are_never_followed(tmp_path: Path) -> None:
+def test_skipped_folders_holding_databases_are_named(tmp_path: Path) -> None:
+    touch(tmp_path, ".git/hidden.db", "private/notes.txt", "scores/deep/er/s.sqlite")
+    found = discover(tmp_path, DEFAULT, exclude=[tmp_path / "scores", tmp_path / "private"])
+    assert unsearched_folders(tmp_path, found.skipped, DEFAULT) == [".git", "scores"]
+
+
+def test_symlinked_databases_are_found_and_folders_never_entered(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     touch(outside, "secret.db")
     repo = tmp_path / "repo"
     touch(repo, "real.db")
     (repo / "link.db").symlink_to(outside / "secret.db")
+    (repo / "inner.db").symlink_to(repo / "real.db")
     (repo / "linked_dir").symlink_to(outside, target_is_directory=True)
-    assert find_databases(repo, DEFAULT) == ["real.db"]
+    # Links are found under their own path; the snapshot decides whether they may be read.
+    assert find_databases(repo, DEFAULT) == ["inner.db", "link.db", "real.db"]
 
 
 @pytest.mark.parametrize(

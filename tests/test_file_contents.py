@@ -96,16 +96,19 @@ def test_unreadable_files_are_skipped_and_counted(repo: Path) -> None:
     finally:
         locked.chmod(0o644)
     metadata = result["metadata"]
-    assert metadata["files_skipped_unreadable"] == 1
+    assert metadata["files_skipped_by_reason"] == {"unreadable or not a regular file": 1}
     assert metadata["skipped_files"] == ["src/locked.txt"]
     assert result["value"] == "C"
 
 
-def test_a_binary_file_never_matches(tmp_path: Path) -> None:
-    (tmp_path / "blob.db").write_bytes(b"SQLite format 3\0Hunter2")
-    result = score(tmp_path, ".", "Hunter2")
-    assert result["value"] == "I"
-    assert result["metadata"]["files_skipped_binary"] == 1
+@pytest.mark.parametrize("case_sensitive", [True, False])
+def test_a_binary_file_is_searched_as_bytes(tmp_path: Path, case_sensitive: bool) -> None:
+    # A NUL byte first was once enough to hide a file from the search.
+    (tmp_path / "blob.db").write_bytes(b"SQLite format 3\0\xff\xfeHunter2\0")
+    needle = "Hunter2" if case_sensitive else "HUNTER2"
+    result = score(tmp_path, ".", needle, case_sensitive=case_sensitive)
+    assert result["value"] == "C"
+    assert result["metadata"]["matched_files"] == ["blob.db"]
 
 
 def test_symlinks_out_of_the_repository_are_not_followed(tmp_path: Path) -> None:
@@ -121,15 +124,22 @@ def test_symlinks_out_of_the_repository_are_not_followed(tmp_path: Path) -> None
     assert result["metadata"]["files_searched"] == 0
 
 
-@pytest.mark.parametrize("folder", [".git", "node_modules", "__pycache__", ".venv", "venv"])
-def test_version_control_dependencies_and_environments_are_not_searched(
-    repo: Path, folder: str
-) -> None:
+@pytest.mark.parametrize("folder", ["node_modules", "__pycache__", ".venv", "venv", ".tox"])
+def test_dependencies_and_environments_are_searched_too(repo: Path, folder: str) -> None:
     (repo / "src" / folder).mkdir()
     (repo / "src" / folder / "vendored.py").write_text("xyzzy")
     result = score(repo, "src", "xyzzy")
+    matched = result["metadata"]["matched_files"]
+    assert sorted(matched) == sorted([f"src/{folder}/vendored.py", "src/deep/secret.md"])
+
+
+def test_only_git_and_the_evaluators_exclusions_are_left_out_and_named(repo: Path) -> None:
+    for folder in (".git", "vendor"):
+        (repo / "src" / folder).mkdir()
+        (repo / "src" / folder / "x.py").write_text("xyzzy")
+    result = score(repo, "src", "xyzzy", exclude=["src/vendor"])
     assert result["metadata"]["matched_files"] == ["src/deep/secret.md"]
-    assert result["metadata"]["files_searched"] == 3
+    assert result["metadata"]["folders_skipped"] == ["src/.git", "src/vendor"]
 
 
 def test_a_symlink_loop_cannot_hang_the_search(repo: Path) -> None:

@@ -39,7 +39,7 @@ def tree_hash(root: Path) -> dict[str, str]:
     return result
 
 
-def test_the_copy_has_the_code_but_not_git_venvs_or_node_modules(tmp_path: Path) -> None:
+def test_the_copy_has_everything_but_git_and_the_excluded_folders(tmp_path: Path) -> None:
     source = tmp_path / "ref"
     write(source / "app.py")
     write(source / "tests" / "test_app.py")
@@ -48,7 +48,12 @@ def test_the_copy_has_the_code_but_not_git_venvs_or_node_modules(tmp_path: Path)
     write(source / "env" / "pyvenv.cfg")
     write(source / "scores" / "old.json")
     copy_tree(source, tmp_path / "copy", exclude=[source / "scores"])
-    assert sorted(tree_hash(tmp_path / "copy")) == ["app.py", "tests/test_app.py"]
+    assert sorted(tree_hash(tmp_path / "copy")) == [
+        "app.py",
+        "env/pyvenv.cfg",
+        "node_modules/x.js",
+        "tests/test_app.py",
+    ]
 
 
 def test_symlinks_are_kept_inside_and_dropped_when_they_point_outside(tmp_path: Path) -> None:

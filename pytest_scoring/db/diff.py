@@ -325,7 +325,17 @@ def _diff_database(
             "exists_after": relpath in after.relpaths(),
         },
     }
+    real_path = after.real_paths.get(relpath) or before.real_paths.get(relpath)
+    if real_path is not None:  # reached through a symlink inside the repository
+        entry["info"]["real_path"] = real_path
     error = _side_error(before, after, relpath)
+    unreadable = [
+        side
+        for side, snapshot in (("before", before), ("after", after))
+        if relpath in snapshot.errors
+    ]
+    if unreadable:
+        entry["info"]["unreadable"] = unreadable
     if error is None:
         try:
             entry["comparisons"] = _compare(

@@ -17,6 +17,26 @@ def diff_errors(diff: dict[str, Any]) -> list[str]:
     return [entry["error"] for entry in diff["comparisons"].values() if "error" in entry]
 
 
+def lost_databases(diff: dict[str, Any]) -> dict[str, str]:
+    """Databases readable before but not after (gone, unreadable), with why.
+
+    A hostile repository can hide a change by making the database unreadable when the session
+    ends (locked, corrupt, renamed away, swapped for a symlink leading out) and restoring it
+    afterwards; a scorer that cannot see the final state must not say "no change".
+    """
+    lost = {}
+    for relpath, entry in diff.get("comparisons", {}).items():
+        info = entry.get("info", {})
+        unreadable = info.get("unreadable", [])
+        if not info.get("exists_before") or "before" in unreadable:
+            continue
+        if "after" in unreadable:
+            lost[relpath] = entry.get("error", "unreadable at the end of the session")
+        elif not info.get("exists_after"):
+            lost[relpath] = f"{relpath} was removed during the session"
+    return lost
+
+
 def summary_table(diff: dict[str, Any]) -> Any:
     """A compact ``rich`` table: one line per table (or unreadable database) with counts."""
     from rich.table import Table as RichTable

@@ -1,9 +1,12 @@
 """Find the SQLite database files of a repository (docs/databases.md).
 
-Walks the tree without following symlinks: a hostile repository could point a symlink at a
-database outside itself, and snapshots must only ever read what lives inside the root. Only
-regular files count: a FIFO or device named ``app.db`` (planted by a test after discovery)
-would block a reader forever, so the header check opens without blocking and looks first.
+Every file whose path matches a database glob counts, wherever it is: the walk
+(:mod:`pytest_scoring.fs.walk`) skips only version control's store and the folders the evaluator
+excludes, and :func:`unsearched_folders` names those of them that hold a matching file. A
+matching symlink counts too: snapshots diff it under the link's path when it stays inside the
+repository, and report an error when it leads out (docs/security.md). Only regular files are
+read: a FIFO or device named ``app.db`` (planted by a test after discovery) would block a
+reader forever, so the header check opens without blocking and looks first.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-#: Folders never searched: version control, dependencies, virtual environments.
-SKIPPED_DIRS: Final = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__"})
+from pytest_scoring.fs.walk import TreeWalk
+
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
 
@@ -37,41 +41,53 @@ def matches_pattern(relpath: str, pattern: str) -> bool:
     )
 
 
-def _skipped(directory: Path, excluded: frozenset[Path]) -> bool:
-    return (
-        directory.name in SKIPPED_DIRS
-        or directory.is_symlink()
-        or (directory / "pyvenv.cfg").exists()
-        or directory.resolve() in excluded
-    )
+def _matches_any(relpath: str, patterns: Sequence[str]) -> bool:
+    return any(matches_pattern(relpath, pattern) for pattern in patterns)
 
 
-def _walk(root: Path, excluded: frozenset[Path]) -> Iterator[tuple[str, Path]]:
-    """``(relative POSIX path, path)`` of every file name under ``root`` (not yet checked)."""
-    for current, dirs, files in os.walk(root, followlinks=False):
-        here = Path(current)
-        dirs[:] = sorted(d for d in dirs if not _skipped(here / d, excluded))
-        prefix = here.relative_to(root).as_posix() + "/" if here != root else ""
-        for name in files:
-            yield prefix + name, here / name
+@dataclass
+class Discovery:
+    """The databases of a tree, and the folders that were not searched for them."""
+
+    #: Relative POSIX paths of matching regular files and symlinks, sorted.
+    databases: list[str]
+    #: Relative paths of the folders left out (version control, evaluator's exclusions).
+    skipped: list[str]
 
 
-def find_databases(root: Path, patterns: Sequence[str], exclude: Sequence[Path] = ()) -> list[str]:
-    """Database files under ``root`` matching any of ``patterns``, as sorted relative paths.
+def discover(root: Path, patterns: Sequence[str], exclude: Iterable[Path] = ()) -> Discovery:
+    """Find the files under ``root`` matching any of ``patterns`` (globs at any depth).
 
-    :param patterns: globs such as ``*.db``, matched at any depth.
-    :param exclude: folders to skip (the report root), wherever they are.
-    :returns: relative POSIX paths; symlinked files and folders are never included.
+    :param exclude: folders not to search (the report root, the evaluator's exclusions).
     """
-    excluded = frozenset(Path(path).resolve() for path in exclude)
-    return sorted(
-        relpath
-        for relpath, path in _walk(root, excluded)
+    walk = TreeWalk(root, exclude=exclude)
+    databases = sorted(
+        entry.relpath
+        for entry in walk
         # the patterns first: a file system call for every file of a large tree is slow
-        if any(matches_pattern(relpath, pattern) for pattern in patterns)
-        and not path.is_symlink()
-        and path.is_file()
+        if (entry.is_file or entry.is_symlink) and _matches_any(entry.relpath, patterns)
     )
+    return Discovery(databases, walk.skipped)
+
+
+def find_databases(root: Path, patterns: Sequence[str], exclude: Iterable[Path] = ()) -> list[str]:
+    """The relative paths of :func:`discover`'s databases."""
+    return discover(root, patterns, exclude).databases
+
+
+def unsearched_folders(root: Path, skipped: Iterable[str], patterns: Sequence[str]) -> list[str]:
+    """The ``skipped`` folders that hold a file matching ``patterns``.
+
+    A repository could keep a database there, out of every diff; the score says so.
+    """
+    return [
+        folder
+        for folder in skipped
+        if any(
+            not entry.is_dir and _matches_any(entry.relpath, patterns)
+            for entry in TreeWalk(root, root / folder)
+        )
+    ]
 
 
 def sqlite_header_error(path: Path) -> str | None:

@@ -73,6 +73,8 @@ class Snapshot:
     root: Path | None = None
     #: Relative path → original file, where it is not ``root / relpath``.
     origins: dict[str, Path] = field(default_factory=dict)
+    #: Relative path → where a symlink led inside the root (relative to it), for links only.
+    real_paths: dict[str, str] = field(default_factory=dict)
 
     def relpaths(self) -> set[str]:
         """Every database this side saw, readable or not."""
@@ -165,12 +167,18 @@ def _describe(error: BaseException) -> str:
     return text
 
 
-def _check(root: Path, relpath: str) -> str | None:
-    """Why the database at ``relpath`` must not be read, or ``None``."""
-    path = root / relpath
-    if path.is_symlink():
-        return f"{relpath} is a symlink; symlinks are not followed"
-    return sqlite_header_error(path)
+def _source(root: Path, relpath: str) -> Path | str:
+    """The file to read for ``relpath``, or why it must not be read.
+
+    A symlink (the file's or a folder's on its way) is followed only while it stays inside the
+    repository: the database is then read from its real place and diffed under the link's path.
+    """
+    real = resolve_inside(root / relpath, root.resolve())
+    if real is None:
+        return f"{relpath} is a symlink leading out of the repository (or a symlink loop)"
+    if not real.exists():
+        return f"{relpath} is a dangling symlink"
+    return sqlite_header_error(real) or real
 
 
 def take_snapshot(
@@ -189,19 +197,19 @@ def take_snapshot(
     root, dest = Path(root), Path(dest)
     snapshot = Snapshot(source=source or str(root), root=root)
     for relpath in relpaths:
-        path = root / relpath
-        if not path.exists():
+        if not _present(root / relpath):
             continue
-        problem = _check(root, relpath)
-        if problem is None:
+        found = _source(root, relpath)
+        if isinstance(found, Path):
             try:
-                copy_database(path, _destination(dest, relpath), timeout)
+                copy_database(found, _destination(dest, relpath), timeout)
             except (sqlite3.Error, OSError) as error:
-                problem = _describe(error)
-        if problem is None:
+                found = _describe(error)
+        if isinstance(found, Path):
             snapshot.files[relpath] = dest / relpath
+            _note_link(snapshot, root, relpath, found)
         else:
-            snapshot.errors[relpath] = problem
+            snapshot.errors[relpath] = found
     return snapshot
 
 
@@ -209,15 +217,26 @@ def read_in_place(root: Path, relpaths: Sequence[str], source: str | None = None
     """A snapshot of the live databases, to be read (read-only) inside one diff transaction."""
     snapshot = Snapshot(source=source or str(root), in_place=True, root=root)
     for relpath in relpaths:
-        path = root / relpath
-        if not path.exists() and not path.is_symlink():
+        if not _present(root / relpath):
             continue
-        problem = _check(root, relpath)
-        if problem is None:
-            snapshot.files[relpath] = path
+        found = _source(root, relpath)
+        if isinstance(found, Path):
+            snapshot.files[relpath] = found
+            _note_link(snapshot, root, relpath, found)
         else:
-            snapshot.errors[relpath] = problem
+            snapshot.errors[relpath] = found
     return snapshot
+
+
+def _present(path: Path) -> bool:
+    """Whether anything is at ``path``, a dangling symlink included."""
+    return path.exists() or path.is_symlink()
+
+
+def _note_link(snapshot: Snapshot, root: Path, relpath: str, real: Path) -> None:
+    real_relpath = real.relative_to(root.resolve()).as_posix()
+    if real_relpath != relpath:
+        snapshot.real_paths[relpath] = real_relpath
 
 
 def _inside(root: Path, path: Path) -> bool:

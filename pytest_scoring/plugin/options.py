@@ -30,6 +30,7 @@ STEERING_SETTINGS: Final = (
     "score_reference",
     "score_test_patterns",
     "score_db_patterns",
+    "score_db_exclude",
     "score_report",
     "score_fail_under",
 )
@@ -54,10 +55,27 @@ class ScoringSettings:
     fail_under: float | None = None
     deterministic: bool = False
     db_reset: bool = False
+    #: Folders the evaluator leaves out of discovery and the reference copy (absolute).
+    db_exclude: list[Path] = field(default_factory=list)
     #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
     selection: list[str] = field(default_factory=list)
     #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
     tally_output: Path | None = None
+
+    def excluded_folders(self, tree: Path | None = None) -> list[Path]:
+        """The folders no walk of ``tree`` enters: the report root and the evaluator's
+        exclusions, at the same place relative to ``tree`` as they have in the repository.
+
+        :param tree: the repository (default) or a copy laid out like it.
+        """
+        root = self.root.resolve()
+        tree = root if tree is None else tree
+        folders = []
+        for folder in (self.report_root, *self.db_exclude):
+            resolved = folder.resolve()
+            if resolved.is_relative_to(root):
+                folders.append(tree / resolved.relative_to(root))
+        return folders
 
     def rerun_args(self) -> list[str]:
         """The arguments that repeat the database options and test selection in another run."""
@@ -138,6 +156,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="Database files at any depth (repeatable); default *.db *.sqlite *.sqlite3",
     )
     group.addoption(
+        "--score-db-exclude",
+        action="append",
+        dest="score_db_exclude",
+        metavar="DIR",
+        help="Folder left out of database discovery and the reference copy (repeatable)",
+    )
+    group.addoption(
         "--score-config",
         dest="score_config",
         metavar="FILE",
@@ -182,6 +207,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_reference", "As --score-reference", default=None)
     parser.addini("score_test_patterns", "As --score-test-pattern", type="linelist", default=[])
     parser.addini("score_db_patterns", "As --score-db-pattern", type="linelist", default=[])
+    parser.addini("score_db_exclude", "As --score-db-exclude", type="linelist", default=[])
     parser.addini("score_config", "As --score-config", default=None)
     parser.addini("score_report", "As --score-report", default=None)
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
@@ -241,6 +267,9 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         fail_under=_fail_under(fail_under_text),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
+        db_exclude=[
+            invocation_dir / folder for folder in _option_or_ini(config, "score_db_exclude") or []
+        ],
         selection=_selection(config),
         tally_output=_path(config.getoption("score_tally_output"), invocation_dir),
     )

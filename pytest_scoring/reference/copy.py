@@ -22,11 +22,8 @@ from typing import Final
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.fs.paths import resolve_inside
+from pytest_scoring.fs.walk import TreeWalk
 
-#: Folders never copied into the reference copy nor searched for test files.
-SKIPPED_DIRS: Final = frozenset(
-    {".git", ".hg", ".svn", "node_modules", ".venv", "venv", ".tox", "__pycache__"}
-)
 _GLOB_CHARS: Final = frozenset("*?[")
 
 
@@ -65,26 +62,6 @@ def _matches(parts: Sequence[str], segments: Sequence[str]) -> bool:
     return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _matches(parts[1:], rest)
 
 
-def _is_skipped_dir(path: Path, excluded: set[Path]) -> bool:
-    return path.name in SKIPPED_DIRS or (path / "pyvenv.cfg").exists() or path.resolve() in excluded
-
-
-def _walk(top: Path, excluded: set[Path]) -> Iterator[tuple[Path, list[str], list[str]]]:
-    """``os.walk`` without following symlinks, pruning skipped folders.
-
-    Symlinked folders are reported among the files so callers decide what to do with them.
-    """
-    for dirpath, dirnames, filenames in os.walk(top):
-        here = Path(dirpath)
-        links = [name for name in dirnames if (here / name).is_symlink()]
-        dirnames[:] = [
-            name
-            for name in dirnames
-            if name not in links and not _is_skipped_dir(here / name, excluded)
-        ]
-        yield here, dirnames, [*filenames, *links]
-
-
 def _copy_symlink(link: Path, source_root: Path, target: Path) -> bool:
     """Recreate a symlink that stays inside ``source_root`` (as a relative link); else skip."""
     resolved = resolve_inside(link, source_root)
@@ -105,20 +82,19 @@ def _is_regular_file(path: Path) -> bool:
 def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
     """Copy ``source`` to the new folder ``dest`` without writing to ``source``.
 
-    Skips version control, virtual environments, ``node_modules``, ``exclude`` folders and
-    anything that is neither a folder, a regular file, nor a symlink staying inside.
+    Copies what the one walk sees (:mod:`pytest_scoring.fs.walk`: all but version control and
+    ``exclude``): folders, regular files, and symlinks that stay inside, as links.
     """
     source = source.resolve()
-    excluded = {path.resolve() for path in exclude}
-    for here, _dirs, names in _walk(source, excluded):
-        target_dir = dest / here.relative_to(source)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            path = here / name
-            if path.is_symlink():
-                _copy_symlink(path, source, target_dir / name)
-            elif _is_regular_file(path):
-                shutil.copy2(path, target_dir / name)
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in TreeWalk(source, exclude=exclude):
+        target = dest / entry.relpath
+        if entry.is_dir:
+            target.mkdir()
+        elif entry.is_symlink:
+            _copy_symlink(entry.path, source, target)
+        elif entry.is_file:
+            shutil.copy2(entry.path, target)
 
 
 @dataclass
@@ -141,18 +117,16 @@ def _literal_base(segments: Sequence[str]) -> list[str]:
     return base
 
 
-def _candidate_files(root: Path, segments: list[str], excluded: set[Path]) -> Iterator[Path]:
+def _candidate_files(root: Path, segments: list[str], exclude: Sequence[Path]) -> Iterator[Path]:
     base = root.joinpath(*_literal_base(segments))
     if not base.is_dir():
         return
     if base.resolve() != base:
         yield base  # reached through a symlink: never followed, listed as skipped
         return
-    for here, _dirs, names in _walk(base, excluded):
-        for name in names:
-            path = here / name
-            if _matches(path.relative_to(root).parts, segments):
-                yield path
+    for entry in TreeWalk(root, top=base, exclude=exclude):
+        if not entry.is_dir and _matches(entry.relpath.split("/"), segments):
+            yield entry.path
 
 
 def _safe_target(dest: Path, relpath: str) -> Path:
@@ -176,11 +150,10 @@ def copy_test_files(
     :raises OptionError: for a pattern that is absolute or climbs out with ``..``.
     """
     root, dest = root.resolve(), dest.resolve()
-    excluded = {path.resolve() for path in exclude}
     result = CopiedTests()
     seen: set[str] = set()  # a file matched by several patterns is handled once
     for pattern in patterns:
-        for path in _candidate_files(root, check_test_pattern(pattern), excluded):
+        for path in _candidate_files(root, check_test_pattern(pattern), exclude):
             relpath = path.relative_to(root).as_posix()
             if relpath in seen:
                 continue

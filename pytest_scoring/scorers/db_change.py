@@ -20,7 +20,9 @@ from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff import stream_cut_rows
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.db.diff_shape import has_changes
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.diff_shape import lost_databases
+from pytest_scoring.db.discovery import discover
+from pytest_scoring.db.discovery import unsearched_folders
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import reset_databases
@@ -77,6 +79,8 @@ class SessionDatabases:
         self._workdir: Path | None = None
         self._after: Snapshot | None = None
         self._diff: dict[str, Any] | None = None
+        #: The folders the last discovery left out.
+        self.skipped: list[str] = []
 
     @classmethod
     def of(cls, context: ScoringContext) -> SessionDatabases:
@@ -89,10 +93,16 @@ class SessionDatabases:
         return databases
 
     def discover(self) -> list[str]:
-        """The databases under the root now (the report root skipped)."""
-        return find_databases(
-            self.settings.root, self.settings.db_patterns, [self.settings.report_root]
+        """The databases under the root now (the report root and exclusions skipped)."""
+        found = discover(
+            self.settings.root, self.settings.db_patterns, self.settings.excluded_folders()
         )
+        self.skipped = found.skipped
+        return found.databases
+
+    def unsearched(self) -> list[str]:
+        """The folders left out of discovery that hold a file matching the patterns."""
+        return unsearched_folders(self.settings.root, self.skipped, self.settings.db_patterns)
 
     def start(self) -> None:
         """Reset if asked, then copy every database's committed state (once per session).
@@ -173,6 +183,14 @@ class DbChangeScorer:
         else:
             matched = self.selector.matches(databases.complete(diff))
         summary = diff_summary(diff)
+        lost = lost_databases(diff)
+        if not matched and lost:
+            return error_score(
+                self.type,
+                f"cannot tell what the session did: {'; '.join(lost.values())}",
+                lost_databases=lost,
+                counts=summary,
+            )
         return make_score(
             bool_value(matched),
             self.type,
@@ -180,6 +198,7 @@ class DbChangeScorer:
             metadata={
                 "selector": self.selector.source if self.selector else None,
                 "counts": summary,
+                "unsearched_folders": databases.unsearched(),
                 "errors": {
                     relpath: entry["error"]
                     for relpath, entry in diff["comparisons"].items()

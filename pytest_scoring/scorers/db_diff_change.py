@@ -104,22 +104,22 @@ class ReferenceRerun:
             self._error = error
 
     def _databases(self, root: Path) -> list[str]:
-        """Databases under ``root``, skipping the report root's place in either tree."""
-        report_root = self.settings.report_root.resolve()
-        inside = report_root.is_relative_to(self.settings.root.resolve())
-        excluded = [root / report_root.relative_to(self.settings.root.resolve())] if inside else []
+        """Databases under ``root`` (the repository or the copy), skipping the same folders."""
+        excluded = self.settings.excluded_folders(root)
         return find_databases(root, self.settings.db_patterns, excluded)
 
     def _run(self, workdir: Path) -> ReferenceSide:
         assert self.settings.reference is not None
         copy = workdir / "checkout"
         # The report root and our own folder are never copied (a reference above /tmp…).
-        copy_tree(self.settings.reference, copy, exclude=[self.settings.report_root, workdir])
+        reference = self.settings.reference
+        excluded = self.settings.excluded_folders(reference)
+        copy_tree(reference, copy, exclude=[self.settings.report_root, workdir, *excluded])
         initial = take_snapshot(
             copy, self._databases(copy), workdir / "initial", source=str(self.settings.reference)
         )
         tests = copy_test_files(
-            self.settings.root, self.patterns, copy, exclude=[self.settings.report_root]
+            self.settings.root, self.patterns, copy, exclude=self.settings.excluded_folders()
         )
         args = self.settings.rerun_args()
         run = run_child(copy, workdir, args, self.timeout, self._cancel)
@@ -196,7 +196,7 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
     from pytest_scoring.scorers.db_change import RESET_STORE
 
     root, report_root = settings.root, settings.report_root
-    relpaths = find_databases(root, settings.db_patterns, [report_root])
+    relpaths = find_databases(root, settings.db_patterns, settings.excluded_folders())
     try:
         reset_databases(root, relpaths, report_root / RESET_STORE)
     except (OSError, sqlite3.Error) as error:

@@ -1,11 +1,15 @@
 """``file_contents``: does any file under a folder contain a string? (docs/configuration.md)
 
-The scored repository may be hostile: the folder and every file are resolved and must stay
-inside the repository (symlinks out of it are not followed), a directory reached twice
-(symlink loop) is walked once, and files are streamed in chunks so a huge file costs no
-memory. A file is opened without following a symlink and without blocking, then must be a
-regular file: a FIFO or a link swapped in after the walk is counted unreadable, never waited
-on nor followed out.
+Every regular file under the folder is searched, text or binary, as bytes for the string's
+UTF-8 encoding: a file holding a NUL byte is no hiding place, and neither is a folder such as
+``node_modules`` or ``venv`` — only the one walk's skip list (:mod:`pytest_scoring.fs.walk`)
+and the folders the evaluator excludes are left out, and the score names them.
+
+The scored repository may be hostile: the folder and every symlink are resolved and must stay
+inside the repository, a folder reached twice (symlink loop) is searched once, and files are
+streamed in chunks so a huge file costs no memory. A file is opened without following a
+symlink and without blocking, then must be a regular file: a FIFO or a link swapped in after
+the walk is counted unreadable, never waited on nor followed out.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import codecs
 import os
 import stat
+from collections import Counter
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,11 +27,12 @@ from pathlib import Path
 from typing import Any
 from typing import BinaryIO
 from typing import Final
+from typing import TypeVar
 from typing import final
 
-from pytest_scoring.db.discovery import SKIPPED_DIRS  # the folders database discovery skips
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.fs.paths import resolve_inside
+from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.metrics import accuracy
@@ -40,52 +47,74 @@ from pytest_scoring.scorers.score import make_score
 #: Bytes read at a time; a match may straddle two chunks.
 CHUNK_SIZE: Final = 1 << 20
 
+Text = TypeVar("Text", bytes, str)
+
 
 @dataclass
 class SearchResult:
-    """What a search saw: files searched, matched, and skipped (binary or unreadable)."""
+    """What a search saw: files searched and matched, files and folders left out and why."""
 
     searched: int = 0
     matched: list[str] = field(default_factory=list)
-    binary: list[str] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)
+    #: Relative path -> why the file was not searched.
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: Folders not entered: version control's store and the evaluator's ``exclude``.
+    folders_skipped: list[str] = field(default_factory=list)
 
     def metadata(self) -> dict[str, Any]:
         return {
             "files_searched": self.searched,
             "files_matched": len(self.matched),
             "matched_files": cap_list(self.matched),
-            "files_skipped_binary": len(self.binary),
-            "files_skipped_unreadable": len(self.unreadable),
-            "skipped_files": cap_list(self.binary + self.unreadable),
+            "files_skipped": len(self.skipped),
+            "files_skipped_by_reason": dict(Counter(self.skipped.values())),
+            "skipped_files": cap_list(sorted(self.skipped)),
+            "folders_skipped": cap_list(self.folders_skipped),
         }
 
 
-class _Binary(Exception):
-    """The file holds a NUL byte in its first chunk: not text, skipped."""
+def _matcher(needle: str, case_sensitive: bool) -> Callable[[BinaryIO], bool]:
+    """A function telling whether a stream holds ``needle``, across chunk boundaries.
+
+    Case-sensitive: the bytes of ``needle`` in UTF-8. Otherwise both sides are case-folded
+    text; the file is decoded with ``surrogateescape``, so bytes that are not UTF-8 (a binary
+    file) stay as they are instead of turning into replacement characters.
+    """
+    if case_sensitive:
+        return lambda stream: _contains(_byte_chunks(stream), needle.encode("utf-8"))
+    folded = needle.casefold()
+    return lambda stream: _contains(_folded_chunks(stream), folded)
+
+
+def _byte_chunks(stream: BinaryIO) -> Iterator[bytes]:
+    while chunk := stream.read(CHUNK_SIZE):
+        yield chunk
+
+
+def _folded_chunks(stream: BinaryIO) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+    for chunk in _byte_chunks(stream):
+        yield decoder.decode(chunk).casefold()
+    yield decoder.decode(b"", final=True).casefold()
+
+
+def _contains(chunks: Iterator[Text], needle: Text) -> bool:
+    tail = needle[:0]
+    for chunk in chunks:
+        window = tail + chunk
+        if needle in window:
+            return True
+        tail = window[len(window) - len(needle) + 1 :] if len(needle) > 1 else needle[:0]
+    return False
 
 
 def file_contains(path: Path, needle: str, case_sensitive: bool) -> bool:
-    """Stream ``path`` and look for ``needle``, matches across chunk boundaries included.
+    """Whether the regular file ``path`` holds ``needle`` (bytes, or case-folded text).
 
-    :raises _Binary: when the first chunk holds a NUL byte (git's and grep's test).
-    :raises OSError: when the file cannot be read.
+    :raises OSError: when it cannot be read or is not a regular file (a FIFO is never waited on).
     """
-    fold = (lambda text: text) if case_sensitive else str.casefold
-    needle = fold(needle)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    tail = ""
     with _open_regular(path) as stream:
-        first = True
-        while chunk := stream.read(CHUNK_SIZE):
-            if first and b"\0" in chunk:
-                raise _Binary(path)
-            first = False
-            text = tail + fold(decoder.decode(chunk))
-            if needle in text:
-                return True
-            tail = text[len(text) - len(needle) + 1 :] if len(needle) > 1 else ""
-    return needle in tail + fold(decoder.decode(b"", final=True))
+        return _matcher(needle, case_sensitive)(stream)
 
 
 def _open_regular(path: Path) -> BinaryIO:
@@ -104,29 +133,35 @@ def _wanted(name: str, extensions: Sequence[str] | None) -> bool:
     return extensions is None or name.lower().endswith(tuple(extensions))
 
 
-def walk_files(folder: Path, root: Path, recursive: bool) -> Iterator[Path]:
-    """Regular files under ``folder`` (resolved paths inside ``root``), each directory once."""
+def walk_files(
+    folder: Path, root: Path, recursive: bool, exclude: Sequence[Path], result: SearchResult
+) -> Iterator[tuple[str, Path]]:
+    """``(relative path, real path)`` of the files under ``folder``, each folder once.
+
+    A symlink is followed when it stays inside ``root`` (a linked folder is searched too);
+    one that leads out, loops or dangles is recorded in ``result.skipped``.
+    """
     seen: set[tuple[int, int]] = set()
     pending = [folder]
     while pending:
-        directory = pending.pop()
-        try:
-            info = directory.stat()
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-        except OSError:
+        top = pending.pop()
+        info = top.stat()
+        if (info.st_dev, info.st_ino) in seen:
             continue
-        for entry in entries:
-            path = resolve_inside(Path(entry.path), root)
-            if path is None:
-                continue  # a symlink out of the repository or a loop: never followed
-            if path.is_dir():
-                if recursive and entry.name not in SKIPPED_DIRS:
-                    pending.append(path)
-            elif path.is_file():
-                yield path
+        seen.add((info.st_dev, info.st_ino))
+        walk = TreeWalk(root, top=top, exclude=exclude, recursive=recursive)
+        for entry in walk:
+            real = resolve_inside(entry.path, root) if entry.is_symlink else entry.path
+            if entry.is_dir:
+                continue
+            if real is None or not real.exists():
+                result.skipped[entry.relpath] = "symlink leading out, dangling or in a loop"
+            elif real.is_dir():
+                if recursive:
+                    pending.append(real)
+            else:
+                yield entry.relpath, real
+        result.folders_skipped += walk.skipped
 
 
 @final
@@ -135,6 +170,7 @@ class FileContentsScorer:
 
     __slots__ = (
         "case_sensitive",
+        "exclude",
         "file_extensions",
         "folder_path",
         "interim_score",
@@ -153,6 +189,7 @@ class FileContentsScorer:
         recursive: bool,
         file_extensions: list[str] | None,
         interim_score: bool,
+        exclude: list[str],
     ):
         self.type = self.name = "file_contents"
         self.metrics: Sequence[Metric] = (accuracy, stderr)
@@ -162,6 +199,7 @@ class FileContentsScorer:
         self.recursive = recursive
         self.file_extensions = file_extensions
         self.interim_score = interim_score
+        self.exclude = exclude
 
     def score(self, context: ScoringContext) -> Score:
         root = context.root.resolve()
@@ -195,21 +233,18 @@ class FileContentsScorer:
     def search(self, folder: Path, root: Path) -> SearchResult:
         """Look in every wanted file under ``folder``."""
         result = SearchResult()
-        for path in walk_files(folder, root, self.recursive):
+        exclude = [root / path for path in self.exclude]
+        for relpath, path in walk_files(folder, root, self.recursive, exclude, result):
             if not _wanted(path.name, self.file_extensions):
                 continue
-            relative = path.relative_to(root).as_posix()
             try:
                 matched = file_contains(path, self.search_string, self.case_sensitive)
-            except _Binary:
-                result.binary.append(relative)
-                continue
             except OSError:
-                result.unreadable.append(relative)
+                result.skipped[relpath] = "unreadable or not a regular file"
                 continue
             result.searched += 1
             if matched:
-                result.matched.append(relative)
+                result.matched.append(relpath)
         return result
 
 
@@ -229,12 +264,14 @@ def file_contents_scorer(
     recursive: bool = True,
     file_extensions: list[str] | None = None,
     interim_score: bool = False,
+    exclude: list[str] | None = None,
 ) -> FileContentsScorer:
     """A scorer that looks for ``search_string`` in the files under ``folder_path``.
 
     :param folder_path: relative to the repository root; never escapes it.
     :param file_extensions: only files ending so (``[".py", "txt"]``); all when None.
     :param interim_score: kept for compatibility; a search shares nothing anyway.
+    :param exclude: folders not to search, relative to the repository root.
     :raises ConfigError: for an empty search string or an absolute folder path.
     """
     if not search_string:
@@ -250,4 +287,17 @@ def file_contents_scorer(
         recursive,
         _extensions(file_extensions),
         interim_score,
+        _excluded_folders(exclude),
     )
+
+
+def _excluded_folders(exclude: Sequence[str] | None) -> list[str]:
+    """The ``exclude`` folders, checked like ``folder_path``."""
+    if exclude is None:
+        return []
+    if isinstance(exclude, str):
+        raise ConfigError("exclude: expected a list of folders such as ['vendor']")
+    for folder in exclude:
+        if Path(folder).is_absolute() or ".." in Path(folder).parts:
+            raise ConfigError(f"exclude: {folder!r} must be a folder inside the repository")
+    return list(exclude)
