@@ -1,8 +1,9 @@
 """Tally test outcomes from pytest's own reports, one final outcome per test id (docs/scoring.md).
 
-Pure bookkeeping: the plugin feeds it ``TestReport``/``CollectReport`` objects (on the
-controller under pytest-xdist, where workers' reports are replayed), and the CLI feeds it
-outcomes read from JUnit XML.
+Pure bookkeeping over :class:`PhaseRecord` dicts, the one shape every route delivers: the
+plugin converts pytest's ``TestReport`` objects (on the controller under pytest-xdist, where
+workers' reports are replayed), the probe of a child run streams them as JSON lines, and the
+CLI feeds outcomes read from JUnit XML.
 """
 
 from __future__ import annotations
@@ -25,6 +26,24 @@ class TestRecord(TypedDict):
     outcome: Outcome
     duration: float
     user_properties: list[list[Any]]
+
+
+class PhaseRecord(TypedDict, total=False):
+    """One finished phase of one test, as every route reports it (JSON-safe)."""
+
+    nodeid: str
+    #: ``setup``, ``call`` or ``teardown``.
+    when: str
+    #: pytest's phase outcome: ``passed``, ``failed``, ``skipped`` (or ``rerun``).
+    outcome: str
+    #: The xfail reason when the phase was an expected failure (``wasxfail``), else absent.
+    wasxfail: str
+    duration: float
+    user_properties: list[list[Any]]
+    #: A subtest's context (``msg``, ``kwargs``) when this report is a subtest's.
+    subtest: dict[str, Any]
+    #: The failure's text, capped.
+    longrepr: str
 
 
 class Counts(TypedDict):
@@ -52,6 +71,20 @@ class RunReport(Protocol):
     def user_properties(self) -> list[tuple[str, object]]: ...
 
 
+def phase_record(report: RunReport) -> PhaseRecord:
+    """The :class:`PhaseRecord` of a pytest ``TestReport``."""
+    record: PhaseRecord = {
+        "nodeid": report.nodeid,
+        "when": report.when or "",
+        "outcome": report.outcome,
+        "duration": float(report.duration or 0.0),
+        "user_properties": [list(item) for item in report.user_properties],
+    }
+    if hasattr(report, "wasxfail"):
+        record["wasxfail"] = str(report.wasxfail)
+    return record
+
+
 class CollectionReport(Protocol):
     @property
     def nodeid(self) -> str: ...
@@ -66,16 +99,16 @@ class _TestState:
     user_properties: list[list[Any]] = field(default_factory=list)
 
 
-def _phase_outcome(report: RunReport) -> Outcome | None:
+def _phase_outcome(record: PhaseRecord) -> Outcome | None:
     """The outcome one phase (setup/call/teardown) contributes, or None when it says nothing."""
-    wasxfail = hasattr(report, "wasxfail")
-    if report.outcome == "skipped":
+    wasxfail = "wasxfail" in record
+    if record["outcome"] == "skipped":
         return "xfailed" if wasxfail else "skipped"
-    if report.when == "call":
-        if report.outcome == "passed":
+    if record["when"] == "call":
+        if record["outcome"] == "passed":
             return "xpassed" if wasxfail else "passed"
         return "failed"
-    return "error" if report.outcome == "failed" else None
+    return "error" if record["outcome"] == "failed" else None
 
 
 @dataclass
@@ -92,16 +125,20 @@ class OutcomeTally:
     collected: set[str] = field(default_factory=set)
 
     def record_test(self, report: RunReport) -> None:
-        """Fold one phase report into that test's outcome."""
-        if report.outcome == "rerun":  # a failed attempt; the next one starts with setup
+        """Fold one pytest phase report into that test's outcome."""
+        self.record_phase(phase_record(report))
+
+    def record_phase(self, record: PhaseRecord) -> None:
+        """Fold one phase into that test's outcome."""
+        if record["outcome"] == "rerun":  # a failed attempt; the next one starts with setup
             return
-        state = self.tests.setdefault(report.nodeid, _TestState())
-        if report.when == "setup":
+        state = self.tests.setdefault(record["nodeid"], _TestState())
+        if record["when"] == "setup":
             # A new attempt (rerunfailures) starts with setup: forget the previous one.
             state.outcome, state.duration = None, 0.0
-        state.duration += float(report.duration or 0.0)
-        state.user_properties = [list(item) for item in report.user_properties]
-        phase = _phase_outcome(report)
+        state.duration += float(record.get("duration") or 0.0)
+        state.user_properties = record.get("user_properties", [])
+        phase = _phase_outcome(record)
         if phase is None or state.outcome == "failed":
             return
         if phase == "error" or state.outcome is None or state.outcome == "passed":
