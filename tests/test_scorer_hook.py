@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-#: The README's example conftest, verbatim.
+#: The example conftest of docs/configuration.md, verbatim (tests/test_docs.py checks it).
 CONFTEST = '''
 from __future__ import annotations
 
 import pytest
 
-from pytest_scoring.errors import ConfigError
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.score import make_score
+from pytest_scoring import ConfigError
+from pytest_scoring import make_score
+from pytest_scoring import mean
 
 
 class LineCountScorer:
@@ -50,7 +50,7 @@ def pytest_scoring_scorers(config):
     return {"line_count": line_count_scorer}
 '''
 
-#: The README's example configuration using it.
+#: The example configuration of docs/configuration.md using it.
 CONFIG = """
 scorers:
   - type: all_tests_pass

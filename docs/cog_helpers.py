@@ -1,0 +1,173 @@
+"""Tables and help texts that docs/*.md generate from the code with cog, so they cannot drift.
+
+Regenerate after changing an option, a command, a scorer type or a report column::
+
+    python docs/cog_helpers.py          # rewrite the generated parts of docs/*.md
+    python docs/cog_helpers.py --check  # exit 1 when a page is out of date (tests/test_docs.py)
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+#: Width of the generated help texts: the same on every machine, whatever its terminal.
+HELP_WIDTH = 88
+
+
+def pytest_help() -> str:
+    """``pytest --help`` as a user sees it, run in an empty folder (no ini file, no conftest)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("PYTEST_ADDOPTS", None)
+    with tempfile.TemporaryDirectory() as empty:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "--help"],
+            cwd=empty,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+
+def _entries(lines: list[str]) -> list[tuple[str, str]]:
+    """``(name, help)`` pairs of an argparse-style listing (continuation lines joined)."""
+    entries: list[tuple[str, str]] = []
+    for line in lines:
+        match = re.match(r"  (\S.*?)(?:\s{2,}(\S.*))?$", line)
+        if match and not line.startswith(" " * 4):
+            entries.append((match.group(1), match.group(2) or ""))
+        elif entries and line.strip():
+            name, text = entries[-1]
+            entries[-1] = (name, f"{text} {line.strip()}".strip())
+    return entries
+
+
+def _section(text: str, heading: str) -> list[str]:
+    """The lines of one section of ``pytest --help``, from its heading to the next blank line."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start + 1 : end]
+
+
+def pytest_options_table() -> str:
+    """The ``--score*`` options of ``pytest --help`` with their ini twins, as a Markdown table."""
+    text = pytest_help()
+    options = _entries(_section(text, "score the session (pytest-scoring)"))
+    ini = {}
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        setting = re.match(r"  (score\w*) \(([^)]*)\):\s*(.*)$", line)
+        if setting:
+            help_text = setting.group(3) or lines[number + 1].strip()
+            flag = re.search(r"(--score[-a-z]*)", help_text)
+            if flag:
+                ini[flag.group(1)] = f"`{setting.group(1)}` ({setting.group(2)})"
+    rows = ["| option | ini setting | what it does |", "|---|---|---|"]
+    for invocation, help_text in options:
+        flag = invocation.split("=")[0]
+        cell = invocation.replace("|", "\\|")
+        meaning = help_text.replace("*", "\\*")
+        rows.append(f"| `{cell}` | {ini.get(flag, '')} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def cli_help(command: str | None = None) -> str:
+    """``pytest-scoring [COMMAND] --help`` as a fenced block."""
+    from click.testing import CliRunner
+
+    from pytest_scoring.cli.main import main
+
+    args = [command, "--help"] if command else ["--help"]
+    result = CliRunner().invoke(main, args, prog_name="pytest-scoring", terminal_width=HELP_WIDTH)
+    if result.exit_code != 0:
+        raise RuntimeError(f"pytest-scoring {' '.join(args)} failed:\n{result.output}")
+    return f"```text\n$ pytest-scoring {' '.join(args)}\n{result.output.rstrip()}\n```\n"
+
+
+def scorer_types_table() -> str:
+    """Every built-in scorer type with its parameters, read from the factories' signatures."""
+    from pytest_scoring.scorers.registry import BUILTIN_TYPES
+
+    rows = ["| type | factory | parameters (default) |", "|---|---|---|"]
+    for type_name, factory in sorted(BUILTIN_TYPES.items()):
+        parameters = []
+        for parameter in inspect.signature(factory).parameters.values():
+            if parameter.default is inspect.Parameter.empty:
+                parameters.append(f"`{parameter.name}`")
+            else:
+                parameters.append(f"`{parameter.name}` ({parameter.default!r})")
+        names = ", ".join(parameters) or "none"
+        rows.append(f"| `{type_name}` | `{factory.__name__}` | {names} |")
+    return "\n".join(rows) + "\n"
+
+
+#: What pytest-scoring writes in each column of a Parquet file (docs/report.md).
+COLUMN_MEANINGS = {
+    "transcript_id": "the scan id: one transcript per report, the scored repository",
+    "transcript_source_type": "`pytest_scoring`",
+    "transcript_source_id": "the scan id",
+    "transcript_source_uri": "the repository's path",
+    "transcript_date": "when the report was made (ISO 8601)",
+    "transcript_task_set": "the repository's folder name",
+    "transcript_task_id": "the repository's path",
+    "transcript_task_repeat": "`1`",
+    "transcript_total_time": "the sum of the test durations, in seconds",
+    "transcript_metadata": 'JSON: `{"tests": <test counts>}`',
+    "scan_id": "the scan id (the folder's `scan_id=` part)",
+    "scan_tags": "`[]`",
+    "scan_metadata": 'JSON: `{"repository": <path>}`',
+    "scanner_key": "the file's stem: the scorer's name, percent-escaped",
+    "scanner_name": "the scorer's name as configured",
+    "scanner_version": "`0`",
+    "scanner_package_version": "the version of pytest-scoring",
+    "scanner_params": 'JSON: `{"type": <scorer type>, ...}` plus the scorer\'s `params`',
+    "input_type": "`transcript`",
+    "input_ids": "JSON list holding the transcript id",
+    "uuid": "a new random id for this result",
+    "value": "the score's value as text (see `value_type`)",
+    "value_type": "`string`, `number`, `boolean`, `array`, `object` or `null`",
+    "answer": "the score's `answer`",
+    "explanation": "the score's `explanation`",
+    "metadata": "the score's `metadata`, as JSON text",
+    "message_references": "`[]`",
+    "event_references": "`[]`",
+    "scan_error": "`metadata.error` of a score that could not be decided, else null",
+    "scan_error_traceback": "the traceback when the scorer raised, else null",
+    "scan_total_tokens": "`0`",
+    "scan_model_usage": "`{}`",
+    "timestamp": "when the report was made (ISO 8601)",
+}
+
+
+def report_columns_table() -> str:
+    """The Parquet columns in the order they are written, with their Arrow types and content."""
+    from pytest_scoring.report.scout import COLUMNS
+
+    unknown = set(COLUMN_MEANINGS) - {name for name, _ in COLUMNS}
+    if unknown:
+        raise RuntimeError(f"COLUMN_MEANINGS names columns that are not written: {unknown}")
+    rows = ["| # | column | type | content |", "|---|---|---|---|"]
+    for number, (name, kind) in enumerate(COLUMNS, start=1):
+        meaning = COLUMN_MEANINGS.get(name, "null (no meaning for a scored repository)")
+        rows.append(f"| {number} | `{name}` | {kind} | {meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+def run_cog(*options: str) -> int:
+    """Run cog over every page of docs/ with this folder importable; returns its exit status."""
+    from cogapp import Cog
+
+    pages = sorted(str(page) for page in DOCS.glob("*.md"))
+    return int(Cog().main(["cog", *options, "-I", str(DOCS), *pages]))
+
+
+if __name__ == "__main__":
+    sys.exit(run_cog("--check") if "--check" in sys.argv[1:] else run_cog("-r"))
