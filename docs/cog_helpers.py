@@ -161,6 +161,59 @@ def report_columns_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+#: Sections of the API page, by the subpackage a public name comes from (first match wins).
+API_SECTIONS = (
+    ("Scores and metrics", ("pytest_scoring.scorers.score", "pytest_scoring.scorers.metrics")),
+    ("Scorers", ("pytest_scoring.scorers",)),
+    ("Databases", ("pytest_scoring.db",)),
+    ("Selectors", ("pytest_scoring.selector",)),
+    ("Sessions and reports", ("pytest_scoring.plugin", "pytest_scoring.report")),
+    ("Errors", ("pytest_scoring.errors",)),
+)
+
+
+def _api_section(module: str) -> str:
+    for title, prefixes in API_SECTIONS:
+        if module.startswith(prefixes):
+            return title
+    return "Other"
+
+
+def _directive(name: str, value: object) -> str:
+    qualified = f"pytest_scoring.{name}"
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return f".. autoexception:: {qualified}\n"
+    if isinstance(value, type):
+        return f".. autoclass:: {qualified}\n   :members:\n"
+    if inspect.isfunction(value):
+        return f".. autofunction:: {qualified}\n"
+    metric_name = getattr(value, "name", None)
+    if type(value).__name__ == "Metric" and isinstance(metric_name, str):
+        return (
+            f".. py:data:: {qualified}\n   :type: Metric\n\n"
+            f"   The metric ``{metric_name}`` (see :ref:`metrics`): call it with the\n"
+            f"   scores of all samples to get one number.\n"
+        )
+    return f".. autodata:: {qualified}\n   :no-value:\n"
+
+
+def api_reference() -> str:
+    """One autodoc directive per name of ``pytest_scoring.__all__``, grouped by subpackage."""
+    import pytest_scoring
+
+    sections: dict[str, list[str]] = {}
+    for name in pytest_scoring.__all__:
+        value = getattr(pytest_scoring, name)
+        module = getattr(value, "__module__", None) or "pytest_scoring"
+        sections.setdefault(_api_section(module), []).append(_directive(name, value))
+    parts = []
+    for title in dict.fromkeys([title for title, _ in API_SECTIONS] + ["Other"]):
+        if title in sections:
+            directives = "\n".join(sections[title])
+            parts.append(f"## {title}\n\n```{{eval-rst}}\n{directives}```\n")
+    return "\n".join(parts)
+
+
 def run_cog(*options: str) -> int:
     """Run cog over every page of docs/ with this folder importable; returns its exit status."""
     from cogapp import Cog
