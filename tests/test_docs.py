@@ -120,8 +120,8 @@ def test_configuration_examples_name_known_scorer_types(
 ) -> None:
     custom = {"line_count"}  # registered by the example conftest of docs/configuration.md
     known = {*BUILTIN_TYPES, *custom}
-    unknown = [entry["type"] for entry in scorers if resolve_type(str(entry["type"]), known) is None]
-    assert unknown == []
+    types = [str(entry["type"]) for entry in scorers]
+    assert [name for name in types if resolve_type(name, known) is None] == []
 
 
 def test_the_custom_scorer_example_is_the_one_the_hook_tests_run() -> None:
@@ -136,6 +136,14 @@ def test_the_shipped_example_configuration_is_the_one_shown() -> None:
     shown = code_blocks(PAGES["getting-started"], "yaml")[0]
     shipped = (ROOT / "examples" / "scorers.yaml").read_text()
     assert shown in shipped
+
+
+def test_every_module_is_on_the_architecture_map() -> None:
+    package = ROOT / "pytest_scoring"
+    modules = [path for path in package.rglob("*.py") if path.name != "__init__.py"]
+    folders = [path for path in package.iterdir() if (path / "__init__.py").exists()]
+    names = [f"{folder.name}/" for folder in folders] + [module.name for module in modules]
+    assert sorted(name for name in names if f" {name} " not in PAGES["architecture"]) == []
 
 
 def test_every_public_name_is_importable_from_the_package() -> None:
