@@ -338,7 +338,7 @@ def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Rows as an Arrow table of exactly ``schema`` (absent columns are null).
 
     Built by Arrow's JSON reader, not ``pa.array``/``from_pylist``: those import pandas,
-    which would add about 0.2 s to the end of every scored session (docs/security.md).
+    which would add about 0.2 s to the end of every scored session (docs/benchmarks.md).
     """
     import pyarrow.json as pa_json
 

@@ -1,4 +1,4 @@
-"""``db_change``: what the test session did to the repository's databases (docs/reference.md).
+"""``db_change``: what the test session did to the repository's databases (docs/databases.md).
 
 :class:`SessionDatabases` is the session's shared database resource: it copies the committed
 state of every database at session start (after ``--score-db-reset`` restored the first-seen
