@@ -397,6 +397,7 @@ def test_an_invalid_selector_is_refused_with_its_key_path(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("distribution", [["-n", "2"], ["-p", "no:xdist"]])
+@pytest.mark.slow
 def test_a_configured_session_scores_once_with_and_without_xdist(
     pytester: pytest.Pytester, distribution: list[str]
 ) -> None:

@@ -375,6 +375,7 @@ def _all_rows(path: Path, table: str) -> dict[Any, dict[str, Any]]:
     before=st.fixed_dictionaries(dict.fromkeys(TABLES, SIDE)),
     after=st.fixed_dictionaries(dict.fromkeys(TABLES, SIDE)),
 )
+@pytest.mark.slow
 def test_counts_match_sqldiff_and_examples_reproduce_the_change(
     tmp_path_factory: pytest.TempPathFactory, before: dict[str, Any], after: dict[str, Any]
 ) -> None:

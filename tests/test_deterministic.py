@@ -58,6 +58,7 @@ def test_hashes_and_tokens_repeat_from_run_to_run(pytester: pytest.Pytester) -> 
     assert first_run[0] != first_run[1], "two tests must not share their tokens"
 
 
+@pytest.mark.slow
 def test_xdist_workers_draw_the_same_values_as_a_single_process(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(WRITES_TOKENS)
     single = run_and_read(pytester, "--score-deterministic", "-p", "no:xdist")

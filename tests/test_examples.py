@@ -42,6 +42,7 @@ def run_example(examples: Path, solution: str) -> dict[str, dict[str, object]]:
     ("solution", "changed_only_here", "attack"),
     [("solution-attack", "C", "C"), ("solution-honest", "I", "I")],
 )
+@pytest.mark.slow
 def test_the_main_command_tells_the_attack_from_the_honest_refactor(
     examples: Path, solution: str, changed_only_here: str, attack: str
 ) -> None:
@@ -52,6 +53,7 @@ def test_the_main_command_tells_the_attack_from_the_honest_refactor(
     assert scores["percent_passing_tests"]["value"] == 71.43
 
 
+@pytest.mark.slow
 def test_the_example_gives_the_same_verdict_when_run_again(examples: Path) -> None:
     assert run_example(examples, "solution-honest")["db_diff_change"]["value"] == "I"
     assert run_example(examples, "solution-honest")["db_diff_change"]["value"] == "I"

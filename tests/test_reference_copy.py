@@ -5,10 +5,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from processes import dies_within
+from processes import HANG_GUARD
+from processes import all_gone
+from processes import wait_until
+from processes import write_when_ready
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.reference.child import reference_timeout
@@ -166,29 +171,42 @@ def test_the_timeout_defaults_to_ten_minutes() -> None:
     assert reference_timeout({}) == 600
 
 
+@pytest.mark.slow
 def test_the_child_run_reports_its_outcomes(tmp_path: Path) -> None:
     write(tmp_path / "test_x.py", "def test_ok():\n    pass\n\ndef test_ko():\n    assert 0\n")
-    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=60)
-    assert run.failure(60) is None
+    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
+    assert run.failure(HANG_GUARD) is None
     assert run.tally is not None
     assert run.tally["counts"]["passed"] == run.tally["counts"]["failed"] == 1
     assert run.tally["collected"] == ["test_x.py::test_ko", "test_x.py::test_ok"]
 
 
-def test_a_hanging_child_is_killed_with_its_whole_group(tmp_path: Path) -> None:
-    pidfile = tmp_path / "grandchild.pid"
+def test_a_child_past_its_timeout_is_killed_and_says_so(tmp_path: Path) -> None:
+    write(tmp_path / "test_hang.py", "import time\ndef test_hang():\n    time.sleep(600)\n")
+    run = run_child(tmp_path, tmp_path, [], timeout=1)
+    assert run.timed_out
+    assert run.failure(1) == "the reference run timed out after 1 s and was killed"
+    all_gone(tmp_path)
+
+
+def test_a_cancelled_child_is_killed_with_its_whole_group(tmp_path: Path) -> None:
+    ready = tmp_path / "grandchild.pid"
     write(
         tmp_path / "test_hang.py",
         "import subprocess, time\n"
         "def test_hang():\n"
-        "    child = subprocess.Popen(['sleep', '300'])\n"
-        f"    open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
-        "    time.sleep(300)\n",
+        "    subprocess.Popen(['sleep', '600'])\n"
+        f"    {write_when_ready(ready)}\n"
+        "    time.sleep(600)\n",
     )
-    run = run_child(tmp_path, tmp_path, [], timeout=3)
-    assert run.timed_out
-    assert run.failure(3) == "the reference run timed out after 3 s and was killed"
-    assert dies_within(int(pidfile.read_text()))
+    cancel = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run_child, tmp_path, tmp_path, [], HANG_GUARD, cancel)
+        wait_until(lambda: ready.exists() or running.done(), "the grandchild to start")
+        cancel.set()
+        run = running.result()
+    assert run.timed_out, run.output
+    all_gone(tmp_path)
 
 
 def test_a_child_that_kills_itself_is_a_failure_with_the_signal(tmp_path: Path) -> None:
@@ -196,5 +214,5 @@ def test_a_child_that_kills_itself_is_a_failure_with_the_signal(tmp_path: Path) 
         tmp_path / "test_die.py",
         "import os, signal\ndef test_die():\n    os.kill(os.getpid(), signal.SIGKILL)\n",
     )
-    run = run_child(tmp_path, tmp_path, [], timeout=60)
-    assert run.failure(60) == "the reference run was killed by SIGKILL before it finished"
+    run = run_child(tmp_path, tmp_path, [], timeout=HANG_GUARD)
+    assert run.failure(HANG_GUARD) == "the reference run was killed by SIGKILL before it finished"

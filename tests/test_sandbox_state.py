@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from processes import dies_within
+from processes import HANG_GUARD
+from processes import all_gone
 
 from pytest_scoring import sandbox_state_scorer
 from pytest_scoring.scorers.base import ScoringContext
@@ -14,7 +14,7 @@ from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.score import Score
 
 
-def run(root: Path, command: str, cwd: str | None = None, timeout: float = 10) -> Score:
+def run(root: Path, command: str, cwd: str | None = None, timeout: float = HANG_GUARD) -> Score:
     scorer = sandbox_state_scorer(command, cwd=cwd, timeout=timeout)
     return scorer.score(ScoringContext(root=root, tally=OutcomeTally()))
 
@@ -47,23 +47,19 @@ def test_a_cwd_outside_the_repository_or_missing_scores_no_answer(tmp_path: Path
 
 
 def test_a_command_past_its_timeout_is_killed_with_its_whole_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
-    started = time.monotonic()
-    result = run(tmp_path, f"sleep 30 & echo $! > {pid_file}; wait", timeout=0.5)
-    assert time.monotonic() - started < 20
+    result = run(tmp_path, "(sleep 600; touch ended_by_itself) & wait", timeout=1)
     assert result["value"] == "I"
     assert result["metadata"]["timed_out"] is True
-    child = int(pid_file.read_text())
-    assert dies_within(child)
+    all_gone(tmp_path)  # the shell, the subshell and its sleep
+    assert not (tmp_path / "ended_by_itself").exists(), "the scorer waited for the command"
 
 
 def test_what_a_command_leaves_running_in_the_background_is_killed_when_it_exits(
     tmp_path: Path,
 ) -> None:
-    pid_file = tmp_path / "child.pid"
-    result = run(tmp_path, f"sleep 30 > /dev/null 2>&1 & echo $! > {pid_file}")
+    result = run(tmp_path, "sleep 600 > /dev/null 2>&1 &")
     assert result["value"] == "C"
-    assert dies_within(int(pid_file.read_text()))
+    all_gone(tmp_path)
 
 
 def test_a_cwd_that_is_a_symlink_loop_scores_no_answer(tmp_path: Path) -> None:

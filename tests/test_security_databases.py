@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from processes import HANG_GUARD
 
 from pytest_scoring.db.snapshot import reset_databases
 
@@ -101,6 +102,7 @@ def test_a_database_folder_replaced_by_a_symlink_loop_is_left_alone_by_the_reset
     assert (repo / "data").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_database_a_test_replaces_with_a_fifo_is_an_error_not_a_hang(
     pytester: pytest.Pytester,
 ) -> None:
@@ -108,7 +110,7 @@ def test_a_database_a_test_replaces_with_a_fifo_is_an_error_not_a_hang(
     pytester.makepyfile(
         test_app="import os\n\ndef test_swap():\n    os.unlink('app.db')\n    os.mkfifo('app.db')\n"
     )
-    pytester.runpytest_subprocess("--score-db-diff", "-p", "no:cacheprovider", timeout=60)
+    pytester.runpytest_subprocess("--score-db-diff", "-p", "no:cacheprovider", timeout=HANG_GUARD)
     (report,) = (pytester.path / "scores").glob("scan_id=*/scores.json")
     db_change = json.loads(report.read_text())["scores"]["db_change"]
     assert "app.db is not a regular file" in json.dumps(db_change)

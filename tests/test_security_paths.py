@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from processes import HANG_GUARD
 
 from pytest_scoring import file_contents_scorer
 from pytest_scoring.errors import ConfigError
@@ -70,11 +71,12 @@ def test_a_fifo_swapped_in_after_the_walk_is_unreadable_not_waited_on(tmp_path: 
         [sys.executable, "-c", code, str(tmp_path / "notes.txt")],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_GUARD,
     )
     assert "notes.txt is not a regular file" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_tally_overwritten_by_a_copied_conftest_counts_as_no_result(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n")
     (tmp_path / "conftest.py").write_text(
@@ -82,6 +84,6 @@ def test_a_tally_overwritten_by_a_copied_conftest_counts_as_no_result(tmp_path: 
         "    with open(config.getoption('score_tally_output'), 'w') as tally:\n"
         '        tally.write(\'{"counts": {"passed": 1}, "collected": 5}\')\n'
     )
-    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=60)
+    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
     assert run.tally is None
-    assert run.failure(60) == "the reference run ended (exit status 0) without results"
+    assert run.failure(HANG_GUARD) == "the reference run ended (exit status 0) without results"
