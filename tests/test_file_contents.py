@@ -182,4 +182,4 @@ def test_file_contents_runs_in_a_real_session_from_a_config_file(
     )
     result = pytester.runpytest("--score-config=scores.yaml", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["file_contents: C *1 of 1 files*"])
+    result.stdout.fnmatch_lines(["file_contents: C *1 of 1 file under*"])

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import textwrap
+
 import pytest
 
 HALF_PASSING = """
@@ -27,7 +31,7 @@ def test_fail_under_keeps_pytests_own_failure_status(
 def test_fail_under_says_by_how_much_the_pass_rate_fell_short(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(HALF_PASSING)
     result = pytester.runpytest("--score-fail-under=60")
-    result.stdout.fnmatch_lines(["FAIL: 50.0% of tests pass, below --score-fail-under=60"])
+    result.stdout.fnmatch_lines(["FAIL: 50% of tests pass, below --score-fail-under=60"])
 
 
 def test_fail_under_passes_when_the_rate_is_reached(pytester: pytest.Pytester) -> None:
@@ -133,3 +137,104 @@ def test_the_plugin_can_be_disabled(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_one(): pass")
     result = pytester.runpytest("-p", "no:scoring", "--score")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+#: A repository whose ini file names its scoring files relative to itself, and whose tests
+#: live in ``tests/`` (where a user may ``cd`` before running pytest).
+PATHS_INI = """
+    [pytest]
+    score_config = scoring/scorers.yaml
+    score_selector = @scoring/selector.json
+    score_report = reports
+"""
+PROMOTES_ALICE = """
+    import sqlite3
+    from pathlib import Path
+
+    def test_promote():
+        with sqlite3.connect(Path(__file__).parents[1] / "app.db") as db:
+            db.execute("UPDATE users SET role = 'admin'")
+"""
+
+
+@pytest.fixture
+def paths_repo(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini(PATHS_INI)
+    (pytester.path / "scoring").mkdir()
+    (pytester.path / "scoring" / "scorers.yaml").write_text(
+        "scorers:\n  - type: percent_passing_tests\n  - type: db_change\n"
+    )
+    (pytester.path / "scoring" / "selector.json").write_text(
+        json.dumps({"rows": {"changed": {"where": {"role": "admin"}}}})
+    )
+    with sqlite3.connect(pytester.path / "app.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, role TEXT)")
+        db.execute("INSERT INTO users VALUES (1, 'user')")
+    db.close()
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_app.py").write_text(textwrap.dedent(PROMOTES_ALICE))
+    return pytester
+
+
+@pytest.mark.parametrize("start_in", [".", "tests"])
+def test_ini_paths_resolve_against_the_ini_files_folder_wherever_pytest_starts(
+    paths_repo: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, start_in: str
+) -> None:
+    monkeypatch.chdir(paths_repo.path / start_in)
+    result = paths_repo.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (scores,) = (paths_repo.path / "reports").glob("scan_id=*/scores.json")
+    content = json.loads(scores.read_text())["scores"]
+    assert set(content) == {"percent_passing_tests", "db_change"}  # the configured scorers
+    assert content["db_change"]["value"] == "C"
+    assert content["db_change"]["metadata"]["selector"] == {
+        "rows": {"changed": {"where": {"role": "admin"}}}
+    }
+    assert not (paths_repo.path / "tests" / "reports").exists()
+
+
+def test_an_override_ini_path_resolves_against_the_ini_files_folder_too(
+    paths_repo: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(paths_repo.path / "tests")
+    paths_repo.runpytest("-o", "score_report=elsewhere", "-p", "no:cacheprovider")
+    assert list((paths_repo.path / "elsewhere").glob("scan_id=*"))
+
+
+def test_command_line_paths_resolve_against_the_folder_pytest_starts_in(
+    paths_repo: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tests = paths_repo.path / "tests"
+    (tests / "mine.json").write_text(json.dumps({"rows": {"changed": {"has_one": "role"}}}))
+    monkeypatch.chdir(tests)
+    paths_repo.runpytest(
+        "--score-report=here", "--score-selector=@mine.json", "-p", "no:cacheprovider"
+    ).assert_outcomes(passed=1)
+    (scores,) = (tests / "here").glob("scan_id=*/scores.json")
+    selector = json.loads(scores.read_text())["scores"]["db_change"]["metadata"]["selector"]
+    assert selector == {"rows": {"changed": {"has_one": "role"}}}
+
+
+def test_the_default_report_root_is_scores_in_the_rootdir_wherever_pytest_starts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_one.py").write_text("def test_one(): pass\n")
+    monkeypatch.chdir(pytester.path / "tests")
+    pytester.runpytest("--score", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert list((pytester.path / "scores").glob("scan_id=*"))
+    assert not (pytester.path / "tests" / "scores").exists()
+
+
+def test_a_selector_file_the_ini_names_is_looked_for_beside_the_ini(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nscore_selector = @missing.json\n")
+    (pytester.path / "tests").mkdir()
+    monkeypatch.chdir(pytester.path / "tests")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*score_selector (ini): cannot read {pytester.path / 'missing.json'}: *"]
+    )

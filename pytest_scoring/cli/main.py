@@ -68,7 +68,9 @@ fail_under_option = click.option(
 def exit_if_below(percent: float, fail_under: float | None) -> None:
     """Say so and exit with status 1 when ``--fail-under`` is given and not reached."""
     if fail_under is not None and percent < fail_under:
-        click.echo(f"FAIL: {percent}% of tests pass, below --fail-under={fail_under:g}")
+        from pytest_scoring.report.terminal import fail_under_line
+
+        click.echo(fail_under_line(percent, fail_under, "--fail-under"))
         sys.exit(1)
 
 
@@ -142,6 +144,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     """
     from pytest_scoring.report.junit import read_junit
     from pytest_scoring.report.junit import score_tally
+    from pytest_scoring.report.terminal import score_line
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
@@ -149,7 +152,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     result = score_tally(tally, Path.cwd())
     path = write_report(result, report_root)
     for name, score in result.scores.items():
-        click.echo(f"{name}: {score['value']}  ({score.get('explanation') or ''})")
+        click.echo(score_line(name, score))
     click.echo(f"score report: {path}")
     exit_if_below(percent_passing(tally), fail_under)
 

@@ -33,6 +33,7 @@ from pytest_scoring.process import pytest_command
 from pytest_scoring.reference.child import TIMEOUT_ENV
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.text import plural
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
 REFERENCE_SHARE: Final = 0.8
@@ -142,10 +143,10 @@ class Progress:
 
     def describe(self) -> str:
         if self.collected is None:
-            return f"{self.tests_done()} tests, {self.elapsed():.0f} s"
+            return f"{plural(self.tests_done(), 'test')}, {self.elapsed():.0f} s"
         done = min(self.tests_done(), self.collected)
         stage = ", scoring" if done == self.collected else ""
-        return f"{done}/{self.collected} tests{stage}, {self.elapsed():.0f} s"
+        return f"{done}/{plural(self.collected, 'test')}{stage}, {self.elapsed():.0f} s"
 
 
 @dataclass

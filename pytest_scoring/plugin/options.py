@@ -172,7 +172,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--score-report",
         dest="score_report",
         metavar="DIR",
-        help="Report root, default ./scores; given alone it also turns scoring on",
+        help="Report root, default scores/ in the rootdir; given alone it also turns scoring on",
     )
     group.addoption(
         "--score-fail-under",
@@ -235,35 +235,54 @@ def _option_or_ini(config: pytest.Config, name: str) -> Any:
     return value if value not in (None, [], False) else config.getini(name)
 
 
-def _path(value: str | None, base: Path) -> Path | None:
-    return None if value in (None, "") else (base / str(value))
+@dataclass(frozen=True)
+class _PathSetting:
+    """A path-valued setting as given, the folder it is relative to, and where it came from."""
+
+    text: str | None
+    base: Path
+    #: ``--score-selector`` or ``score_selector (ini)``, for messages.
+    source: str
+
+    def path(self) -> Path | None:
+        return None if not self.text else self.base / self.text
+
+
+def _path_setting(config: pytest.Config, name: str) -> _PathSetting:
+    """An option is relative to the folder pytest was started in; an ini setting to the ini
+    file's folder, as pytest resolves its own ini paths (``-o`` too; the start folder when
+    there is no ini file). So ``cd tests && pytest`` finds the same files (docs/report.md)."""
+    value = _option(config, name)
+    if value:
+        flag = "--" + name.replace("_", "-")
+        return _PathSetting(str(value), Path(config.invocation_params.dir), flag)
+    ini_folder = config.inipath.parent if config.inipath else config.invocation_params.dir
+    return _PathSetting(config.getini(name) or None, Path(ini_folder), f"{name} (ini)")
 
 
 def resolve_settings(config: pytest.Config) -> ScoringSettings:
     """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values."""
     root = Path(config.rootpath)
-    invocation_dir = Path(config.invocation_params.dir)
-    report = _option(config, "score_report")
-    report_base = invocation_dir if report else root
-    report = report or config.getini("score_report")
+    report = _path_setting(config, "score_report")
+    selector = _path_setting(config, "score_selector")
     fail_under_text = _option_or_ini(config, "score_fail_under")
-    selector_text = _option_or_ini(config, "score_selector")
     settings = ScoringSettings(
         root=root,
         enabled=bool(
-            _option_or_ini(config, "score") or report or config.getoption("score_tally_output")
+            _option_or_ini(config, "score") or report.text or config.getoption("score_tally_output")
         ),
         db_diff=bool(_option_or_ini(config, "score_db_diff")),
         selector=(
             None
-            if not selector_text
-            else load_json_argument(selector_text, "--score-selector", invocation_dir)
+            if not selector.text
+            else load_json_argument(selector.text, selector.source, selector.base)
         ),
-        reference=_path(_option_or_ini(config, "score_reference"), invocation_dir),
+        reference=_path_setting(config, "score_reference").path(),
         test_patterns=list(_option_or_ini(config, "score_test_patterns") or DEFAULT_TEST_PATTERNS),
         db_patterns=list(_option_or_ini(config, "score_db_patterns") or DEFAULT_DB_PATTERNS),
-        config_file=_path(_option_or_ini(config, "score_config"), invocation_dir),
-        report_root=_path(report, report_base) or root / DEFAULT_REPORT_ROOT,
+        config_file=_path_setting(config, "score_config").path(),
+        # The default sits in the rootdir, as pytest's own .pytest_cache does.
+        report_root=report.path() or root / DEFAULT_REPORT_ROOT,
         fail_under=_fail_under(fail_under_text),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
@@ -271,7 +290,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
             invocation_dir / folder for folder in _option_or_ini(config, "score_db_exclude") or []
         ],
         selection=_selection(config),
-        tally_output=_path(config.getoption("score_tally_output"), invocation_dir),
+        tally_output=_command_line_path(config, "score_tally_output"),
     )
     if settings.selector is not None and not (settings.reference or settings.config_file):
         # Only the database scorers read a selector: without another one, it asks for db_change.
@@ -286,6 +305,11 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
     if settings.enabled and settings.tally_output is None:
         check_report_root(settings.report_root)
     return settings
+
+
+def _command_line_path(config: pytest.Config, name: str) -> Path | None:
+    value = config.getoption(name)
+    return None if not value else Path(config.invocation_params.dir, value)
 
 
 def check_report_root(report_root: Path) -> None:

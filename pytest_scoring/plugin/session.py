@@ -18,6 +18,8 @@ import pytest
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.terminal import fail_under_line
+from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
@@ -156,12 +158,15 @@ class ScoringSession:
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """The scores, shorter under ``-q`` and ``-qq``; problems at every verbosity."""
         if self.result is None:
             return
-        terminalreporter.write_sep("-", "scores")
-        for name, score in self.result.scores.items():
-            explanation = score.get("explanation") or ""
-            terminalreporter.write_line(f"{name}: {score['value']}  ({explanation})")
+        verbosity = terminalreporter.verbosity
+        if verbosity >= 0:
+            terminalreporter.write_sep("-", "scores")
+        if verbosity >= -1:
+            for name, score in self.result.scores.items():
+                terminalreporter.write_line(score_line(name, score, explained=verbosity >= 0))
         if self.report_path is not None:
             terminalreporter.write_line(f"score report: {self.report_path}")
         if self.report_error is not None:
@@ -170,12 +175,10 @@ class ScoringSession:
             terminalreporter.write_line(
                 f"scores NOT added to JUnit XML: {self.junit_error}", red=True
             )
-        if self._below_fail_under():
-            terminalreporter.write_line(
-                f"FAIL: {percent_passing(self.tally)}% of tests pass, "
-                f"below --score-fail-under={self.settings.fail_under:g}",
-                red=True,
-            )
+        threshold = self.settings.fail_under
+        if threshold is not None and self._below_fail_under():
+            line = fail_under_line(percent_passing(self.tally), threshold, "--score-fail-under")
+            terminalreporter.write_line(line, red=True)
 
 
 class XdistCollection:

@@ -27,13 +27,13 @@ from junitparser import TestCase
 
 from pytest_scoring.errors import JUnitError
 from pytest_scoring.report.result import SessionResult
-from pytest_scoring.report.scout import number_text
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.outcomes import Outcome
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.score import Score
+from pytest_scoring.text import value_text
 
 #: The prefix of the test-suite properties that carry scores.
 PROPERTY_PREFIX: Final = "score:"
@@ -146,7 +146,7 @@ def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
             if (prop.name or "").startswith(PROPERTY_PREFIX):
                 suite.remove_property(prop)
         for name, score in scores.items():
-            suite.add_property(f"{PROPERTY_PREFIX}{name}", _property_text(score.get("value")))
+            suite.add_property(f"{PROPERTY_PREFIX}{name}", value_text(score.get("value")))
         _properties_first(suite)
     building = path.with_name(f".{path.name}.scoring.tmp")
     try:
@@ -167,10 +167,6 @@ def _properties_first(suite: Any) -> None:
     if properties is not None:
         suite._elem.remove(properties._elem)
         suite._elem.insert(0, properties._elem)
-
-
-def _property_text(value: object) -> str:
-    return number_text(value) if isinstance(value, float) else str(value)
 
 
 def score_tally(tally: OutcomeTally, repository: Path) -> SessionResult:

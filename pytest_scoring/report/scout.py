@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.score import Score
+from pytest_scoring.text import number_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -151,21 +152,12 @@ def encode_value(value: object) -> tuple[str | None, str]:
         return None, "null"
     if isinstance(value, bool):
         return ("true" if value else "false"), "boolean"
-    if isinstance(value, int):
-        return str(value), "number"
-    if isinstance(value, float):
+    if isinstance(value, (int, float)):
         return number_text(value), "number"
     if isinstance(value, str):
         return value, "string"
     kind = "array" if isinstance(value, list) else "object"
     return _json(value), kind
-
-
-def number_text(value: float) -> str:
-    """A float as its shortest decimal text, ``20`` for ``20.0`` (Scout and JUnit readers alike)."""
-    if math.isfinite(value) and value == int(value):
-        return str(int(value))
-    return repr(value)
 
 
 def _json(content: Any) -> str:

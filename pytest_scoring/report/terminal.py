@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
+
+from pytest_scoring.text import outcome_counts
+from pytest_scoring.text import value_text
 
 #: How many characters of an explanation ``show`` prints.
 EXPLANATION_WIDTH: Final = 60
@@ -16,14 +20,18 @@ def shorten(text: str, width: int = EXPLANATION_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _format_value(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+def score_line(name: str, score: Mapping[str, Any], explained: bool = True) -> str:
+    """``name: value  (explanation)``: one score as the session summary and ``junit`` print it.
+
+    :param explained: add the explanation (left out under ``pytest -q``).
+    """
+    line = f"{name}: {value_text(score.get('value'))}"
+    explanation = score.get("explanation")
+    return f"{line}  ({explanation})" if explained and explanation else line
 
 
 def _format_metrics(metrics: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={_format_value(value)}" for name, value in metrics.items())
+    return ", ".join(f"{name}={value_text(value)}" for name, value in metrics.items())
 
 
 def score_table(content: dict[str, Any]) -> Any:
@@ -35,7 +43,7 @@ def score_table(content: dict[str, Any]) -> Any:
     for name, score in (content.get("scores") or {}).items():
         table.add_row(
             name,
-            _format_value(score.get("value")),
+            value_text(score.get("value")),
             shorten(str(score.get("explanation") or "")),
             _format_metrics(metrics.get(name) or {}),
         )
@@ -43,11 +51,10 @@ def score_table(content: dict[str, Any]) -> Any:
 
 
 def counts_line(content: dict[str, Any]) -> str:
-    """``tests: 3 passed, 1 failed … (total 4)`` from a ``scores.json``."""
+    """``tests: 3 passed, 1 failed, 2 errors (total 6)`` from a ``scores.json``."""
     counts = dict((content.get("tests") or {}).get("counts") or {})
     total = counts.pop("total", 0)
-    parts = ", ".join(f"{number} {outcome}" for outcome, number in counts.items() if number)
-    return f"tests: {parts or 'none'} (total {total})"
+    return f"tests: {outcome_counts(counts) or 'none'} (total {value_text(total)})"
 
 
 def reports_table(infos: Sequence[Any]) -> Any:
@@ -59,7 +66,7 @@ def reports_table(infos: Sequence[Any]) -> Any:
     for heading in ("created", "repository", "complete", "scores"):
         table.add_column(heading, overflow="fold")  # wrapped, never cut: scripts read it
     for info in infos:
-        values = "\n".join(f"{name}={_format_value(v)}" for name, v in info.values.items())
+        values = "\n".join(f"{name}={value_text(v)}" for name, v in info.values.items())
         table.add_row(
             info.scan_id, info.created[:19], info.repository, _yes_no(info.complete), values
         )
@@ -68,3 +75,8 @@ def reports_table(infos: Sequence[Any]) -> Any:
 
 def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def fail_under_line(percent: float, threshold: float, flag: str) -> str:
+    """Why the exit status is 1: ``FAIL: 50% of tests pass, below --fail-under=75``."""
+    return f"FAIL: {value_text(percent)}% of tests pass, below {flag}={value_text(threshold)}"

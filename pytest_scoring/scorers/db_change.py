@@ -40,6 +40,7 @@ from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import parse_selector
+from pytest_scoring.text import plural
 
 SCORER_TYPE: Final = "db_change"
 #: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
@@ -213,10 +214,10 @@ class DbChangeScorer:
             what = "changed the databases" if matched else "changed no database"
         else:
             what = "made changes the selector matches" if matched else "made no matching change"
-        rows = ", ".join(f"{summary[f'rows_{kind}']} rows {kind}" for kind in _COUNTS)
+        rows = ", ".join(f"{plural(summary[f'rows_{kind}'], 'row')} {kind}" for kind in _COUNTS)
         unreadable = summary["database_errors"]
-        errors = f"; {unreadable} database(s) unreadable" if unreadable else ""
-        return f"the session {what} ({summary['databases']} databases, {rows}{errors})"
+        errors = f"; {plural(unreadable, 'database')} unreadable" if unreadable else ""
+        return f"the session {what} ({plural(summary['databases'], 'database')}, {rows}{errors})"
 
 
 def db_change_scorer(selector: Any = None, interim_score: bool = False) -> DbChangeScorer:

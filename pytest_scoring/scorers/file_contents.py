@@ -43,6 +43,7 @@ from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import cap_list
 from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
+from pytest_scoring.text import plural
 
 #: Bytes read at a time; a match may straddle two chunks.
 CHUNK_SIZE: Final = 1 << 20
@@ -218,7 +219,7 @@ class FileContentsScorer:
             )
         result = self.search(folder, root)
         found = bool(result.matched)
-        files = f"{result.searched} files under {self.folder_path!r}"
+        files = f"{plural(result.searched, 'file')} under {self.folder_path!r}"
         return make_score(
             bool_value(found),
             self.type,

@@ -7,6 +7,8 @@ from typing import Any
 from typing import Final
 from typing import TypedDict
 
+from pytest_scoring.text import plural
+
 CORRECT: Final = "C"
 INCORRECT: Final = "I"
 PARTIAL: Final = "P"
@@ -101,4 +103,4 @@ def cap_text(text: str, limit: int = METADATA_TEXT_CAP) -> str:
     """The text cut to ``limit`` characters, saying how much was cut."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}\n… [{len(text) - limit} more characters cut]"
+    return f"{text[:limit]}\n… [{plural(len(text) - limit, 'more character')} cut]"

@@ -23,6 +23,7 @@ from pytest_scoring.scorers.score import Value
 from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import cap_list
 from pytest_scoring.scorers.score import make_score
+from pytest_scoring.text import outcome_counts
 
 
 def percent_passing(tally: OutcomeTally) -> float:
@@ -82,8 +83,7 @@ def test_metadata(tally: OutcomeTally) -> dict[str, Any]:
 
 def _explain(tally: OutcomeTally) -> str:
     counts = tally.counts()
-    summary = ", ".join(f"{counts[k]} {k}" for k in OUTCOMES if counts[k])
-    return summary or "no tests ran"
+    return outcome_counts({outcome: counts[outcome] for outcome in OUTCOMES}) or "no tests ran"
 
 
 @final
