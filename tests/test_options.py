@@ -238,3 +238,26 @@ def test_a_selector_file_the_ini_names_is_looked_for_beside_the_ini(
     result.stderr.fnmatch_lines(
         [f"*score_selector (ini): cannot read {pytester.path / 'missing.json'}: *"]
     )
+
+
+def test_an_excluded_folder_in_the_ini_resolves_against_the_ini_files_folder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nscore_db_exclude = vendor\n")
+    (pytester.path / "vendor").mkdir()
+    with sqlite3.connect(pytester.path / "vendor" / "cache.db") as db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_cache.py").write_text(
+        "import sqlite3\n"
+        "def test_fill():\n"
+        f"    with sqlite3.connect({str(pytester.path / 'vendor' / 'cache.db')!r}) as db:\n"
+        "        db.execute('INSERT INTO t VALUES (1)')\n"
+    )
+    monkeypatch.chdir(pytester.path / "tests")
+    pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    (scores,) = (pytester.path / "scores").glob("scan_id=*/scores.json")
+    metadata = json.loads(scores.read_text())["scores"]["db_change"]["metadata"]
+    assert metadata["counts"]["databases"] == 0
+    assert metadata["unsearched_folders"] == ["vendor"]

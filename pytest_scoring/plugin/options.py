@@ -256,8 +256,19 @@ def _path_setting(config: pytest.Config, name: str) -> _PathSetting:
     if value:
         flag = "--" + name.replace("_", "-")
         return _PathSetting(str(value), Path(config.invocation_params.dir), flag)
-    ini_folder = config.inipath.parent if config.inipath else config.invocation_params.dir
-    return _PathSetting(config.getini(name) or None, Path(ini_folder), f"{name} (ini)")
+    return _PathSetting(config.getini(name) or None, _ini_folder(config), f"{name} (ini)")
+
+
+def _path_list_setting(config: pytest.Config, name: str) -> list[Path]:
+    """A repeatable path option or its ``linelist`` ini twin, resolved as :func:`_path_setting`."""
+    values = _option(config, name)
+    if values:
+        return [Path(config.invocation_params.dir, value) for value in values]
+    return [_ini_folder(config) / value for value in config.getini(name)]
+
+
+def _ini_folder(config: pytest.Config) -> Path:
+    return Path(config.inipath.parent if config.inipath else config.invocation_params.dir)
 
 
 def resolve_settings(config: pytest.Config) -> ScoringSettings:
@@ -286,9 +297,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         fail_under=_fail_under(fail_under_text),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
-        db_exclude=[
-            invocation_dir / folder for folder in _option_or_ini(config, "score_db_exclude") or []
-        ],
+        db_exclude=_path_list_setting(config, "score_db_exclude"),
         selection=_selection(config),
         tally_output=_command_line_path(config, "score_tally_output"),
     )
