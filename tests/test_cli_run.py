@@ -11,6 +11,7 @@ from click.testing import Result
 
 from pytest_scoring.cli.main import main
 from pytest_scoring.cli.runner import Progress
+from pytest_scoring.cli.runner import RunRequest
 
 PASS_AND_FAIL = """
 def test_ok():
@@ -137,3 +138,12 @@ def test_the_repositorys_addopts_cannot_choose_scorers_or_run_commands(
     assert set(scores) == {"all_tests_pass", "percent_passing_tests", "percent_failing_tests"}
     assert not (repo / "ran_my_command").exists()
     assert not (repo / ".pytest_cache").exists(), "the repository's other addopts still apply"
+
+
+def test_the_fail_under_threshold_reaches_pytest_exactly(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYTEST_SCORING_REFERENCE_TIMEOUT", raising=False)
+    request = RunRequest(repo, tmp_path / "out", timeout=1e6, fail_under=99.9999999)
+    assert "--score-fail-under=99.9999999" in request.arguments()
+    assert request.environment()["PYTEST_SCORING_REFERENCE_TIMEOUT"] == "600"

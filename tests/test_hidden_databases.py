@@ -144,6 +144,7 @@ def test_an_excluded_folder_is_left_out_but_named_when_it_holds_a_database(
     assert score["metadata"]["unsearched_folders"] == ["vendor"]
 
 
+@pytest.mark.slow
 def test_discovery_and_the_reference_copy_agree_on_every_folder(
     pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -33,6 +33,7 @@ from pytest_scoring.process import pytest_command
 from pytest_scoring.reference.child import TIMEOUT_ENV
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.text import number_text
 from pytest_scoring.text import plural
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
@@ -86,13 +87,13 @@ class RunRequest:
         if self.selector is not None:
             args.append(f"--score-selector={_absolute_file_argument(self.selector)}")
         if self.fail_under is not None:
-            args.append(f"--score-fail-under={self.fail_under:g}")
+            args.append(f"--score-fail-under={number_text(self.fail_under)}")
         return [*args, *self.pytest_args]
 
     def environment(self) -> dict[str, str]:
         """The child's environment: the reference rerun must end well before the run does."""
         share = REFERENCE_SHARE * self.timeout
-        return {**os.environ, TIMEOUT_ENV: f"{min(reference_timeout(), share):g}"}
+        return {**os.environ, TIMEOUT_ENV: number_text(min(reference_timeout(), share))}
 
 
 def _folder(path: Path, what: str) -> Path:
