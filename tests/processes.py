@@ -25,15 +25,6 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
-def write_when_ready(path: Path) -> str:
-    """Python code that writes ``path`` at once (a rename): a reader never sees half a file."""
-    partial = path.with_name(path.name + ".partial")
-    return (
-        f"open({str(partial)!r}, 'w').write(str(__import__('os').getpid())); "
-        f"__import__('os').replace({str(partial)!r}, {str(path)!r})"
-    )
-
-
 def running(pid: int) -> bool:
     """Whether a process runs (a killed one may linger as a zombie until reaped)."""
     try:

@@ -13,7 +13,6 @@ import pytest
 from processes import HANG_GUARD
 from processes import all_gone
 from processes import wait_until
-from processes import write_when_ready
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.reference.child import reference_timeout
@@ -190,19 +189,19 @@ def test_a_child_past_its_timeout_is_killed_and_says_so(tmp_path: Path) -> None:
 
 
 def test_a_cancelled_child_is_killed_with_its_whole_group(tmp_path: Path) -> None:
-    ready = tmp_path / "grandchild.pid"
+    started = tmp_path / "grandchild-started"
     write(
         tmp_path / "test_hang.py",
         "import subprocess, time\n"
         "def test_hang():\n"
         "    subprocess.Popen(['sleep', '600'])\n"
-        f"    {write_when_ready(ready)}\n"
+        f"    open({str(started)!r}, 'w').close()\n"
         "    time.sleep(600)\n",
     )
     cancel = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(run_child, tmp_path, tmp_path, [], HANG_GUARD, cancel)
-        wait_until(lambda: ready.exists() or running.done(), "the grandchild to start")
+        wait_until(lambda: started.exists() or running.done(), "the grandchild to start")
         cancel.set()
         run = running.result()
     assert run.timed_out, run.output
