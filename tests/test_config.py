@@ -160,11 +160,11 @@ ERRORS = [
     ),
     (
         [{"type": "sandbox_state", "command": "true", "timeout": "9"}],
-        'c.yaml: scorers[0].timeout: expected number, got "9"',
+        'c.yaml: scorers[0].timeout: expected number or null, got "9"',
     ),
     (
         [{"type": "sandbox_state", "command": "true", "timeout": True}],
-        "c.yaml: scorers[0].timeout: expected number, got true",
+        "c.yaml: scorers[0].timeout: expected number or null, got true",
     ),
     (
         [{"type": "file_contents", "folder_path": "."}],
@@ -232,7 +232,7 @@ ERRORS = [
         [{"type": "db_diff_change", "test_patterns": ["tests/*.py", "../*.py"]}],
         "c.yaml: scorers[0].test_patterns[1]: '../*.py': '..' would leave the repository",
     ),
-    ({"scorer": []}, "c.yaml: unknown key 'scorer' (expected 'scorers')"),
+    ({"scorer": []}, "c.yaml: unknown key 'scorer' (expected 'scorers', 'paths')"),
     ({"scorers": []}, "c.yaml: scorers: expected a non-empty list"),
     (None, "c.yaml: scorers: expected a non-empty list"),
 ]
@@ -249,7 +249,7 @@ def test_a_bad_entry_is_refused_naming_the_file_and_key_path(data: Any, message:
     [
         ("c.yaml", "scorers:\n  - type: [unclosed\n", "c.yaml: invalid YAML at line 3, column 1"),
         ("c.toml", "[[scorers]\n", "c.toml: invalid TOML: "),
-        ("c.json", '{"scorers": [}', "c.json: invalid JSON at line 1, column 14"),
+        ("c.json", '{"scorers": [}', "c.json: not valid JSON (Expecting value at line 1, column 14)"),
         ("c.ini", "[scorers]", "unknown extension '.ini' (use .toml, .json, .yaml or .yml)"),
     ],
 )

@@ -53,7 +53,7 @@ SAMPLE = diff(
 CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("an empty selector matches any change", {}, True),
     ("a schema target matches a schema change", {"target": "schema"}, True),
-    ("a target may be a list of planes", {"target": ["data"]}, True),
+    ("a data target matches a data change", {"target": "data"}, True),
     ("a database name matches the bare file name", {"databases": {"name": "app.db"}}, True),
     ("a database name matches the relative key", {"databases": {"name": "data/app.db"}}, True),
     ("a database path needs the relative key", {"databases": {"path": "app.db"}}, False),
@@ -75,7 +75,13 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         True,
     ),
     ("a table name matches a changed table", {"tables": {"name": "users"}}, True),
-    ("a table name alone needs a change", {"tables": {"name": "sessions"}}, False),
+    ("a table name alone needs that table and some change", {"tables": {"name": "sessions"}}, True),
+    ("a table name alone needs one of its names", {"tables": {"name": "nope"}}, False),
+    (
+        "a table name alone needs a change in its database",
+        {"tables": {"name": {"has_one": ["nope", "events"]}}},
+        False,
+    ),
     (
         "an explicit unchanged status matches",
         {"tables": {"name": "sessions", "status": "unchanged"}},
@@ -89,9 +95,19 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         False,
     ),
     (
-        "data changes make a table changed when both planes are targeted",
+        "an unchanged schema status decides when both planes are targeted",
         {"tables": {"changed": {"has_all": ["users", "blobs"]}}},
+        False,
+    ),
+    (
+        "a data target sees the data status",
+        {"target": "data", "tables": {"changed": {"has_all": ["users", "blobs"]}}},
         True,
+    ),
+    (
+        "an unchanged schema status decides beside rows",
+        {"tables": {"status": "changed"}, "rows": {"added": {"has_one": [{"id": 1}]}}},
+        False,
     ),
     (
         "a schema target sees only schema status",
@@ -181,6 +197,45 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         False,
     ),
     ("a count of changed rows", {"rows": {"changed": {"$count": {"$eq": 2}}}}, True),
+    ("no changed row can never match", {"rows": {"changed": {"$count": {"$eq": 0}}}}, False),
+    (
+        "no surviving changed row can never match",
+        {"rows": {"changed": {"where": {"role": "x"}, "$count": {"$lte": 0}}}},
+        False,
+    ),
+    ("no added row can match", {"rows": {"added": {"$count": {"$eq": 0}}}}, True),
+    (
+        "$before compares whole",
+        {"rows": {"changed": {"where": {"$before": {"$eq": {"role": "user", "active": 0}}}}}},
+        True,
+    ),
+    (
+        "$before compares every changed column",
+        {"rows": {"changed": {"where": {"$before": {"$eq": {"role": "user"}}}}}},
+        False,
+    ),
+    ("$key compares whole", {"rows": {"changed": {"where": {"$key": {"$eq": {"id": 3}}}}}}, True),
+    (
+        "$changed_columns compares as a list",
+        {"rows": {"changed": {"where": {"$changed_columns": {"$eq": ["role", "active"]}}}}},
+        True,
+    ),
+    (
+        "$changed_columns as a list needs all of them",
+        {"rows": {"changed": {"where": {"$changed_columns": {"$eq": ["role"]}}}}},
+        False,
+    ),
+    (
+        "rows under a schema target never match",
+        {"target": "schema", "rows": {"added": {"has_one": [{"role": "user"}]}}},
+        False,
+    ),
+    (
+        "columns under a data target never match",
+        {"target": "data", "tables": {"columns": {"added": "active"}}},
+        False,
+    ),
+    ("$not of criteria for an excluded plane holds", {"$not": {"target": "schema", "rows": {}}}, True),
     (
         "a count after has_one filters",
         {"rows": {"changed": {"has_one": "password", "$count": {"$eq": 1}}}},
@@ -205,8 +260,13 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         True,
     ),
     (
-        "$and selectors may match different databases",
+        "$and combines facts about one database",
         {"$and": [{"tables": {"name": "users"}}, {"databases": {"name": "cache.db"}}]},
+        False,
+    ),
+    (
+        "$and holds when one database has both",
+        {"$and": [{"tables": {"name": "users"}}, {"databases": {"name": "app.db"}}]},
         True,
     ),
     (
@@ -214,13 +274,17 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         {"$or": [{"tables": {"name": "nope"}}, {"tables": {"name": "users"}}]},
         True,
     ),
-    ("$not negates a match", {"$not": {"tables": {"name": "users"}}}, False),
-    ("$not of no match matches", {"$not": {"tables": {"name": "nope"}}}, True),
     (
-        "$not of a list negates them together",
-        {"$not": [{"tables": {"name": "users"}}, {"tables": {"name": "nope"}}]},
+        "$not holds for a database the selector misses",
+        {"$not": {"tables": {"name": "users"}}},
         True,
     ),
+    (
+        "$not fails where the selector holds",
+        {"databases": {"name": "app.db"}, "$not": {"tables": {"name": "users"}}},
+        False,
+    ),
+    ("$not of no match matches", {"$not": {"tables": {"name": "nope"}}}, True),
     (
         "local criteria hold beside logic",
         {"$and": [{"databases": {"name": "app.db"}}], "tables": {"name": "nope"}},

@@ -66,9 +66,9 @@ ERRORS: list[tuple[str, Any, str]] = [
         "selector.rows.added.where.role.$in: expected a list of values",
     ),
     (
-        "$in items are values",
-        {"rows": {"added": {"where": {"role": {"$in": ["a", {"b": 1}]}}}}},
-        "selector.rows.added.where.role.$in[1]: expected a value",
+        "$in items are values or objects of values",
+        {"rows": {"added": {"where": {"role": {"$in": ["a", {"b": [1]}]}}}}},
+        "selector.rows.added.where.role.$in[1].b: expected a value",
     ),
     (
         "$gt needs a number or text",
@@ -78,7 +78,7 @@ ERRORS: list[tuple[str, Any, str]] = [
     (
         "bad regex",
         {"rows": {"added": {"where": {"email": {"$regex": "/(unclosed/i"}}}}},
-        "where.email.$regex: invalid regular expression '/(unclosed/i': missing ), unterminated",
+        "where.email.$regex: RE2 cannot use the regular expression '/(unclosed/i': missing ): ",
     ),
     (
         "bad regex flag",
@@ -166,14 +166,16 @@ ERRORS: list[tuple[str, Any, str]] = [
         "selector.tables.columns.renamed: unknown key",
     ),
     (
-        "columns need the schema plane",
-        {"target": "data", "tables": {"columns": {"added": "a"}}},
-        "selector.tables.columns: columns are schema-plane criteria",
+        "a target is not a list",
+        {"target": ["data", "schema"]},
+        "selector.target: unknown target ['data', 'schema'] (expected one of data, schema, both)",
     ),
+    ("$and takes a list", {"$and": {"rows": {}}}, "selector.$and: expected a non-empty list"),
+    ("$or takes a list", {"$or": {"rows": {}}}, "selector.$or: expected a non-empty list"),
     (
-        "rows need the data plane",
-        {"target": "schema", "rows": {}},
-        "selector.rows: rows are data-plane criteria",
+        "$not takes one selector",
+        {"$not": [{"rows": {}}]},
+        "selector.$not: expected one selector object; to negate several, wrap them in $and",
     ),
     (
         "bad template",
@@ -195,7 +197,7 @@ ERRORS: list[tuple[str, Any, str]] = [
         {"$or": [{}, {"tables": {"nme": "x"}}]},
         "selector.$or[1].tables.nme: unknown key",
     ),
-    ("empty $and", {"$and": []}, "selector.$and: expected a selector or a non-empty list"),
+    ("empty $and", {"$and": []}, "selector.$and: expected a non-empty list of selectors, got []"),
     ("deep selector logic", nested("$and", 60), "nested deeper than 50 levels"),
     ("deep where logic", nested_where(60), "nested deeper than 50 levels"),
 ]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_scoring.selector.where import CHANGE_FIELDS
-from pytest_scoring.selector.where import REGEX_TEXT_LIMIT
+from pytest_scoring.errors import SelectorError
 from pytest_scoring.selector.where import parse_predicate
 from pytest_scoring.selector.where import parse_where
 from pytest_scoring.selector.where import values_equal
@@ -44,6 +44,8 @@ PREDICATES: list[tuple[Any, Any, bool]] = [
     ({"$eq": True, "$coerce": "boolean"}, "yes", True),
     ({"$eq": False, "$coerce": "boolean"}, "0", True),
     ({"$eq": True, "$coerce": "boolean"}, "maybe", False),
+    ({"$eq": False, "$coerce": "boolean"}, None, True),
+    ({"$not-eq": True, "$coerce": "boolean"}, None, True),
     ({"$eq": 5, "$coerce": "number"}, " 5 ", True),
     ({"$eq": 5, "$coerce": "number"}, "five", False),
     ({"$gt": 5, "$coerce": "number"}, "inf", False),
@@ -82,13 +84,38 @@ PREDICATES: list[tuple[Any, Any, bool]] = [
     ({"$regex": "."}, {"$blob": "AAE="}, False),
     ({"$regex": "^1$", "$coerce": "string"}, True, True),
     ({"$blob": "AAE="}, {"$blob": "AAE="}, True),
+    # RE2's dialect: $ only at the very end, ASCII \w, \pL for Unicode letters.
+    ({"$regex": "b$"}, "ab\n", False),
+    ({"$regex": "/b$/m"}, "ab\n", True),
+    ({"$regex": "^\\w+$"}, "café", False),
+    ({"$regex": "^\\pL+$"}, "café", True),
+    ({"$regex": "/CAFÉ/i"}, "café", True),
+    # Objects and lists compare whole ($before, $key, $changed_columns).
+    ({"$eq": {"role": "user"}}, {"role": "user"}, True),
+    ({"$eq": {"role": "user"}}, {"role": "user", "active": 1}, False),
+    ({"$eq": {"role": "user", "active": None}}, {"role": "user"}, True),
+    ({"$eq": {"org_id": 2, "user_id": 7}}, {"user_id": 7, "org_id": 2.0}, True),
+    ({"$eq": {"role": "user"}}, "user", False),
+    ({"$not-eq": {"role": "user"}}, {"role": "admin"}, True),
+    ({"$in": [{"id": 1}, {"id": 2}]}, {"id": 2}, True),
+    ({"$eq": {"id": "7"}, "$coerce": "number"}, {"id": 7}, True),
 ]
 
 
-def test_regex_searches_only_the_head_of_a_huge_hostile_value() -> None:
-    padding = "a" * REGEX_TEXT_LIMIT
-    assert parse_predicate({"$regex": "ab"}, "p")("a" * 1000 + "b" + padding) is True
-    assert parse_predicate({"$regex": "ab"}, "p")(padding * 50 + "b") is False
+def test_regex_searches_the_whole_of_a_huge_hostile_value() -> None:
+    padding = "a" * 5_000_000
+    assert parse_predicate({"$regex": "ab"}, "p")(padding + "b") is True
+    assert parse_predicate({"$regex": "^(\\w+\\s?)*$"}, "p")(padding + "!") is False
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(a)\\1", "(?<=a)b", "(?=a)", "a++", "\\Z", "(?:a{1000}){1000}", "\\pL{1000}"],
+    ids=["backreference", "lookbehind", "lookahead", "possessive", "Python's \\Z", "huge", "large"],
+)
+def test_a_pattern_re2_refuses_is_an_error_naming_its_path(pattern: str) -> None:
+    with pytest.raises(SelectorError, match=r"^where\.password\.\$regex: RE2 cannot use"):
+        parse_predicate({"$regex": pattern}, "where.password")
 
 
 @pytest.mark.parametrize(("predicate", "value", "holds"), PREDICATES)
@@ -107,6 +134,11 @@ def test_a_predicate_holds_for_the_values_it_describes(
         ({"$not-eq": "email"}, True),
         ({"$not-in": ["email"]}, True),
         ({"$regex": "^pass"}, True),
+        ({"$eq": ["password", "salt"]}, True),
+        ({"$eq": ["salt", "password"]}, False),
+        ({"$eq": ["password"]}, False),
+        ({"$not-eq": ["password"]}, True),
+        ({"$in": [["email"], ["password", "salt"]]}, True),
     ],
 )
 def test_a_list_field_holds_a_predicate_through_its_elements(predicate: Any, holds: bool) -> None:

@@ -157,6 +157,22 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     exit_if_below(percent_passing(tally), fail_under)
 
 
+def _check_path_maps(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``--path-map SANDBOX=LOCAL``, checked as the plugin's ``--score-path-map`` is."""
+    import argparse
+
+    from pytest_scoring.plugin.options import path_map_type
+
+    for value in values:
+        try:
+            path_map_type(value)
+        except argparse.ArgumentTypeError as error:
+            raise click.BadParameter(str(error), ctx, param) from None
+    return values
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("repo", type=click.Path(path_type=Path))
 @click.option(
@@ -164,8 +180,18 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
 )
 @click.option(
     "--config",
-    type=click.Path(path_type=Path),
-    help="Scorer configuration file (TOML, JSON or YAML)",
+    metavar="FILE[#NAME]",
+    help="Scorer configuration file (TOML, JSON or YAML); FILE#NAME: the scorer: block of "
+    "fixture NAME of a fixtures file",
+)
+@click.option(
+    "--path-map",
+    "path_maps",
+    multiple=True,
+    metavar="SANDBOX=LOCAL",
+    callback=_check_path_maps,
+    help="Read the sandbox path SANDBOX (e.g. /repo) as the folder LOCAL, relative to REPO "
+    "(repeatable)",
 )
 @click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change / db_diff_change")
 @report_root_option
@@ -185,7 +211,8 @@ def run(
     ctx: click.Context,
     repo: Path,
     reference: Path | None,
-    config: Path | None,
+    config: str | None,
+    path_maps: tuple[str, ...],
     selector: str | None,
     report_root: Path,
     timeout: float,
@@ -198,6 +225,9 @@ def run(
 
     Example: pytest-scoring run examples/solution-attack --reference examples/reference
     --config examples/scorers.yaml -- -x
+
+    Example: pytest-scoring run REPO --config fixtures.yaml#database-auth/change-password
+    --path-map /repo=.
     """
     from pytest_scoring.cli.runner import RunRequest
     from pytest_scoring.cli.runner import percent_passing_in
@@ -205,7 +235,7 @@ def run(
     from pytest_scoring.report.reader import read_scores
 
     request = RunRequest(
-        repo, report_root, timeout, reference, config, selector, fail_under, pytest_args
+        repo, report_root, timeout, reference, config, selector, fail_under, pytest_args, path_maps
     )
     with _console().status(f"pytest in {repo}") as status:
         result = run_repository(
@@ -233,9 +263,11 @@ def match(diff_file: str, selector_file: str) -> None:
     """
     from pytest_scoring.selector.files import match_files
 
-    matched = match_files(diff_file, selector_file)
-    click.echo("match" if matched else "no match")
-    sys.exit(0 if matched else 1)
+    verdict = match_files(diff_file, selector_file)
+    for warning in verdict.warnings:
+        click.echo(f"pytest-scoring: warning: {warning}", err=True)
+    click.echo("match" if verdict.matched else "no match")
+    sys.exit(0 if verdict.matched else 1)
 
 
 @main.command()

@@ -28,6 +28,7 @@ from typing import Final
 from pytest_scoring.errors import OptionError
 from pytest_scoring.plugin.options import COMMAND_LINE_ONLY
 from pytest_scoring.plugin.options import STEERING_SETTINGS
+from pytest_scoring.plugin.options import split_config_argument
 from pytest_scoring.process import kill_group
 from pytest_scoring.process import pytest_command
 from pytest_scoring.reference.child import TIMEOUT_ENV
@@ -61,18 +62,21 @@ class RunRequest:
     report_root: Path
     timeout: float
     reference: Path | None = None
-    config: Path | None = None
+    #: ``FILE`` or ``FILE#NAME`` (one fixture of a fixtures file).
+    config: str | None = None
     selector: str | None = None
     fail_under: float | None = None
     pytest_args: Sequence[str] = ()
+    #: ``SANDBOX=LOCAL`` pairs (``--path-map``), LOCAL relative to the repository.
+    path_maps: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         self.repo = _folder(self.repo, "REPO")
         self.report_root = self.report_root.absolute()
         if self.reference is not None:
             self.reference = _folder(self.reference, "--reference")
-        if self.config is not None and not self.config.is_file():
-            raise OptionError(f"--config: {self.config} is not a file")
+        if self.config is not None:
+            self.config = _config_argument(self.config)
         if self.timeout <= 0:
             raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
 
@@ -83,7 +87,8 @@ class RunRequest:
         if self.reference is not None:
             args.append(f"--score-reference={self.reference}")
         if self.config is not None:
-            args.append(f"--score-config={self.config.absolute()}")
+            args.append(f"--score-config={self.config}")
+        args += [f"--score-path-map={pair}" for pair in self.path_maps]
         if self.selector is not None:
             args.append(f"--score-selector={_absolute_file_argument(self.selector)}")
         if self.fail_under is not None:
@@ -100,6 +105,14 @@ def _folder(path: Path, what: str) -> Path:
     if not path.is_dir():
         raise OptionError(f"{what}: {path} is not a folder")
     return path.resolve()
+
+
+def _config_argument(text: str) -> str:
+    """``--config FILE[#NAME]`` with FILE made absolute (pytest runs elsewhere)."""
+    path, entry = split_config_argument(text, Path.cwd())
+    if not path.is_file():
+        raise OptionError(f"--config: {path} is not a file")
+    return str(path.absolute()) + ("" if entry is None else f"#{entry}")
 
 
 def _absolute_file_argument(text: str) -> str:

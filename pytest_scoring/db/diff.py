@@ -37,6 +37,7 @@ from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import read_only_uri
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.selector.evaluation import TimeBudget
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000
@@ -45,6 +46,8 @@ _BEFORE: Final = "b"
 _AFTER: Final = "a"
 #: Rows fetched from SQLite per round trip while streaming.
 _BATCH: Final = 500
+#: SQLite virtual-machine steps between two calls of a row stream's progress handler.
+PROGRESS_STEPS: Final = 10_000
 
 
 def json_value(value: Any) -> Any:
@@ -369,9 +372,13 @@ class RowStream:
     table: str
     kind: str
     timeout: float = LOCK_TIMEOUT
+    #: The selector's time budget, also checked inside SQLite while it looks for the rows.
+    budget: TimeBudget | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         connection = _connect(self.timeout)
+        if self.budget is not None:
+            connection.set_progress_handler(self.budget.sqlite_progress, PROGRESS_STEPS)
         try:
             old, new = _open_sides(connection, self.before, self.after)
             events = _row_events(connection, old.get(self.table), new.get(self.table))
@@ -380,14 +387,22 @@ class RowStream:
                     row = build()
                     for _ in range(times):
                         yield row
+        except sqlite3.OperationalError:
+            if self.budget is not None:
+                self.budget.check()  # SQLite was interrupted by the progress handler
+            raise
         finally:
             connection.close()
 
 
-def stream_cut_rows(diff: dict[str, Any], before: Snapshot, after: Snapshot) -> dict[str, Any]:
+def stream_cut_rows(
+    diff: dict[str, Any], before: Snapshot, after: Snapshot, budget: TimeBudget | None = None
+) -> dict[str, Any]:
     """``diff`` with the row lists of every table whose examples were cut as :class:`RowStream`s.
 
     The result is for selectors only (not JSON): they see every change, not only the examples.
+
+    :param budget: the selector's time budget, checked inside SQLite too.
     """
     comparisons = dict(diff["comparisons"])
     for relpath, entry in diff["comparisons"].items():
@@ -395,7 +410,9 @@ def stream_cut_rows(diff: dict[str, Any], before: Snapshot, after: Snapshot) -> 
         if not any(table["truncated"] for table in tables.values()):
             continue
         streamed = {
-            name: _streamed_table(table, before.files.get(relpath), after.files.get(relpath), name)
+            name: _streamed_table(
+                table, before.files.get(relpath), after.files.get(relpath), name, budget
+            )
             for name, table in tables.items()
         }
         data = {**entry["comparisons"]["data"], "tables": streamed}
@@ -404,12 +421,19 @@ def stream_cut_rows(diff: dict[str, Any], before: Snapshot, after: Snapshot) -> 
 
 
 def _streamed_table(
-    table: dict[str, Any], before: Path | None, after: Path | None, name: str
+    table: dict[str, Any],
+    before: Path | None,
+    after: Path | None,
+    name: str,
+    budget: TimeBudget | None,
 ) -> dict[str, Any]:
     if not table["truncated"]:
         return table
     kinds = ("added", "removed", "changed")
-    return {**table, **{f"rows_{kind}": RowStream(before, after, name, kind) for kind in kinds}}
+    streams = {
+        f"rows_{kind}": RowStream(before, after, name, kind, budget=budget) for kind in kinds
+    }
+    return {**table, **streams}
 
 
 def diff_snapshots(

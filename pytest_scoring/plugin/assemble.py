@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -17,22 +18,32 @@ from pytest_scoring.plugin.session import XdistCollection
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import Scorer
 
+#: The scorer types that read a selector, database patterns and ``--score-db-reset``.
+DATABASE_TYPES: Final = frozenset({"db_change", "db_diff_change"})
+
 
 def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
     """The scorers this session runs, built (and validated) before any test runs.
 
     Without ``--score-config``: the test scorers. With it: exactly the file's scorers, the
     types of the ``pytest_scoring_scorers`` hook included; entries that leave out
-    ``selector`` or ``test_patterns`` take the command line's. Either way
-    ``--score-db-diff`` adds ``db_change`` and ``--score-reference`` adds ``db_diff_change``
-    unless a scorer of that type is there already.
+    ``selector`` or ``test_patterns`` take the command line's, and its ``paths:`` table
+    fills the sandbox paths ``--score-path-map`` leaves out. Then the options add what they
+    need (:func:`_option_scorers`).
     """
     _check_command_line_patterns(settings.test_patterns)
     if settings.config_file is None:
         scorers = default_test_scorers()
     else:
         scorers = _configured_scorers(config, settings, settings.config_file)
-    return [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
+    scorers = [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
+    copies_tests = any(scorer.type == "db_diff_change" for scorer in scorers)
+    if "score_test_patterns" in settings.explicit and not copies_tests:
+        raise OptionError(
+            "--score-test-pattern: only db_diff_change copies test files, and none runs; "
+            "add --score-reference=DIR (or a db_diff_change scorer to --score-config)"
+        )
+    return scorers
 
 
 def _check_command_line_patterns(patterns: list[str]) -> None:
@@ -49,12 +60,32 @@ def _check_command_line_patterns(patterns: list[str]) -> None:
 def _configured_scorers(
     config: pytest.Config, settings: ScoringSettings, config_file: Path
 ) -> list[Scorer]:
-    from pytest_scoring.scorers.config_file import load_config
+    from pytest_scoring.plugin.options import path_map
+    from pytest_scoring.scorers.config_file import load_configuration
     from pytest_scoring.scorers.registry import scorer_types
 
     types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
     command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
-    return load_config(config_file, types, command_line)
+    loaded = load_configuration(config_file, types, command_line, settings.config_entry)
+    from_file = path_map(loaded.paths.items(), settings.root, f"{config_file.name}: paths")
+    settings.path_map = {**from_file, **settings.path_map}  # the command line wins
+    settings.notes.extend(loaded.notes)
+    return loaded.scorers
+
+
+def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
+    """``--score-db-diff``; or a database option that no database scorer would read
+    (``--score-selector``, ``--score-db-pattern``, ``--score-db-reset``): it turns on
+    ``db_change`` rather than being ignored (a reference rerun adds nothing)."""
+    if settings.db_diff:
+        return "db_change" not in present
+    if present & DATABASE_TYPES or settings.tally_output is not None:
+        return False
+    return (
+        settings.selector is not None
+        or settings.db_reset
+        or "score_db_patterns" in settings.explicit
+    )
 
 
 def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer]:
@@ -64,12 +95,12 @@ def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer
 
     added: list[Scorer] = []
     try:
-        if settings.db_diff and "db_change" not in present:
-            added.append(db_change_scorer(settings.selector))
         # A reference rerun (tally_output) must not start a reference run of its own.
         rerun = settings.tally_output is not None
         if settings.reference is not None and not rerun and "db_diff_change" not in present:
             added.append(db_diff_change_scorer(settings.selector, settings.test_patterns))
+        if _wants_db_change(settings, present | {scorer.type for scorer in added}):
+            added.insert(0, db_change_scorer(settings.selector))
     except SelectorError as error:
         raise SelectorError(f"--score-selector: {error}") from None
     return added

@@ -7,16 +7,20 @@ Command-line options win over ini settings (the scored repository's ``pytest.ini
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
 
 import pytest
+
+from pytest_scoring.errors import OptionError
+from pytest_scoring.errors import ScoringError
 
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
@@ -33,6 +37,8 @@ STEERING_SETTINGS: Final = (
     "score_db_exclude",
     "score_report",
     "score_fail_under",
+    "score_path_maps",
+    "score_selector_timeout",
 )
 #: Hidden flag ``run`` passes: steering options count only from the command line.
 COMMAND_LINE_ONLY: Final = "--score-command-line-only"
@@ -51,6 +57,16 @@ class ScoringSettings:
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     db_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_DB_PATTERNS))
     config_file: Path | None = None
+    #: ``FILE#NAME``: the fixture of a fixtures file whose ``scorer:`` block is loaded.
+    config_entry: str | None = None
+    #: Sandbox path prefixes (``/repo``) and the local folders they stand for.
+    path_map: dict[str, Path] = field(default_factory=dict)
+    #: Seconds each scorer's selector may take (``None``: the default, 60).
+    selector_timeout: float | None = None
+    #: Settings given as command-line options (not ini, not defaults).
+    explicit: frozenset[str] = frozenset()
+    #: Lines for the session header: configuration read but not used (a fixture's sandbox).
+    notes: list[str] = field(default_factory=list)
     report_root: Path = Path(DEFAULT_REPORT_ROOT)
     fail_under: float | None = None
     deterministic: bool = False
@@ -95,23 +111,54 @@ def fail_under_type(text: str) -> float:
     return value
 
 
+def seconds_type(text: str) -> float:
+    """``--score-selector-timeout``: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def path_map_type(text: str) -> tuple[str, str]:
+    """``--score-path-map SANDBOX=LOCAL``: an absolute sandbox path and a local folder."""
+    sandbox, equals, local = text.partition("=")
+    if not equals or not sandbox or not local:
+        raise argparse.ArgumentTypeError(f"{text!r} is not SANDBOX=LOCAL (e.g. /repo=.)")
+    if not sandbox.startswith("/"):
+        raise argparse.ArgumentTypeError(f"{sandbox!r} is not an absolute sandbox path")
+    return sandbox, local
+
+
+def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[str, Path]:
+    """Sandbox prefixes (without a trailing ``/``) and their local folders (a relative one is
+    under ``root``, the repository).
+
+    :raises OptionError: naming ``what`` when one sandbox path is mapped twice.
+    """
+    mapping: dict[str, Path] = {}
+    for sandbox, local in pairs:
+        prefix = str(PurePosixPath(sandbox))
+        if prefix in mapping:
+            raise OptionError(f"{what}: {prefix} is mapped twice")
+        mapping[prefix] = root / local
+    return mapping
+
+
 def load_json_argument(text: str, what: str, base: Path) -> Any:
     """Parse ``JSON`` or ``@FILE`` (relative to ``base``) given for option ``what``."""
-    source = "inline JSON"
-    if text.startswith("@"):
-        path = base / text[1:]
-        source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise pytest.UsageError(f"{what}: cannot read {path}: {error.strerror}") from None
+    from pytest_scoring.documents import parse_json
+    from pytest_scoring.documents import read_document
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise pytest.UsageError(
-            f"{what}: {source} is not valid JSON ({error.msg} at line {error.lineno}, "
-            f"column {error.colno})"
-        ) from None
+        if text.startswith("@"):
+            path = base / text[1:]
+            return parse_json(read_document(str(path)), str(path))
+        return parse_json(text, "inline JSON")
+    except ScoringError as error:
+        raise pytest.UsageError(f"{what}: {error}") from None
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -169,6 +216,22 @@ def add_options(parser: pytest.Parser) -> None:
         help="Scorer configuration file (TOML, JSON or YAML)",
     )
     group.addoption(
+        "--score-path-map",
+        action="append",
+        dest="score_path_maps",
+        metavar="SANDBOX=LOCAL",
+        type=path_map_type,
+        help="Read the sandbox path SANDBOX (e.g. /repo) as the local folder LOCAL, relative "
+        "to the repository (repeatable)",
+    )
+    group.addoption(
+        "--score-selector-timeout",
+        dest="score_selector_timeout",
+        metavar="S",
+        type=seconds_type,
+        help="Seconds each scorer's selector may take before that score is N (default 60)",
+    )
+    group.addoption(
         "--score-report",
         dest="score_report",
         metavar="DIR",
@@ -209,6 +272,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_db_patterns", "As --score-db-pattern", type="linelist", default=[])
     parser.addini("score_db_exclude", "As --score-db-exclude", type="linelist", default=[])
     parser.addini("score_config", "As --score-config", default=None)
+    parser.addini("score_path_maps", "As --score-path-map", type="linelist", default=[])
+    parser.addini("score_selector_timeout", "As --score-selector-timeout", default=None)
     parser.addini("score_report", "As --score-report", default=None)
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
@@ -271,12 +336,69 @@ def _ini_folder(config: pytest.Config) -> Path:
     return Path(config.inipath.parent if config.inipath else config.invocation_params.dir)
 
 
+def split_config_argument(text: str, base: Path) -> tuple[Path, str | None]:
+    """``FILE`` or ``FILE#NAME`` (a fixture of a fixtures file), ``FILE`` relative to ``base``.
+
+    A ``#`` belongs to the file name when the whole text names an existing file.
+    """
+    whole = base / text
+    if "#" not in text or whole.is_file():
+        return whole, None
+    position = text.find("#")
+    while position != -1:
+        if (base / text[:position]).is_file():
+            break
+        position = text.find("#", position + 1)
+    if position == -1:
+        position = text.find("#")
+    return base / text[:position], text[position + 1 :]
+
+
+def _given(config: pytest.Config) -> frozenset[str]:
+    """The steering settings given as command-line options."""
+    return frozenset(
+        name for name in STEERING_SETTINGS if _option(config, name) not in (None, [], False)
+    )
+
+
+def _path_map(config: pytest.Config, root: Path) -> dict[str, Path]:
+    pairs = _option(config, "score_path_maps")
+    if not pairs:
+        try:
+            pairs = [path_map_type(line) for line in config.getini("score_path_maps")]
+        except argparse.ArgumentTypeError as error:
+            raise pytest.UsageError(f"score_path_maps (ini): {error}") from None
+    try:
+        return path_map(pairs, root, "--score-path-map")
+    except OptionError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def _selector_timeout(value: float | str | None) -> float | None:
+    if value is None or isinstance(value, float):
+        return value
+    try:
+        return seconds_type(value) if value.strip() else None
+    except argparse.ArgumentTypeError as error:
+        raise pytest.UsageError(f"score_selector_timeout (ini): {error}") from None
+
+
 def resolve_settings(config: pytest.Config) -> ScoringSettings:
-    """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values."""
+    """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values.
+
+    Options that only matter to scorers that do not run turn on what they need (see
+    :func:`~pytest_scoring.plugin.assemble.build_scorers`), so they also turn scoring on.
+    """
     root = Path(config.rootpath)
     report = _path_setting(config, "score_report")
     selector = _path_setting(config, "score_selector")
     fail_under_text = _option_or_ini(config, "score_fail_under")
+    config_setting = _path_setting(config, "score_config")
+    config_file, config_entry = (
+        split_config_argument(config_setting.text, config_setting.base)
+        if config_setting.text
+        else (None, None)
+    )
     settings = ScoringSettings(
         root=root,
         enabled=bool(
@@ -291,7 +413,11 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         reference=_path_setting(config, "score_reference").path(),
         test_patterns=list(_option_or_ini(config, "score_test_patterns") or DEFAULT_TEST_PATTERNS),
         db_patterns=list(_option_or_ini(config, "score_db_patterns") or DEFAULT_DB_PATTERNS),
-        config_file=_path_setting(config, "score_config").path(),
+        config_file=config_file,
+        config_entry=config_entry,
+        path_map=_path_map(config, root.resolve()),
+        selector_timeout=_selector_timeout(_option_or_ini(config, "score_selector_timeout")),
+        explicit=_given(config),
         # The default sits in the rootdir, as pytest's own .pytest_cache does.
         report_root=report.path() or root / DEFAULT_REPORT_ROOT,
         fail_under=_fail_under(fail_under_text),
@@ -301,14 +427,14 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         selection=_selection(config),
         tally_output=_command_line_path(config, "score_tally_output"),
     )
-    if settings.selector is not None and not (settings.reference or settings.config_file):
-        # Only the database scorers read a selector: without another one, it asks for db_change.
-        settings.db_diff = True
     if (
         settings.fail_under is not None
         or settings.db_diff
+        or settings.selector is not None
+        or settings.db_reset
         or settings.reference
         or settings.config_file
+        or {"score_test_patterns", "score_db_patterns"} & settings.explicit
     ):
         settings.enabled = True
     if settings.enabled and settings.tally_output is None:

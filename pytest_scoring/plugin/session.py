@@ -60,6 +60,11 @@ class ScoringSession:
         self.junit_error: str | None = None
 
     @pytest.hookimpl
+    def pytest_report_header(self) -> list[str]:
+        """What the configuration held that this session does not use (a fixture's sandbox)."""
+        return [f"scoring: {note}" for note in self.settings.notes]
+
+    @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         for scorer in self.scorers:
             if isinstance(scorer, StartsWithSession):

@@ -173,6 +173,11 @@ def report_info(path: Path) -> ReportInfo:
 
 def _existing_folder(path: str | Path) -> Path:
     folder = Path(path)
+    if folder.is_file():
+        raise ReportError(
+            f"{folder}: a file outside any report (give a scan_id=… folder, a file in one, "
+            "or a report root)"
+        )
     if not folder.is_dir():
         raise ReportError(f"{folder}: no such report folder")
     return folder
@@ -193,10 +198,14 @@ def list_reports(root: str | Path) -> list[ReportInfo]:
 
 
 def find_report(path: str | Path) -> Path:
-    """The report a path names: a ``scan_id=…`` folder itself, or the newest under a root.
+    """The report a path names: a ``scan_id=…`` folder itself, a file in one (its
+    ``scores.json``…), or the newest report under a root.
 
     :raises ReportError: when the path is missing or holds no report.
     """
+    given = Path(path)
+    if given.is_file() and (given.parent / SCAN_FILE).is_file():
+        return given.parent
     folder = _existing_folder(path)
     if (folder / SCAN_FILE).is_file():
         return folder
@@ -316,6 +325,17 @@ def _scanner_frame(path: Path, mode: Rows, exclude: Sequence[str]) -> pd.DataFra
     return _cast_values(shaped.to_pandas(types_mapper=pd.ArrowDtype))
 
 
+def _require_pandas() -> None:
+    """pandas is optional: only :func:`results_df` needs it, and says so when it is missing."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        raise ModuleNotFoundError(
+            "results_df needs pandas, which is not installed: pip install 'pytest-scoring[pandas]'",
+            name="pandas",
+        ) from None
+
+
 def results_df(
     path: str | Path,
     rows: Rows = "results",
@@ -336,6 +356,7 @@ def results_df(
     """
     if rows not in ("results", "transcripts"):
         raise ReportError(f"rows: {rows!r} is not 'results' or 'transcripts'")
+    _require_pandas()
     folder = find_report(path)
     exclude = HEAVY_COLUMNS if exclude_columns is None else tuple(exclude_columns)
     summary = _read_object(folder / SUMMARY_FILE, default={"complete": False})

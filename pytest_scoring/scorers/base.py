@@ -66,6 +66,11 @@ class ScoringContext:
     #: Run-level errors for ``_errors.jsonl``: ``{scanner, error, traceback}``.
     errors: list[dict[str, str]] = field(default_factory=list)
 
+    @property
+    def path_map(self) -> dict[str, Path]:
+        """Sandbox path prefixes and their local folders (``--score-path-map``, ``paths:``)."""
+        return self.settings.path_map if self.settings is not None else {}
+
 
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
     """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""

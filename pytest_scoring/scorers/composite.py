@@ -28,7 +28,35 @@ from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
 
 #: A formula given from Python: the child scores by name -> the composite's value.
-FormulaFunction = Callable[[Mapping[str, Score]], Any]
+FormulaFunction = Callable[[Mapping[str, "ScoreView"]], Any]
+
+
+@final
+class ScoreView(dict[str, Any]):
+    """A child score as a callable formula receives it: a copy of the score dict that also
+    reads like Inspect AI's ``Score`` (``scores["x"].value``), so a callable written for
+    inspect_toolkit works unchanged and ``scores["x"]["value"]`` keeps working."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> Any:
+        """The score's value: ``"C"``, ``"I"``, ``"P"``, ``"N"`` or a number."""
+        return self.get("value")
+
+    @property
+    def answer(self) -> Any:
+        return self.get("answer")
+
+    @property
+    def explanation(self) -> Any:
+        return self.get("explanation")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The score's metadata (``{}`` when it has none)."""
+        return self.get("metadata") or {}
+
 
 #: String results a formula may return as the value itself.
 SCORE_LETTERS: Final = frozenset({"C", "I", "P", "N"})
@@ -100,7 +128,7 @@ class CompositeScorer:
         if isinstance(self.formula, Formula):
             return self.formula.evaluate(scores)
         try:
-            return self.formula(scores)
+            return self.formula({name: ScoreView(score) for name, score in scores.items()})
         except Exception as error:  # a user's callable: any failure is this score's "N"
             raise FormulaError(f"{type(error).__name__}: {error}") from error
 
@@ -123,7 +151,8 @@ def composite_scorer(
     :param scorers: the scorers (or names of scorers of the same session) the formula reads;
         computed scores are reused, ``interim_score=True`` ones are computed afresh.
     :param formula: an expression such as ``"max(a.value, b.value)"`` (checked now; the
-        language is in docs/configuration.md), or a callable taking the scores by name.
+        language is in docs/configuration.md), or a callable taking the scores by name, each
+        a :class:`ScoreView` (``scores["a"].value`` or ``scores["a"]["value"]``).
     :raises ConfigError: when the formula is outside the language or names an unlisted scorer.
     """
     if isinstance(scorers, str) or not isinstance(scorers, Sequence):

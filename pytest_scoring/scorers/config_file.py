@@ -16,13 +16,20 @@ import types
 import typing
 from collections.abc import Callable
 from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import final
 
+from pytest_scoring.documents import PARSERS
+from pytest_scoring.documents import DocumentError
+from pytest_scoring.documents import read_document
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.fixture_file import fixture_scorers
 from pytest_scoring.scorers.registry import ScorerFactory
 from pytest_scoring.scorers.registry import resolve_type
 
@@ -32,6 +39,8 @@ NAME_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
 ENTRY_KEYS: Final = ("type", "name")
+#: Keys a configuration file may have at its top level.
+TOP_LEVEL_KEYS: Final = ("scorers", "paths")
 #: The composite type, whose ``scorers`` parameter names other entries.
 COMPOSITE: Final = "composite"
 
@@ -39,61 +48,66 @@ COMPOSITE: Final = "composite"
 def read_config_file(path: Path) -> Any:
     """The parsed content of a TOML, JSON or YAML file, chosen by its extension.
 
-    :raises ConfigError: when the file cannot be read or parsed, with line and column.
+    :raises ConfigError: when the file cannot be read or parsed (with line and column), or is
+        past the size and nesting limits of :mod:`pytest_scoring.documents`.
     """
-    suffix = path.suffix.lower()
-    if suffix not in (".toml", ".json", ".yaml", ".yml"):
-        raise ConfigError(f"{path}: unknown extension {suffix!r} (use .toml, .json, .yaml or .yml)")
+    return parse_config_text(_read_text(path), path)
+
+
+def _read_text(path: Path) -> str:
+    if path.suffix.lower() not in PARSERS:
+        raise ConfigError(
+            f"{path}: unknown extension {path.suffix.lower()!r} (use .toml, .json, .yaml or .yml)"
+        )
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"{path}: cannot read the scorer configuration: {error}") from None
-    if suffix == ".toml":
-        return _parse_toml(text, path.name)
-    if suffix == ".json":
-        return _parse_json(text, path.name)
-    return _parse_yaml(text, path.name)
+        return read_document(str(path))
+    except DocumentError as error:
+        raise ConfigError(f"cannot read the scorer configuration {error}") from None
 
 
-def _parse_toml(text: str, source: str) -> Any:
-    import tomllib
-
+def parse_config_text(text: str, path: Path) -> Any:
+    """Parse configuration text by the extension of ``path`` (messages name its file name)."""
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+        return PARSERS[path.suffix.lower()](text, path.name)
+    except DocumentError as error:
+        raise ConfigError(str(error)) from None
 
 
-def _parse_json(text: str, source: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno}, column {error.colno}"
-        raise ConfigError(f"{source}: invalid JSON at {where}: {error.msg}") from None
+def _paths_table(raw: Any, source: str) -> dict[str, str]:
+    """The ``paths:`` table: absolute sandbox paths to local folders (docs/configuration.md)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: paths: expected a table of sandbox path = local folder")
+    for sandbox, local in raw.items():
+        if not isinstance(sandbox, str) or not sandbox.startswith("/"):
+            raise ConfigError(f"{source}: paths: {sandbox!r} is not an absolute sandbox path")
+        if not isinstance(local, str) or not local:
+            raise ConfigError(f"{source}: paths.{sandbox}: expected a local folder, got {local!r}")
+    return dict(raw)
 
 
-def _parse_yaml(text: str, source: str) -> Any:
-    import yaml  # type: ignore[import-untyped]
-
-    try:
-        return yaml.safe_load(text)  # never yaml.load: tags could build arbitrary objects
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "cannot be parsed"
-        raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
-
-
-def _entries(data: Any, source: str) -> list[Any]:
-    """The list of scorer entries: the ``scorers`` key, or the whole file when it is a list."""
+def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
+    """The scorer entries, each with its key path: the ``scorers`` key, or the whole file
+    when it is a list."""
     if isinstance(data, dict):
-        unknown = sorted(set(data) - {"scorers"})
+        if "fixtures" in data and "scorers" not in data:
+            names = (
+                ", ".join(list(map(str, data["fixtures"]))[:5])
+                if isinstance(data["fixtures"], dict)
+                else ""
+            )
+            raise ConfigError(
+                f"{source}: a fixtures file: name one fixture, as in --score-config "
+                f"{source}#NAME (fixtures: {names or 'none'})"
+            )
+        unknown = sorted(set(data) - set(TOP_LEVEL_KEYS))
         if unknown:
-            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (expected 'scorers')")
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (expected 'scorers', 'paths')")
         data = data.get("scorers")
     if not isinstance(data, list) or not data:
         raise ConfigError(f"{source}: scorers: expected a non-empty list of scorer tables")
-    return data
+    return [(f"{source}: scorers[{index}]", raw) for index, raw in enumerate(data)]
 
 
 def _type_label(hint: Any) -> str:
@@ -217,12 +231,10 @@ class _Entry:
 
 def _check_entry(
     raw: Any,
-    index: int,
-    source: str,
+    where: str,
     types: Mapping[str, ScorerFactory],
     command_line: Mapping[str, Any],
 ) -> _Entry:
-    where = f"{source}: scorers[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table with 'type' and parameters")
     type_text = raw.get("type")
@@ -235,6 +247,11 @@ def _check_entry(
         )
     factory = types[type_name]
     accepted = inspect.signature(factory).parameters
+    if "sandbox" in raw and "sandbox" not in accepted:
+        raise ConfigError(
+            f"{where}.sandbox: pytest-scoring runs every scorer here, in no Inspect sandbox; "
+            "remove this key and map sandbox paths with --score-path-map or 'paths:'"
+        )
     # Parameters the entry leaves out but the command line gives (--score-selector…).
     params = {k: v for k, v in command_line.items() if k in accepted}
     params.update((key, value) for key, value in raw.items() if key not in ENTRY_KEYS)
@@ -303,6 +320,19 @@ def _build(entry: _Entry, built: Mapping[str, Scorer]) -> Scorer:
     return scorer
 
 
+def _build_all(
+    entries: list[tuple[str, Any]],
+    types: Mapping[str, ScorerFactory],
+    command_line: Mapping[str, Any] | None,
+) -> list[Scorer]:
+    checked = [_check_entry(raw, where, types, command_line or {}) for where, raw in entries]
+    by_name = _check_names(checked)
+    built: dict[str, Scorer] = {}
+    for entry in _build_order(checked, by_name):
+        built[entry.name] = _build(entry, built)
+    return list(built.values())
+
+
 def scorers_from_data(
     data: Any,
     source: str,
@@ -317,16 +347,42 @@ def scorers_from_data(
     :returns: the scorers in run order (each composite after the scorers it reads).
     :raises ConfigError: naming the file and key path of the first problem.
     """
-    raw_entries = _entries(data, source)
-    entries = [
-        _check_entry(raw, index, source, types, command_line or {})
-        for index, raw in enumerate(raw_entries)
-    ]
-    by_name = _check_names(entries)
-    built: dict[str, Scorer] = {}
-    for entry in _build_order(entries, by_name):
-        built[entry.name] = _build(entry, built)
-    return list(built.values())
+    return _build_all(_entries(data, source), types, command_line)
+
+
+@final
+@dataclass(frozen=True)
+class Configuration:
+    """What a configuration file (or one fixture of a fixtures file) gives the session."""
+
+    scorers: list[Scorer]
+    #: The ``paths:`` table: sandbox paths and the local folders they stand for (as written).
+    paths: dict[str, str] = field(default_factory=dict)
+    #: Parts of a fixture read but not used (its ``sandbox:`` block), for the session header.
+    notes: list[str] = field(default_factory=list)
+
+
+def load_configuration(
+    path: Path,
+    types: Mapping[str, ScorerFactory],
+    command_line: Mapping[str, Any] | None = None,
+    fixture: str | None = None,
+) -> Configuration:
+    """The scorers (and ``paths:``) a configuration file describes; with ``fixture``, the
+    ``scorer:`` block of that entry of a fixtures file
+    (:mod:`~pytest_scoring.scorers.fixture_file`).
+
+    :raises ConfigError: naming the file and key path of the first problem.
+    """
+    text = _read_text(path)
+    document = parse_config_text(text, path)
+    if fixture is not None:
+        chosen = fixture_scorers(document, text, path, fixture)
+        scorers = _build_all(chosen.entries, types, command_line)
+        return Configuration(scorers, _paths_table(chosen.paths, chosen.source), chosen.notes)
+    paths = document.get("paths") if isinstance(document, dict) else None
+    scorers = _build_all(_entries(document, path.name), types, command_line)
+    return Configuration(scorers, _paths_table(paths, path.name))
 
 
 def load_config(
@@ -335,4 +391,4 @@ def load_config(
     command_line: Mapping[str, Any] | None = None,
 ) -> list[Scorer]:
     """The scorers a configuration file describes (see :func:`scorers_from_data`)."""
-    return scorers_from_data(read_config_file(path), path.name, types, command_line)
+    return load_configuration(path, types, command_line).scorers

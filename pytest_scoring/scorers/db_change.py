@@ -27,6 +27,7 @@ from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import ScoringContext
@@ -38,7 +39,12 @@ from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
+from pytest_scoring.selector.evaluation import SelectorTimeout
+from pytest_scoring.selector.evaluation import TimeBudget
+from pytest_scoring.selector.evaluation import budget_for
+from pytest_scoring.selector.evaluation import is_positive_seconds
 from pytest_scoring.selector.language import Selector
+from pytest_scoring.selector.language import Verdict
 from pytest_scoring.selector.language import parse_selector
 from pytest_scoring.text import plural
 
@@ -148,9 +154,10 @@ class SessionDatabases:
             self._diff = diff
         return diff
 
-    def complete(self, diff: dict[str, Any]) -> dict[str, Any]:
-        """``diff`` where the tables whose examples were cut stream every row (for selectors)."""
-        return stream_cut_rows(diff, self._started(), self.after())
+    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+        """``diff`` where the tables whose examples were cut stream every row (for selectors),
+        within the selector's time budget."""
+        return stream_cut_rows(diff, self._started(), self.after(), budget)
 
     def close(self) -> None:
         """Remove the snapshot copies (after scoring)."""
@@ -162,12 +169,19 @@ class SessionDatabases:
 class DbChangeScorer:
     """``db_change``: whether the session changed the databases as the selector describes."""
 
-    def __init__(self, selector: Selector | None, interim_score: bool = False, name: str = ""):
-        self.name = name or SCORER_TYPE
+    def __init__(
+        self,
+        selector: Selector | None,
+        interim_score: bool = False,
+        selector_timeout: float | None = None,
+    ):
+        self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
         self.selector = selector
         self.interim_score = interim_score
+        #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.
+        self.selector_timeout = selector_timeout
 
     def start(self, context: ScoringContext) -> None:
         """Take the start snapshot (shared by every database scorer of the session)."""
@@ -179,13 +193,28 @@ class DbChangeScorer:
             return error_score(self.type, databases.start_error)
         diff = databases.diff(shared=not self.interim_score)
         context.report_files["diff.json"] = diff
-        if self.selector is None:
-            matched = has_changes(diff)
-        else:
-            matched = self.selector.matches(databases.complete(diff))
         summary = diff_summary(diff)
+        metadata: dict[str, Any] = {
+            "selector": self.selector.source if self.selector else None,
+            "counts": summary,
+            "unsearched_folders": databases.unsearched(),
+            "errors": {
+                relpath: entry["error"]
+                for relpath, entry in diff["comparisons"].items()
+                if "error" in entry
+            },
+            "diff": cap_diff(diff, METADATA_LIST_CAP),
+        }
+        if self.selector is None:
+            verdict = Verdict(has_changes(diff))
+        else:
+            budget = budget_for(self.selector_timeout, session_selector_timeout(context))
+            try:
+                verdict = self.selector.evaluate(databases.complete(diff, budget), budget)
+            except SelectorTimeout as error:
+                return error_score(self.type, str(error), **metadata)
         lost = lost_databases(diff)
-        if not matched and lost:
+        if not verdict.matched and lost:
             return error_score(
                 self.type,
                 f"cannot tell what the session did: {'; '.join(lost.values())}",
@@ -193,20 +222,10 @@ class DbChangeScorer:
                 counts=summary,
             )
         return make_score(
-            bool_value(matched),
+            bool_value(verdict.matched),
             self.type,
-            explanation=self._explain(matched, summary),
-            metadata={
-                "selector": self.selector.source if self.selector else None,
-                "counts": summary,
-                "unsearched_folders": databases.unsearched(),
-                "errors": {
-                    relpath: entry["error"]
-                    for relpath, entry in diff["comparisons"].items()
-                    if "error" in entry
-                },
-                "diff": cap_diff(diff, METADATA_LIST_CAP),
-            },
+            explanation=self._explain(verdict.matched, summary),
+            metadata={**metadata, "selector_warnings": list(verdict.warnings)},
         )
 
     def _explain(self, matched: bool, summary: dict[str, int]) -> str:
@@ -220,15 +239,38 @@ class DbChangeScorer:
         return f"the session {what} ({plural(summary['databases'], 'database')}, {rows}{errors})"
 
 
-def db_change_scorer(selector: Any = None, interim_score: bool = False) -> DbChangeScorer:
+def session_selector_timeout(context: ScoringContext) -> float | None:
+    """The session's ``--score-selector-timeout`` (``None`` outside a session)."""
+    return context.settings.selector_timeout if context.settings is not None else None
+
+
+def checked_selector(selector: Any, selector_timeout: float | None) -> Selector | None:
+    """A database scorer's selector, parsed, after checking its ``selector_timeout``.
+
+    :raises ConfigError: for a ``selector_timeout`` that is not a positive number of seconds.
+    :raises SelectorError: for an invalid selector, naming its path.
+    """
+    if selector_timeout is not None and not is_positive_seconds(selector_timeout):
+        raise ConfigError(
+            f"selector_timeout: {selector_timeout!r} is not a positive number of seconds"
+        )
+    if isinstance(selector, Selector) or selector is None:
+        return selector
+    return parse_selector(selector)
+
+
+def db_change_scorer(
+    selector: Any = None, interim_score: bool = False, selector_timeout: float | None = None
+) -> DbChangeScorer:
     """Score what the test session did to the databases.
 
     :param selector: a selector (a JSON object, see docs/selectors.md) the session diff must match;
         ``None`` scores ``"C"`` when any table changed in data or schema.
     :param interim_score: compute a fresh diff and leave nothing for other scorers.
+    :param selector_timeout: seconds the selector may take before the score is ``"N"``;
+        ``None``: ``--score-selector-timeout`` (default 60).
     :raises SelectorError: for an invalid selector, naming its path, before any test runs.
     """
-    parsed = (
-        selector if isinstance(selector, Selector) or selector is None else parse_selector(selector)
+    return DbChangeScorer(
+        checked_selector(selector, selector_timeout), interim_score, selector_timeout
     )
-    return DbChangeScorer(parsed, interim_score)

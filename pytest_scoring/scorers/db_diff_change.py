@@ -41,6 +41,8 @@ from pytest_scoring.reference.copy import check_test_pattern
 from pytest_scoring.reference.copy import copy_test_files
 from pytest_scoring.reference.copy import copy_tree
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.db_change import checked_selector
+from pytest_scoring.scorers.db_change import session_selector_timeout
 from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.metrics import accuracy
 from pytest_scoring.scorers.metrics import stderr
@@ -50,8 +52,10 @@ from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import cap_list
 from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
+from pytest_scoring.selector.evaluation import SelectorTimeout
+from pytest_scoring.selector.evaluation import budget_for
 from pytest_scoring.selector.language import Selector
-from pytest_scoring.selector.language import parse_selector
+from pytest_scoring.selector.language import Verdict
 
 SCORER_TYPE: Final = "db_diff_change"
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
@@ -214,12 +218,19 @@ class ReferenceRunError(ScoringError):
 class DiffChangeScorer:
     """``db_diff_change``: the selector on changes made only by this repository's code."""
 
-    def __init__(self, selector: Selector | None, test_patterns: Sequence[str], name: str = ""):
-        self.name = name or SCORER_TYPE
+    def __init__(
+        self,
+        selector: Selector | None,
+        test_patterns: Sequence[str],
+        selector_timeout: float | None = None,
+    ):
+        self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
         self.selector = selector
         self.test_patterns = list(test_patterns)
+        #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.
+        self.selector_timeout = selector_timeout
 
     def _resource_key(self) -> str:
         return f"reference:{'|'.join(self.test_patterns)}"
@@ -251,18 +262,26 @@ class DiffChangeScorer:
             diffs.of_diffs, FILE_MAX_ROWS
         )
         after_only = diffs.of_diffs["after_only"]
-        matched = self.selector.matches(after_only) if self.selector else has_changes(after_only)
+        metadata = {
+            "selector": self.selector.source if self.selector else None,
+            **diffs.metadata,
+            "reference_diff": cap_diff(diffs.reference, METADATA_LIST_CAP),
+            "solution_diff": cap_diff(diffs.solution, METADATA_LIST_CAP),
+            "diff_of_diffs": cap_diff_of_diffs(diffs.of_diffs, METADATA_LIST_CAP),
+        }
+        if self.selector is None:
+            verdict = Verdict(has_changes(after_only))
+        else:
+            budget = budget_for(self.selector_timeout, session_selector_timeout(context))
+            try:
+                verdict = self.selector.evaluate(after_only, budget)
+            except SelectorTimeout as error:
+                return error_score(self.type, str(error), **metadata)
         return make_score(
-            bool_value(matched),
+            bool_value(verdict.matched),
             self.type,
-            explanation=self._explain(matched),
-            metadata={
-                "selector": self.selector.source if self.selector else None,
-                **diffs.metadata,
-                "reference_diff": cap_diff(diffs.reference, METADATA_LIST_CAP),
-                "solution_diff": cap_diff(diffs.solution, METADATA_LIST_CAP),
-                "diff_of_diffs": cap_diff_of_diffs(diffs.of_diffs, METADATA_LIST_CAP),
-            },
+            explanation=self._explain(verdict.matched),
+            metadata={**metadata, "selector_warnings": list(verdict.warnings)},
         )
 
     def _explain(self, matched: bool) -> str:
@@ -274,7 +293,9 @@ class DiffChangeScorer:
 
 
 def db_diff_change_scorer(
-    selector: Any = None, test_patterns: Sequence[str] | None = None
+    selector: Any = None,
+    test_patterns: Sequence[str] | None = None,
+    selector_timeout: float | None = None,
 ) -> DiffChangeScorer:
     """Score changes that happen only in this repository, not in the reference checkout.
 
@@ -282,6 +303,8 @@ def db_diff_change_scorer(
         None scores ``"C"`` for any such change.
     :param test_patterns: globs of test files copied into the reference copy, default
         ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``.
+    :param selector_timeout: seconds the selector may take before the score is ``"N"``;
+        ``None``: ``--score-selector-timeout`` (default 60).
     :raises ScoringError: for an invalid selector or a pattern that leaves the repository.
     """
     patterns = list(DEFAULT_TEST_PATTERNS if test_patterns is None else test_patterns)
@@ -290,10 +313,9 @@ def db_diff_change_scorer(
             check_test_pattern(pattern)
         except OptionError as error:
             raise OptionError(f"test_patterns[{index}]: {error}") from None
-    parsed = (
-        selector if isinstance(selector, Selector) or selector is None else parse_selector(selector)
+    return DiffChangeScorer(
+        checked_selector(selector, selector_timeout), patterns, selector_timeout
     )
-    return DiffChangeScorer(parsed, patterns)
 
 
 def check_reference_setting(settings: ScoringSettings) -> None:

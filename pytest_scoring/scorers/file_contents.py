@@ -31,7 +31,9 @@ from typing import TypeVar
 from typing import final
 
 from pytest_scoring.errors import ConfigError
+from pytest_scoring.fs.paths import locate
 from pytest_scoring.fs.paths import resolve_inside
+from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
@@ -203,21 +205,22 @@ class FileContentsScorer:
         self.exclude = exclude
 
     def score(self, context: ScoringContext) -> Score:
-        root = context.root.resolve()
-        folder = resolve_inside(root / self.folder_path, root)
+        located = locate(self.folder_path, context.root.resolve(), context.path_map)
+        folder = located.path
         parameters = {"folder_path": self.folder_path, "search_string": self.search_string}
         if folder is None:
             return error_score(
                 self.type, "folder_path is outside the repository (or a symlink loop)", **parameters
             )
         if not folder.is_dir():
+            hint = unmapped_hint(self.folder_path, context.path_map)
             return make_score(
                 INCORRECT,
                 self.type,
-                explanation=f"folder {self.folder_path!r} not found",
+                explanation=f"folder {self.folder_path!r} not found{hint}",
                 metadata={"error": "folder_not_found", **parameters},
             )
-        result = self.search(folder, root)
+        result = self.search(folder, located.bound)
         found = bool(result.matched)
         files = f"{plural(result.searched, 'file')} under {self.folder_path!r}"
         return make_score(
@@ -269,18 +272,17 @@ def file_contents_scorer(
 ) -> FileContentsScorer:
     """A scorer that looks for ``search_string`` in the files under ``folder_path``.
 
-    :param folder_path: relative to the repository root; never escapes it.
+    :param folder_path: relative to the repository root (never escaping it), or absolute:
+        the evaluator's own folder, or a sandbox path mapped by ``--score-path-map``.
     :param file_extensions: only files ending so (``[".py", "txt"]``); all when None.
     :param interim_score: kept for compatibility; a search shares nothing anyway.
     :param exclude: folders not to search, relative to the repository root.
-    :raises ConfigError: for an empty search string or an absolute folder path.
+    :raises ConfigError: for an empty search string or a folder path with a NUL character.
     """
     if not search_string:
         raise ConfigError("search_string: must not be empty")
     if "\0" in folder_path:
         raise ConfigError(f"folder_path: {folder_path!r} must not contain a NUL character")
-    if Path(folder_path).is_absolute():
-        raise ConfigError(f"folder_path: {folder_path!r} must be relative to the repository")
     return FileContentsScorer(
         folder_path,
         search_string,

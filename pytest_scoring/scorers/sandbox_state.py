@@ -20,7 +20,8 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.errors import ConfigError
-from pytest_scoring.fs.paths import resolve_inside
+from pytest_scoring.fs.paths import locate
+from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.process import kill_group
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
@@ -48,7 +49,7 @@ def _read_back(stream: IO[bytes]) -> tuple[str, int]:
     return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]", size
 
 
-def run_command(command: str, cwd: Path, timeout: float) -> dict[str, Any]:
+def run_command(command: str, cwd: Path, timeout: float | None) -> dict[str, Any]:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``: exit code, output, whether it timed out."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         process = subprocess.Popen(
@@ -85,7 +86,7 @@ class SandboxStateScorer:
 
     __slots__ = ("command", "cwd", "metrics", "name", "timeout", "type")
 
-    def __init__(self, command: str, cwd: str | None, timeout: float):
+    def __init__(self, command: str, cwd: str | None, timeout: float | None):
         self.type = self.name = "sandbox_state"
         self.metrics: Sequence[Metric] = (accuracy, stderr)
         self.command = command
@@ -93,16 +94,16 @@ class SandboxStateScorer:
         self.timeout = timeout
 
     def score(self, context: ScoringContext) -> Score:
-        root = context.root.resolve()
-        cwd = resolve_inside(root / (self.cwd or "."), root)
+        cwd = locate(self.cwd or ".", context.root.resolve(), context.path_map).path
         parameters = {"command": self.command, "cwd": self.cwd, "timeout": self.timeout}
         if cwd is None:
             return error_score(self.type, "cwd is outside the repository", **parameters)
         if not cwd.is_dir():
-            return error_score(self.type, f"cwd {self.cwd!r} is not a folder", **parameters)
+            hint = unmapped_hint(self.cwd or ".", context.path_map)
+            return error_score(self.type, f"cwd {self.cwd!r} is not a folder{hint}", **parameters)
         outcome = run_command(self.command, cwd, self.timeout)
         metadata = {**parameters, **outcome}
-        if outcome["timed_out"]:
+        if outcome["timed_out"] and self.timeout is not None:
             explanation = f"killed after its timeout of {self.timeout:g} s"
             return make_score(INCORRECT, self.type, explanation=explanation, metadata=metadata)
         return make_score(
@@ -114,19 +115,20 @@ class SandboxStateScorer:
 
 
 def sandbox_state_scorer(
-    command: str, cwd: str | None = None, timeout: float = 60
+    command: str, cwd: str | None = None, timeout: float | None = 60
 ) -> SandboxStateScorer:
     """A scorer that runs ``command`` with ``/bin/sh -c`` and checks its exit code.
 
-    :param cwd: folder relative to the repository root (default: the root).
-    :param timeout: seconds; past it the command's whole process group is killed.
-    :raises ConfigError: for an empty command, an absolute cwd or a timeout that is not
-        a positive number.
+    :param cwd: folder relative to the repository root (default: the root), or absolute: the
+        evaluator's own folder, or a sandbox path mapped by ``--score-path-map``.
+    :param timeout: seconds; past it the command's whole process group is killed. ``None``:
+        no timeout.
+    :raises ConfigError: for an empty command or a timeout that is not a positive number.
     """
     if not command.strip():
         raise ConfigError("command: must not be empty")
-    if cwd is not None and Path(cwd).is_absolute():
-        raise ConfigError(f"cwd: {cwd!r} must be relative to the repository")
-    if isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0:
-        raise ConfigError(f"timeout: {timeout!r} is not a positive number of seconds")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0
+    ):
+        raise ConfigError(f"timeout: {timeout!r} is not a positive number of seconds (or null)")
     return SandboxStateScorer(command, cwd, timeout)

@@ -3,47 +3,47 @@
 The diff file is a diff (``{"comparisons": …}``, as ``diff.json`` or ``pytest-scoring diff
 --json`` writes it) or a diff-of-diffs (``{"after_only": …}``, as ``diff_of_diffs.json``),
 of which the ``after_only`` part is matched — what ``db_diff_change`` looks at. ``-`` reads
-standard input (for one of the two files).
+standard input (for one of the two files). A diff file is read up to :data:`MAX_DIFF_BYTES`,
+a selector file up to the configuration limit; a SQLite database given as the diff file is
+named as such, with the command that makes a diff of it.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.documents import STDIN
+from pytest_scoring.documents import decode
+from pytest_scoring.documents import label
+from pytest_scoring.documents import parse_json
+from pytest_scoring.documents import read_bytes
+from pytest_scoring.documents import read_document
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
 from pytest_scoring.selector.language import Selector
+from pytest_scoring.selector.language import Verdict
 from pytest_scoring.selector.language import parse_selector
 
-STDIN: Final = "-"
+#: Largest diff file ``match`` reads, in bytes (report files are far smaller).
+MAX_DIFF_BYTES: Final = 256 * 1024 * 1024
+#: How every SQLite database file starts.
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
 
 
-def _label(source: str) -> str:
-    return "<stdin>" if source == STDIN else source
+def read_diff_file(source: str) -> Any:
+    """Parse the JSON diff in file ``source`` (``-``: standard input).
 
-
-def read_json(source: str) -> Any:
-    """Parse the JSON in file ``source`` (``-``: standard input).
-
-    :raises ScoringError: naming the file when it cannot be read or parsed.
+    :raises ScoringError: naming the file when it is a database, unreadable or not JSON.
     """
-    try:
-        text = sys.stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or str(error)
-        raise ScoringError(f"{_label(source)}: cannot read: {reason}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+    data = read_bytes(source, MAX_DIFF_BYTES)
+    if data.startswith(SQLITE_HEADER):
         raise ScoringError(
-            f"{_label(source)}: not valid JSON ({error.msg} at line {error.lineno}, "
-            f"column {error.colno})"
-        ) from None
+            f"{label(source)}: a SQLite database, not a diff; make a diff with "
+            f"'pytest-scoring diff --json BEFORE.db AFTER.db > diff.json'"
+        )
+    return parse_json(decode(data, source), source)
 
 
 def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
@@ -51,19 +51,19 @@ def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
 
     :raises ScoringError: naming the file and key when the shape is not a diff.
     """
-    label = _label(source)
+    where = label(source)
     if isinstance(document, dict) and "after_only" in document:
-        document, label = document["after_only"], f"{label}: after_only"
+        document, where = document["after_only"], f"{where}: after_only"
     if not isinstance(document, dict) or "comparisons" not in document:
         raise ScoringError(
-            f'{label}: expected a diff {{"comparisons": …}} or a diff-of-diffs {{"after_only": …}}'
+            f'{where}: expected a diff {{"comparisons": …}} or a diff-of-diffs {{"after_only": …}}'
         )
     comparisons = document["comparisons"]
     if not isinstance(comparisons, dict):
-        raise ScoringError(f"{label}: comparisons: expected an object of databases")
+        raise ScoringError(f"{where}: comparisons: expected an object of databases")
     for key, entry in comparisons.items():
         if not isinstance(entry, dict):
-            raise ScoringError(f"{label}: comparisons.{key}: expected an object")
+            raise ScoringError(f"{where}: comparisons.{key}: expected an object")
     return document
 
 
@@ -72,16 +72,17 @@ def selector_from_file(source: str) -> Selector:
 
     :raises SelectorError: naming the file and the path inside the selector.
     """
-    document = read_json(source)
+    document = parse_json(read_document(source), source)
     try:
         return parse_selector(document)
     except SelectorError as error:
-        raise SelectorError(f"{_label(source)}: {error}") from None
+        raise SelectorError(f"{label(source)}: {error}") from None
 
 
-def match_files(diff_file: str, selector_file: str) -> bool:
-    """Whether the selector in ``selector_file`` matches the diff in ``diff_file``."""
+def match_files(diff_file: str, selector_file: str) -> Verdict:
+    """Whether the selector in ``selector_file`` matches the diff in ``diff_file``, and the
+    warnings of that evaluation."""
     if diff_file == STDIN and selector_file == STDIN:
         raise ScoringError("only one of DIFF_FILE and SELECTOR_FILE can be '-' (standard input)")
     selector = selector_from_file(selector_file)
-    return selector.matches(diff_to_match(read_json(diff_file), diff_file))
+    return selector.evaluate(diff_to_match(read_diff_file(diff_file), diff_file))

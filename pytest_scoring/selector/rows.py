@@ -1,4 +1,8 @@
-"""``rows`` criteria of a selector: ``by_key``, added and removed templates, changed rows."""
+"""``rows`` criteria of a selector: ``by_key``, added and removed templates, changed rows.
+
+Rows are streamed, never held: a table whose examples were cut streams every row from SQLite,
+and each row counts against the evaluation's time budget.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pytest_scoring.selector.criteria import as_mapping
 from pytest_scoring.selector.criteria import checked_object
 from pytest_scoring.selector.criteria import parse_membership
 from pytest_scoring.selector.criteria import row_list
+from pytest_scoring.selector.evaluation import TimeBudget
 from pytest_scoring.selector.where import CHANGE_FIELDS
 from pytest_scoring.selector.where import RowTest
 from pytest_scoring.selector.where import fail
@@ -64,6 +69,8 @@ class RowListCriteria:
     #: Filters narrowing the rows (``has_*`` of ``changed``, then ``where``).
     filters: tuple[RowTest, ...]
     count: Callable[[int], bool] | None
+    #: ``changed``: at least one row must survive, whatever ``$count`` says.
+    needs_one: bool = False
 
     def holds(self, rows: Callable[[], Iterable[Row]]) -> bool:
         """Whether the rows pass the checks and enough of them survive the filters.
@@ -76,7 +83,8 @@ class RowListCriteria:
         survivors = (row for row in rows() if all(test(row) for test in self.filters))
         if self.count is None:
             return next(survivors, None) is not None
-        return self.count(sum(1 for _ in survivors))
+        count = sum(1 for _ in survivors)
+        return (count > 0 or not self.needs_one) and self.count(count)
 
 
 def _has_one_template(templates: tuple[RowTest, ...]) -> Callable[[Iterable[Row]], bool]:
@@ -123,7 +131,7 @@ def _parse_changed(raw: Any, path: str) -> RowListCriteria:
         if key in criteria:
             filters.append(_changed_columns_test(parse_membership({key: criteria[key]}, path)))
     where, count = _where_and_count(criteria, path, CHANGE_FIELDS)
-    return RowListCriteria((), (*filters, *where), count)
+    return RowListCriteria((), (*filters, *where), count, needs_one=True)
 
 
 def _changed_columns_test(membership: Membership) -> RowTest:
@@ -154,25 +162,28 @@ class RowCriteria:
     by_key: RowTest | None
     lists: tuple[tuple[str, RowListCriteria], ...]
 
-    def holds(self, table: Mapping[str, Any]) -> bool:
-        """Whether the data-plane entry of one table fits."""
+    def holds(self, table: Mapping[str, Any], budget: TimeBudget) -> bool:
+        """Whether the data-plane entry of one table fits.
+
+        :raises SelectorTimeout: when the budget runs out while looking at the rows.
+        """
         if not self.lists:
             kinds = ("added", "removed", "changed")
-            return any(next(self._rows(table, kind), None) is not None for kind in kinds)
+            return any(next(self._rows(table, kind, budget), None) is not None for kind in kinds)
         return all(
-            criteria.holds(partial(self._rows, table, kind)) for kind, criteria in self.lists
+            criteria.holds(partial(self._rows, table, kind, budget))
+            for kind, criteria in self.lists
         )
 
-    def _rows(self, table: Mapping[str, Any], kind: str) -> Iterator[Row]:
+    def _rows(self, table: Mapping[str, Any], kind: str, budget: TimeBudget) -> Iterator[Row]:
         """The rows of one list left by ``by_key`` (changed rows as virtual rows), lazily."""
-        rows = row_list(table.get(f"rows_{kind}"))
-        if kind != "changed":
-            return (row for row in rows if self.by_key is None or self.by_key(row))
-        return (
-            changed_row(change)
-            for change in rows
-            if self.by_key is None or self.by_key(as_mapping(change.get("key")))
-        )
+        for row in row_list(table.get(f"rows_{kind}")):
+            budget.tick()
+            if kind != "changed":
+                if self.by_key is None or self.by_key(row):
+                    yield row
+            elif self.by_key is None or self.by_key(as_mapping(row.get("key"))):
+                yield changed_row(row)
 
 
 def _parse_by_key(raw: Any, path: str) -> RowTest:

@@ -1,4 +1,12 @@
-"""``tables`` criteria of a selector, and the per-table view (status, columns) they test."""
+"""``tables`` criteria of a selector, and the per-table view (status, columns) they test.
+
+A table's status is its schema status (``unchanged`` included) when the target includes the
+schema plane and that plane reports the table, else its data status. That rule governs
+``tables.status``, ``tables.added``/``removed``/``changed`` and table criteria beside ``rows``;
+a selector asking only for *some* change sees a change in any targeted plane
+(:attr:`TableView.changed`). When a status criterion fails only because the schema plane says
+``unchanged`` while the data plane reports a change, the evaluation warns, naming the table.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ from pytest_scoring.selector.criteria import Membership
 from pytest_scoring.selector.criteria import as_mapping
 from pytest_scoring.selector.criteria import checked_object
 from pytest_scoring.selector.criteria import parse_membership
-from pytest_scoring.selector.where import fail
+from pytest_scoring.selector.evaluation import Evaluation
 
 # --- tables -------------------------------------------------------------------------------
 
@@ -32,6 +40,24 @@ class TableView:
     #: Its schema-plane entry (empty when absent or not targeted).
     schema: Mapping[str, Any]
 
+    @property
+    def data_status(self) -> str | None:
+        """The data plane's status of the table (``None`` when that plane does not report it)."""
+        status = self.data.get("status")
+        return None if status is None else str(status)
+
+    @property
+    def changed(self) -> bool:
+        """Whether some targeted plane reports a change of the table."""
+        return any(
+            plane.get("status") not in (None, "unchanged") for plane in (self.data, self.schema)
+        )
+
+    @property
+    def schema_hides_data_change(self) -> bool:
+        """Whether the schema's ``unchanged`` decides the status while the data changed."""
+        return self.status == "unchanged" and self.data_status not in (None, "unchanged")
+
 
 def _plane_tables(
     entry: Mapping[str, Any], plane: str, planes: frozenset[str]
@@ -42,10 +68,9 @@ def _plane_tables(
 
 
 def _status(data: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
-    schema_status, data_status = schema.get("status"), data.get("status")
-    if schema_status is not None and (schema_status != "unchanged" or data_status is None):
-        return str(schema_status)
-    return str(data_status or "unchanged")
+    """The schema plane's status when it reports the table, else the data plane's."""
+    status = schema.get("status")
+    return str(status if status is not None else data.get("status") or "unchanged")
 
 
 def table_views(entry: Mapping[str, Any], planes: frozenset[str]) -> list[TableView]:
@@ -75,11 +100,23 @@ def column_names(schema: Mapping[str, Any], kind: str) -> set[str]:
     return {name for name in names if isinstance(name, str)}
 
 
+def status_warning(path: str, names: list[str], database: str) -> str:
+    """The warning for a status criterion that failed only because the schema said unchanged."""
+    tables = ", ".join(repr(name) for name in names)
+    return (
+        f"{path}: table {tables} of {database!r} changed in the data plane, but the schema "
+        "plane reports it 'unchanged' and its status decides (target \"data\" tests the data "
+        "status; docs/selectors.md)"
+    )
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class TableCriteria:
     """``tables``: criteria on one table, and on the sets of table names by status."""
 
+    #: Where the criteria are in the selector (``selector.tables``), for warnings.
+    path: str
     name: Membership | None = None
     status: Membership | None = None
     columns: tuple[tuple[str, Membership], ...] = ()
@@ -87,33 +124,54 @@ class TableCriteria:
 
     @property
     def per_table(self) -> bool:
-        """Whether some criterion must hold for one table."""
-        return self.name is not None or self.status is not None or bool(self.columns)
+        """Whether ``status`` or ``columns`` must hold for one table."""
+        return self.status is not None or bool(self.columns)
 
     @property
     def decides_change(self) -> bool:
-        """Whether ``status`` or ``columns`` say what change the table has (else: any)."""
-        return self.status is not None or bool(self.columns)
+        """Whether some criterion says which change there is (else: any change will do)."""
+        return self.per_table or bool(self.by_status)
 
-    def fits(self, table: TableView) -> bool:
-        """Whether one table fits ``name``, ``status`` and ``columns``."""
-        if self.name is not None and not self.name.holds({table.name}):
+    def names(self, table: TableView) -> bool:
+        """Whether ``name`` (if given) names the table."""
+        return self.name is None or self.name.holds({table.name})
+
+    def fits(self, table: TableView, status: str | None = None) -> bool:
+        """Whether one table fits ``name``, ``status`` (its own, or ``status``) and ``columns``."""
+        if not self.names(table):
             return False
-        if self.status is not None and not self.status.holds({table.status}):
+        if self.status is not None and not self.status.holds({status or table.status}):
             return False
         return all(
             criterion.holds(column_names(table.schema, kind)) for kind, criterion in self.columns
         )
 
-    def fits_database(self, tables: list[TableView]) -> bool:
-        """Whether the sets of added, removed and changed table names fit."""
-        return all(
-            criterion.holds({table.name for table in tables if table.status == status})
-            for status, criterion in self.by_status
+    def fails_only_by_schema_status(self, table: TableView) -> bool:
+        """Whether the table fails ``status`` only because the schema said ``unchanged``."""
+        return (
+            self.status is not None
+            and table.schema_hides_data_change
+            and self.fits(table, status=table.data_status)
         )
 
+    def fits_database(self, tables: list[TableView], database: str, evaluation: Evaluation) -> bool:
+        """Whether the sets of added, removed and changed table names fit."""
+        for status, criterion in self.by_status:
+            names = {table.name for table in tables if table.status == status}
+            if criterion.holds(names):
+                continue
+            hidden = {
+                table.name
+                for table in tables
+                if table.schema_hides_data_change and table.data_status == status
+            }
+            if hidden and criterion.holds(names | hidden):
+                evaluation.warn(status_warning(f"{self.path}.{status}", sorted(hidden), database))
+            return False
+        return True
 
-def parse_tables(raw: Any, path: str, planes: frozenset[str]) -> TableCriteria:
+
+def parse_tables(raw: Any, path: str) -> TableCriteria:
     criteria = checked_object(raw, path, TABLE_KEYS)
     single = {
         key: parse_membership(
@@ -131,19 +189,16 @@ def parse_tables(raw: Any, path: str, planes: frozenset[str]) -> TableCriteria:
         if status in criteria
     )
     return TableCriteria(
+        path,
         **single,
-        columns=_parse_columns(criteria.get("columns"), f"{path}.columns", planes),
+        columns=_parse_columns(criteria.get("columns"), f"{path}.columns"),
         by_status=by_status,
     )
 
 
-def _parse_columns(
-    raw: Any, path: str, planes: frozenset[str]
-) -> tuple[tuple[str, Membership], ...]:
+def _parse_columns(raw: Any, path: str) -> tuple[tuple[str, Membership], ...]:
     if raw is None:
         return ()
-    if "schema" not in planes:
-        fail(path, "columns are schema-plane criteria but the target excludes the schema plane")
     criteria = checked_object(raw, path, COLUMN_KEYS)
     return tuple(
         (kind, parse_membership(criteria[kind], f"{path}.{kind}"))

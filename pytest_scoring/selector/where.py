@@ -1,4 +1,4 @@
-"""``where`` clauses of the selector language (docs/selectors.md): fields, predicates, values.
+r"""``where`` clauses of the selector language (docs/selectors.md): fields, predicates, values.
 
 A clause is parsed once, up front, into a plain function ``row -> bool``; every mistake is a
 :class:`~pytest_scoring.errors.SelectorError` naming its path inside the selector.
@@ -11,17 +11,21 @@ Decisions the language leaves open (stated in docs/selectors.md):
 
 * ``$gt $gte $lt $lte`` compare numbers with numbers and text with text; any other pair
   (``null``, a BLOB, text against a number) does not hold — use ``$coerce`` to compare across.
-* ``$regex`` searches text; a number is searched in its text form (``12`` as ``"12"``), while
-  ``null`` and BLOBs never match. Only the first ``REGEX_TEXT_LIMIT`` characters of a value
-  are searched: the values come from the scored repository, and Python's regex engine takes
-  quadratic time on some patterns (``a+b`` over megabytes of ``a``).
-* A field whose value is a list (``$changed_columns``) holds a predicate when some element
-  does; ``$not-eq``/``$not-in`` then hold when no element equals / is in the operand.
+* ``$regex`` is RE2 (linear time whatever the pattern and the value: the values come from
+  the scored repository): ``$`` matches only at the end of the text, ``\w \d \s \b`` are
+  ASCII (``\pL``, ``\pN`` for Unicode), no lookarounds, backreferences or possessive
+  quantifiers; a pattern RE2 refuses is an error naming its path. It searches text and the
+  text form of numbers (``12`` as ``"12"``); ``null`` and BLOBs never match.
+* A scalar operand tested against a list-valued field (``$changed_columns``) holds when it
+  holds for some element (``$not-eq``/``$not-in``: for none). An object or list operand of
+  ``$eq $not-eq $in $not-in`` compares the whole value: ``{"$before": {"$eq": {"role":
+  "user"}}}``, ``{"$changed_columns": {"$eq": ["password"]}}`` (a list compares in order).
 * A field name is looked up as written first; failing that, ``a.b`` reads key ``b`` of the
   object in field ``a`` (``$before.password``, ``$key.id``).
 * ``$coerce`` converts the field value and the operands: ``"string"`` (numbers in SQLite's
   text form, booleans as ``1``/``0``), ``"number"`` (text that is not a number becomes ``null``),
-  ``"boolean"`` (``true/yes/on/1`` and ``false/no/off/0/""``, numbers by being non-zero).
+  ``"boolean"`` (``null`` is false; ``true/yes/on/1`` and ``false/no/off/0/""``, numbers by
+  being non-zero).
 """
 
 from __future__ import annotations
@@ -46,22 +50,14 @@ ValueTest = Callable[[Any], bool]
 
 #: How deeply ``$and``/``$or``/``$not`` may nest, so a hostile selector cannot exhaust the stack.
 MAX_DEPTH: Final = 50
-#: How many characters of a (hostile) value ``$regex`` searches.
-REGEX_TEXT_LIMIT: Final = 100_000
 OPERATORS: Final = ("$eq", "$not-eq", "$in", "$not-in", "$gt", "$gte", "$lt", "$lte", "$regex")
 COERCIONS: Final = ("string", "number", "boolean")
 COUNT_OPERATORS: Final = ("$eq", "$not-eq", "$gt", "$gte", "$lt", "$lte")
 #: Virtual fields of a changed row (``rows.changed.where``).
 CHANGE_FIELDS: Final = frozenset({"$changed_columns", "$before", "$after", "$key"})
 _LOGIC: Final = ("$and", "$or", "$not")
-_REGEX_FLAGS: Final = {
-    "i": re.IGNORECASE,
-    "m": re.MULTILINE,
-    "s": re.DOTALL,
-    "g": 0,
-    "u": 0,
-    "y": 0,
-}
+#: ``/pattern/flags`` letters: RE2's inline flags, and JavaScript's that change nothing here.
+_REGEX_FLAGS: Final = {"i": "i", "m": "m", "s": "s", "g": "", "u": "", "y": ""}
 _FLAG_WORD: Final = re.compile("[A-Za-z]*")
 _TRUE_WORDS: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE_WORDS: Final = frozenset({"false", "no", "off", "0", ""})
@@ -149,6 +145,8 @@ def _number_form(value: Any) -> int | float | None:
 
 
 def _boolean_form(value: Any) -> bool | None:
+    if value is None:
+        return False
     if _is_number(value):
         return bool(value)
     text = text_form(value)
@@ -169,8 +167,33 @@ _COERCE: Final[dict[str, Callable[[Any], Any]]] = {
 
 
 def coerce(value: Any, kind: str | None) -> Any:
-    """Convert a value for ``$coerce: kind`` (no conversion when ``kind`` is ``None``)."""
-    return value if kind is None else _COERCE[kind](value)
+    """Convert a value for ``$coerce: kind`` (no conversion when ``kind`` is ``None``); an
+    object or list (``$before``, ``$changed_columns``) is converted value by value."""
+    if kind is None:
+        return value
+    if isinstance(value, list):
+        return [coerce(item, kind) for item in value]
+    if isinstance(value, Mapping) and not is_blob(value):
+        return {key: coerce(item, kind) for key, item in value.items()}
+    return _COERCE[kind](value)
+
+
+def _is_whole(operand: object) -> bool:
+    """Whether an operand is an object or a list, compared with a field's whole value."""
+    return isinstance(operand, list) or (isinstance(operand, dict) and not is_blob(operand))
+
+
+def whole_equal(value: Any, operand: Any) -> bool:
+    """Equality of a whole object (a missing key is ``null``) or list (in order)."""
+    if isinstance(operand, list):
+        return (
+            isinstance(value, list)
+            and len(value) == len(operand)
+            and all(values_equal(left, right) for left, right in zip(value, operand, strict=True))
+        )
+    if not isinstance(value, Mapping):
+        return False
+    return all(values_equal(value.get(key), operand.get(key)) for key in {*value, *operand})
 
 
 def lookup(row: Mapping[str, Any], name: str) -> Any:
@@ -187,7 +210,13 @@ def lookup(row: Mapping[str, Any], name: str) -> Any:
 # --- predicates ---------------------------------------------------------------------------
 
 
-def _operand(raw: Any, path: str, kind: str | None) -> Any:
+def _operand(raw: Any, path: str, kind: str | None, whole: bool = False) -> Any:
+    """One operand; ``whole`` also accepts an object or a list of values (``$eq``, ``$in``)."""
+    if whole and _is_whole(raw):
+        items = raw.items() if isinstance(raw, dict) else enumerate(raw)
+        for key, item in items:
+            _operand(item, f"{path}.{key}" if isinstance(raw, dict) else f"{path}[{key}]", kind)
+        return coerce(raw, kind)
     if not is_value(raw):
         fail(path, f"expected a value (string, number, boolean, null or $blob), got {raw!r}")
     value = coerce(raw, kind)
@@ -196,10 +225,19 @@ def _operand(raw: Any, path: str, kind: str | None) -> Any:
     return value
 
 
-def _operands(raw: Any, path: str, kind: str | None) -> list[Any]:
-    if not isinstance(raw, list):
-        fail(path, f"expected a list of values, got {raw!r}")
-    return [_operand(item, f"{path}[{index}]", kind) for index, item in enumerate(raw)]
+def _equality_test(options: list[Any]) -> ValueTest:
+    """Equal to one of ``options``: an object or list operand compares the whole value, a
+    scalar compares the value or, for a list-valued field, some element of it."""
+    wholes = [option for option in options if _is_whole(option)]
+    scalars = [option for option in options if not _is_whole(option)]
+
+    def holds(value: Any) -> bool:
+        if any(whole_equal(value, option) for option in wholes):
+            return True
+        items = value if isinstance(value, list) else (value,)
+        return any(values_equal(item, option) for item in items for option in scalars)
+
+    return holds
 
 
 def _ordering_test(operator: str, operand: Any, path: str) -> ValueTest:
@@ -214,22 +252,33 @@ def _ordering_test(operator: str, operand: Any, path: str) -> ValueTest:
     return lambda value: _ordered(value, operand) and compare[operator](value)
 
 
-def compile_regex(raw: Any, path: str) -> re.Pattern[str]:
-    """Compile ``"/pattern/flags"`` (flags ``i m s``; ``g u y`` ignored) or a bare pattern."""
+def compile_regex(raw: Any, path: str) -> Any:
+    """Compile ``"/pattern/flags"`` (flags ``i m s``; ``g u y`` ignored) or a bare pattern
+    with RE2, which runs in time linear in the text whatever the pattern.
+
+    :raises SelectorError: for a pattern RE2 refuses (a lookaround, a backreference, a
+        pattern past RE2's memory budget…), naming the path.
+    """
+    import re2  # type: ignore[import-untyped]
+
     if not isinstance(raw, str):
         fail(path, f"expected a regular expression string, got {raw!r}")
-    pattern, flags = raw, 0
+    pattern, flags = raw, ""
     closing = raw.rfind("/")
     if raw.startswith("/") and closing > 0 and _FLAG_WORD.fullmatch(raw[closing + 1 :]):
         pattern = raw[1:closing]
         for letter in raw[closing + 1 :]:
             if letter not in _REGEX_FLAGS:
                 fail(path, f"unknown regex flag {letter!r} (expected i, m, s; g, u, y are ignored)")
-            flags |= _REGEX_FLAGS[letter]
+            flags += _REGEX_FLAGS[letter]
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print its reason on stderr; the message carries it
     try:
-        return re.compile(pattern, flags)
-    except re.error as error:
-        fail(path, f"invalid regular expression {raw!r}: {error}")
+        return re2.compile(f"(?{flags}){pattern}" if flags else pattern, options)
+    except re2.error as error:
+        reason = error.args[0] if error.args else error
+        reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else reason
+        fail(path, f"RE2 cannot use the regular expression {raw!r}: {reason} (docs/selectors.md)")
 
 
 def _regex_test(raw: Any, path: str) -> ValueTest:
@@ -237,40 +286,45 @@ def _regex_test(raw: Any, path: str) -> ValueTest:
 
     def test(value: Any) -> bool:
         text = None if is_blob(value) else text_form(value)
-        return text is not None and regex.search(text, 0, REGEX_TEXT_LIMIT) is not None
+        # Bytes: RE2 reads UTF-8, and a lone surrogate (from a JSON diff) must not raise.
+        return text is not None and regex.search(text.encode("utf-8", "surrogatepass")) is not None
 
     return test
+
+
+def _on_value_or_elements(test: ValueTest) -> ValueTest:
+    """Apply ``test`` to a value, or to the elements of a list-valued field (some must hold)."""
+    return lambda value: (
+        any(test(item) for item in value) if isinstance(value, list) else test(value)
+    )
 
 
 def _operator_test(operator: str, raw: Any, path: str, kind: str | None) -> ValueTest:
     """The positive form of one operator (``$not-eq`` → ``$eq``; the caller negates)."""
     if operator in ("$eq", "$not-eq"):
-        operand = _operand(raw, path, kind)
-        return lambda value: values_equal(value, operand)
+        return _equality_test([_operand(raw, path, kind, whole=True)])
     if operator in ("$in", "$not-in"):
-        options = _operands(raw, path, kind)
-        return lambda value: any(values_equal(value, option) for option in options)
+        if not isinstance(raw, list):
+            fail(path, f"expected a list of values, got {raw!r}")
+        options = [
+            _operand(item, f"{path}[{index}]", kind, whole=True) for index, item in enumerate(raw)
+        ]
+        return _equality_test(options)
     if operator == "$regex":
-        return _regex_test(raw, path)
-    return _ordering_test(operator, _operand(raw, path, kind), path)
+        return _on_value_or_elements(_regex_test(raw, path))
+    return _on_value_or_elements(_ordering_test(operator, _operand(raw, path, kind), path))
 
 
-def _on_value_or_elements(test: ValueTest, negated: bool) -> ValueTest:
-    """Apply ``test`` to a value, or to the elements of a list-valued field."""
-
-    def holds(value: Any) -> bool:
-        found = any(test(item) for item in value) if isinstance(value, list) else test(value)
-        return found != negated
-
-    return holds
+def _negated(test: ValueTest) -> ValueTest:
+    return lambda value: not test(value)
 
 
 def parse_predicate(raw: Any, path: str) -> ValueTest:
     """A predicate: a value (equality) or ``{$operator: operand…, "$coerce": kind}``."""
     if is_value(raw):
-        return _on_value_or_elements(lambda value: values_equal(value, raw), negated=False)
+        return _equality_test([raw])
     if not isinstance(raw, dict):
-        fail(path, f"a list is not a predicate; write {{'$in': {raw!r}}}")
+        fail(path, f"a list is not a predicate; write {{'$in': {raw!r}}} or {{'$eq': {raw!r}}}")
     kind = raw.get("$coerce")
     if kind is not None and kind not in COERCIONS:
         fail(f"{path}.$coerce", f"unknown coercion {kind!r} {expected(COERCIONS)}")
@@ -281,7 +335,7 @@ def parse_predicate(raw: Any, path: str) -> ValueTest:
         if operator not in OPERATORS:
             fail(path, f"unknown operator {operator!r} {expected(OPERATORS)}")
         positive = _operator_test(operator, operand, f"{path}.{operator}", kind)
-        tests.append(_on_value_or_elements(positive, negated=operator.startswith("$not-")))
+        tests.append(_negated(positive) if operator.startswith("$not-") else positive)
     if not tests:
         fail(path, f"a predicate needs an operator {expected(OPERATORS)}")
     return lambda value: all(test(coerce(value, kind)) for test in tests)
@@ -298,7 +352,7 @@ def parse_count(raw: Any, path: str) -> Callable[[int], bool]:
         if isinstance(operand, bool) or not isinstance(operand, int) or operand < 0:
             fail(f"{path}.{operator}", f"expected a whole number >= 0, got {operand!r}")
         test = _operator_test(operator, operand, f"{path}.{operator}", None)
-        tests.append(_on_value_or_elements(test, negated=operator == "$not-eq"))
+        tests.append(_negated(test) if operator == "$not-eq" else test)
     return lambda count: all(test(count) for test in tests)
 
 
