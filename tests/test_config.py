@@ -249,7 +249,11 @@ def test_a_bad_entry_is_refused_naming_the_file_and_key_path(data: Any, message:
     [
         ("c.yaml", "scorers:\n  - type: [unclosed\n", "c.yaml: invalid YAML at line 3, column 1"),
         ("c.toml", "[[scorers]\n", "c.toml: invalid TOML: "),
-        ("c.json", '{"scorers": [}', "c.json: not valid JSON (Expecting value at line 1, column 14)"),
+        (
+            "c.json",
+            '{"scorers": [}',
+            "c.json: not valid JSON (Expecting value at line 1, column 14)",
+        ),
         ("c.ini", "[scorers]", "unknown extension '.ini' (use .toml, .json, .yaml or .yml)"),
     ],
 )

@@ -235,7 +235,11 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
         {"target": "data", "tables": {"columns": {"added": "active"}}},
         False,
     ),
-    ("$not of criteria for an excluded plane holds", {"$not": {"target": "schema", "rows": {}}}, True),
+    (
+        "$not of criteria for an excluded plane holds",
+        {"$not": {"target": "schema", "rows": {}}},
+        True,
+    ),
     (
         "a count after has_one filters",
         {"rows": {"changed": {"has_one": "password", "$count": {"$eq": 1}}}},

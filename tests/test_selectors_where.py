@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_scoring.selector.where import CHANGE_FIELDS
 from pytest_scoring.errors import SelectorError
+from pytest_scoring.selector.where import CHANGE_FIELDS
 from pytest_scoring.selector.where import parse_predicate
 from pytest_scoring.selector.where import parse_where
 from pytest_scoring.selector.where import values_equal
