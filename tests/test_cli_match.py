@@ -129,3 +129,24 @@ def test_a_diff_of_diffs_file_is_recognised_by_its_after_only_part_alone(tmp_pat
     document = {**diff_of_diffs(REFERENCE, SOLUTION), "comparisons": {}}
     dod = write(tmp_path / "diff_of_diffs.json", document)
     assert match(dod, write(tmp_path / "role.json", ROLE)).exit_code == 0
+
+
+def test_a_database_given_as_the_diff_says_how_to_make_a_diff(tmp_path: Path) -> None:
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(tmp_path / "before.db")) as db, db:
+        db.execute("CREATE TABLE t (x)")
+    result = match(str(tmp_path / "before.db"), write(tmp_path / "sel.json", PASSWORD))
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "before.db: a SQLite database, not a diff; make a diff with" in result.output
+    assert "pytest-scoring diff --json" in result.output
+
+
+def test_match_prints_the_selectors_warnings_on_stderr(tmp_path: Path) -> None:
+    selector = {"target": "schema", "rows": {"changed": {"has_one": "password"}}}
+    result = match(write(tmp_path / "d.json", SOLUTION), write(tmp_path / "s.json", selector))
+    assert result.exit_code == 1
+    assert result.stdout == "no match\n"
+    assert result.stderr.startswith("pytest-scoring: warning: selector.rows: the target excludes")

@@ -97,6 +97,22 @@ def test_show_reads_a_scan_id_folder_given_directly(root: Path) -> None:
     assert f"report: {folder}" in result.output
 
 
+@pytest.mark.parametrize("file", ["scores.json", "_scan.json"])
+def test_show_reads_the_report_of_a_file_in_it(root: Path, file: str) -> None:
+    (folder,) = root.glob("scan_id=*")
+    result = run("show", str(folder / file))
+    assert result.exit_code == 0, result.output
+    assert f"report: {folder}" in result.output
+
+
+def test_show_of_a_file_outside_any_report_says_so(tmp_path: Path) -> None:
+    (tmp_path / "scores.json").write_text("{}")
+    result = run("show", str(tmp_path / "scores.json"))
+    assert result.exit_code == 2
+    assert "scores.json: a file outside any report" in result.output
+    assert result.output.count("\n") == 1
+
+
 def test_show_of_a_missing_folder_exits_2_with_one_line(tmp_path: Path) -> None:
     result = run("show", str(tmp_path / "nowhere"))
     assert result.exit_code == 2

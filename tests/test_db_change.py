@@ -197,3 +197,36 @@ def test_a_start_snapshot_that_cannot_be_taken_says_why_in_the_score(
     result.assert_outcomes(passed=1)
     assert db_change["value"] == "N"
     assert "cannot snapshot databases under" in db_change["metadata"]["error"]
+
+
+@pytest.mark.parametrize("where", ["config", "option"])
+def test_a_selector_past_its_time_budget_scores_no_answer_and_the_report_is_written(
+    repo: pytest.Pytester, where: str
+) -> None:
+    # 3,000 added rows: more than the examples kept, so the selector streams them from SQLite,
+    # where the spent budget interrupts it (a budget of a nanosecond is spent at once).
+    write_test(
+        repo,
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
+        "INSERT INTO users (password) SELECT 'x' FROM n",
+    )
+    hostile_regex = {"rows": {"added": {"where": {"password": {"$regex": "^(\\w+\\s?)*$"}}}}}
+    block = {"type": "db_change", "selector": hostile_regex}
+    args = ["--score-selector-timeout=1e-9"]
+    if where == "config":
+        block["selector_timeout"] = 1e-9
+        args = []
+    repo.makefile(".json", scores=json.dumps({"scorers": [{"type": "all_tests_pass"}, block]}))
+    result = repo.runpytest("--score-config=scores.json", "-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["all_tests_pass: C *", "db_change: N *time budget of 1e-09 s*"])
+    scores = json.loads((report_folder(repo) / "scores.json").read_text())["scores"]
+    assert scores["db_change"]["metadata"]["counts"]["rows_added"] == 3000
+
+
+def test_a_selector_within_its_budget_reports_its_warnings(repo: pytest.Pytester) -> None:
+    write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 1")
+    _, db_change = score(repo, selector({"tables": {"status": "changed", "name": "users"}}))
+    assert db_change["value"] == "I"
+    (warning,) = db_change["metadata"]["selector_warnings"]
+    assert warning.startswith("selector.tables.status: table 'users' of 'data/app.db' changed")

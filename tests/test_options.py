@@ -129,7 +129,7 @@ def test_without_scoring_options_the_plugin_does_nothing(pytester: pytest.Pytest
     pytester.makepyfile("def test_one(): pass")
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
-    assert not (pytester.path / "scores").exists()
+    assert not list(pytester.path.glob("scores/scan_id=*"))
     result.stdout.no_fnmatch_line("*- scores -*")
 
 
@@ -261,3 +261,83 @@ def test_an_excluded_folder_in_the_ini_resolves_against_the_ini_files_folder(
     metadata = json.loads(scores.read_text())["scores"]["db_change"]["metadata"]
     assert metadata["counts"]["databases"] == 0
     assert metadata["unsearched_folders"] == ["vendor"]
+
+
+def test_a_test_pattern_without_a_reference_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest("--score-test-pattern=tests/*.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --score-test-pattern: only db_diff_change copies test files, and none runs; *"]
+    )
+    assert not list(pytester.path.glob("scores/scan_id=*"))
+
+
+@pytest.mark.parametrize(
+    "option", ["--score-db-pattern=*.sqlite", "--score-db-reset", '--score-selector={"rows": {}}']
+)
+def test_a_database_option_alone_turns_on_db_change(pytester: pytest.Pytester, option: str) -> None:
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(pytester.path / "app.sqlite")) as db, db:
+        db.execute("CREATE TABLE t (x)")
+    pytester.makepyfile(
+        """
+        import sqlite3
+
+        def test_write():
+            with sqlite3.connect("app.sqlite") as db:
+                db.execute("INSERT INTO t VALUES (1)")
+            db.close()
+        """
+    )
+    result = pytester.runpytest(option, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["db_change: C *1 rows added*"])
+
+
+def test_db_reset_alone_restores_the_databases_on_every_run(pytester: pytest.Pytester) -> None:
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(pytester.path / "app.db")) as db, db:
+        db.execute("CREATE TABLE t (x)")
+    pytester.makepyfile(
+        """
+        import sqlite3
+
+        def test_write():
+            with sqlite3.connect("app.db") as db:
+                assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)
+                db.execute("INSERT INTO t VALUES (1)")
+            db.close()
+        """
+    )
+    for _ in range(2):
+        pytester.runpytest("--score-db-reset", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_selector_with_a_configuration_lacking_a_database_scorer_adds_db_change(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    pytester.makefile(".yaml", scores="scorers:\n  - type: all_tests_pass\n")
+    result = pytester.runpytest("--score-config=scores.yaml", '--score-selector={"rows": {}}')
+    result.stdout.fnmatch_lines(["all_tests_pass: C *", "db_change: I *"])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("--score-selector-timeout=0", "'0' is not a positive number of seconds"),
+        ("--score-selector-timeout=soon", "'soon' is not a number of seconds"),
+    ],
+)
+def test_a_bad_selector_timeout_is_a_usage_error(
+    pytester: pytest.Pytester, option: str, message: str
+) -> None:
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest("--score", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
