@@ -114,7 +114,9 @@ def test_an_absolute_path_of_the_evaluator_is_honoured(
 ) -> None:
     outside = tmp_path_factory.mktemp("evaluator")
     (outside / "notes.txt").write_text("BACKDOOR here\n")
-    block = f"scorers:\n  - type: file_contents\n    folder_path: {outside}\n    search_string: BACKDOOR\n"
+    block = (
+        f"scorers:\n  - {{type: file_contents, folder_path: {outside}, search_string: BACKDOOR}}\n"
+    )
     (server_repo.path / "scores.yaml").write_text(block)
     found = scores(server_repo, "--score-config=scores.yaml")
     assert found["file_contents"]["value"] == "C"
@@ -305,8 +307,10 @@ def test_run_loads_a_fixture_and_maps_paths(
     report = tmp_path_factory.mktemp("reports")
     result = CliRunner().invoke(
         main,
-        ["run", str(fixtures_repo.path), "--config", f"{config}#with-path"]
-        + ["--path-map", "/repo=.", "--report", str(report)],
+        [
+            *("run", str(fixtures_repo.path), "--config", f"{config}#with-path"),
+            *("--path-map", "/repo=.", "--report", str(report)),
+        ],
     )
     assert result.exit_code == 0, result.output
     (scores_json,) = report.glob("scan_id=*/scores.json")
