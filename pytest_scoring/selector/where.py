@@ -273,6 +273,7 @@ def compile_regex(raw: Any, path: str) -> Any:
             flags += _REGEX_FLAGS[letter]
     options = re2.Options()
     options.log_errors = False  # RE2 would print its reason on stderr; the message carries it
+    options.never_capture = True  # only whether it matches counts: groups cost time
     try:
         return re2.compile(f"(?{flags}){pattern}" if flags else pattern, options)
     except re2.error as error:
