@@ -67,7 +67,9 @@ def _configured_scorers(
     types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
     command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
     loaded = load_configuration(config_file, types, command_line, settings.config_entry)
-    from_file = path_map(loaded.paths.items(), settings.root, f"{config_file.name}: paths")
+    from_file = path_map(
+        loaded.paths.items(), settings.root.resolve(), f"{config_file.name}: paths"
+    )
     settings.path_map = {**from_file, **settings.path_map}  # the command line wins
     settings.notes.extend(loaded.notes)
     return loaded.scorers

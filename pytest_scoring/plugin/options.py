@@ -134,7 +134,7 @@ def path_map_type(text: str) -> tuple[str, str]:
 
 def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[str, Path]:
     """Sandbox prefixes (without a trailing ``/``) and their local folders (a relative one is
-    under ``root``, the repository).
+    under ``root``, the repository's resolved root, so a path in it is known to be in it).
 
     :raises OptionError: naming ``what`` when one sandbox path is mapped twice.
     """
