@@ -75,7 +75,9 @@ def _commented_variable_line(text: str, name: str) -> int | None:
     if node is None:
         return None
     lines = text.splitlines()
-    for number in range(node.start_mark.line, min(node.end_mark.line + 1, len(lines))):
+    end = node.end_mark  # a block ends where the next key starts: that line is not the block's
+    last = end.line if end.column == 0 else end.line + 1
+    for number in range(node.start_mark.line, min(last, len(lines))):
         if VARIABLE in lines[number]:
             return number + 1
     return None
