@@ -10,6 +10,7 @@ import re
 import tomllib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import yaml
@@ -107,11 +108,19 @@ def test_every_selector_example_is_a_valid_selector(block: str) -> None:
     parse_selector(json.loads(block))
 
 
+def scorer_lists(content: dict[str, Any]) -> list[list[dict[str, object]]]:
+    """The scorer lists of a configuration: its ``scorers``, or each fixture's ``scorer:``."""
+    if "fixtures" not in content:
+        return [content["scorers"]]
+    blocks = [entry["scorer"] for entry in content["fixtures"].values() if "scorer" in entry]
+    return [block if isinstance(block, list) else [block] for block in blocks]
+
+
 def configuration_examples() -> list[tuple[str, list[dict[str, object]]]]:
     """Every scorer list shown in the docs, from its YAML or TOML block."""
     examples = [(page, yaml.safe_load(block)) for page, block in every_block("yaml")]
     examples += [(page, tomllib.loads(block)) for page, block in every_block("toml")]
-    return [(page, content["scorers"]) for page, content in examples]
+    return [(page, scorers) for page, content in examples for scorers in scorer_lists(content)]
 
 
 @pytest.mark.parametrize(("page", "scorers"), configuration_examples(), ids=lambda x: str(x)[:40])

@@ -93,8 +93,8 @@ def _console() -> Any:
 def show(report: str) -> None:
     """Show one report: each score, its metrics, the test counts, the complete flag.
 
-    REPORT is a scan_id=… folder, or a report root whose newest report is shown
-    (default ./scores).
+    REPORT is a scan_id=… folder, a file in one (its scores.json…), or a report root
+    whose newest report is shown (default ./scores).
 
     Example: pytest-scoring show scores/
     """

@@ -212,8 +212,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--score-config",
         dest="score_config",
-        metavar="FILE",
-        help="Scorer configuration file (TOML, JSON or YAML)",
+        metavar="FILE[#NAME]",
+        help="Scorer configuration file (TOML, JSON or YAML); FILE#NAME: the scorer: block "
+        "of fixture NAME of a fixtures file",
     )
     group.addoption(
         "--score-path-map",
