@@ -17,6 +17,7 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.text import number_text
 
 #: Seconds a scorer's selector evaluation may take unless configured otherwise.
 DEFAULT_SELECTOR_TIMEOUT: Final = 60.0
@@ -54,7 +55,8 @@ class TimeBudget:
             self.expired = True
         if self.expired:
             raise SelectorTimeout(
-                f"the selector evaluation went past its time budget of {self.seconds:g} s "
+                f"the selector evaluation went past its time budget of "
+                f"{number_text(self.seconds or 0)} s "
                 "(selector_timeout / --score-selector-timeout)"
             )
 
