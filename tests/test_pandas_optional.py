@@ -53,6 +53,7 @@ def run(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "plugin", [["-p", "no:scoring"], [], ["--score"]], ids=["not loaded", "installed", "scoring"]
 )
@@ -68,6 +69,7 @@ def test_a_pandas_only_test_stays_skipped_with_the_plugin(
     assert ("percent_passing_tests: 100" in result.stdout) == ("--score" in plugin)
 
 
+@pytest.mark.slow
 def test_results_df_says_pandas_is_missing(tmp_path: Path, without_pandas: dict[str, str]) -> None:
     code = "import pytest_scoring; pytest_scoring.results_df('.')"
     result = run(tmp_path, without_pandas, "-c", code)
