@@ -173,3 +173,32 @@ def test_an_unreadable_database_does_not_hide_a_change_the_selector_already_sees
     score = db_change(pytester)
     assert score["value"] == "C"
     assert not os.path.exists(pytester.path / "other.db")
+
+
+def test_the_configurations_exclude_list_leaves_folders_out_too(pytester: pytest.Pytester) -> None:
+    make_db(pytester.path / "vendor" / "users.db")
+    write_attack(pytester, "vendor/users.db")
+    pytester.makefile(
+        ".yaml",
+        scorers=f"""
+        exclude: [vendor]
+        scorers:
+          - type: db_change
+            selector: {json.dumps(PASSWORD_CHANGE)}
+        """,
+    )
+    pytester.runpytest("--score-config=scorers.yaml", "-p", "no:cacheprovider")
+    result = last_result()
+    assert result is not None
+    score = result.scores["db_change"]
+    assert score["value"] == "I"
+    assert score["metadata"]["unsearched_folders"] == ["vendor"]
+
+
+def test_a_malformed_exclude_list_is_a_usage_error_naming_the_key(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", scorers="exclude: vendor\nscorers: [{type: db_change}]\n")
+    result = pytester.runpytest("--score-config=scorers.yaml", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*scorers.yaml: exclude: expected a list of folders*"])

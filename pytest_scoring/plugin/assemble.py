@@ -72,6 +72,8 @@ def _configured_scorers(
     )
     settings.path_map = {**from_file, **settings.path_map}  # the command line wins
     settings.notes.extend(loaded.notes)
+    # The configuration is the evaluator's: its folders are relative to the repository root.
+    settings.db_exclude += [settings.root / folder for folder in loaded.exclude]
     return loaded.scorers
 
 

@@ -40,7 +40,7 @@ RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
 ENTRY_KEYS: Final = ("type", "name")
 #: Keys a configuration file may have at its top level.
-TOP_LEVEL_KEYS: Final = ("scorers", "paths")
+TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude")
 #: The composite type, whose ``scorers`` parameter names other entries.
 COMPOSITE: Final = "composite"
 
@@ -87,6 +87,15 @@ def _paths_table(raw: Any, source: str) -> dict[str, str]:
     return dict(raw)
 
 
+def _exclude_list(raw: Any, source: str) -> list[str]:
+    """The ``exclude:`` list: folders left out of database discovery and the reference copy."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(item, str) and item for item in raw):
+        raise ConfigError(f"{source}: exclude: expected a list of folders such as ['vendor']")
+    return list(raw)
+
+
 def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
     """The scorer entries, each with its key path: the ``scorers`` key, or the whole file
     when it is a list."""
@@ -103,7 +112,8 @@ def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
             )
         unknown = sorted(set(data) - set(TOP_LEVEL_KEYS))
         if unknown:
-            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (expected 'scorers', 'paths')")
+            expected = ", ".join(repr(key) for key in TOP_LEVEL_KEYS)
+            raise ConfigError(f"{source}: unknown key {unknown[0]!r} (expected {expected})")
         data = data.get("scorers")
     if not isinstance(data, list) or not data:
         raise ConfigError(f"{source}: scorers: expected a non-empty list of scorer tables")
@@ -360,6 +370,8 @@ class Configuration:
     paths: dict[str, str] = field(default_factory=dict)
     #: Parts of a fixture read but not used (its ``sandbox:`` block), for the session header.
     notes: list[str] = field(default_factory=list)
+    #: The ``exclude:`` list: folders left out of discovery and the reference copy (as written).
+    exclude: list[str] = field(default_factory=list)
 
 
 def load_configuration(
@@ -380,9 +392,13 @@ def load_configuration(
         chosen = fixture_scorers(document, text, path, fixture)
         scorers = _build_all(chosen.entries, types, command_line)
         return Configuration(scorers, _paths_table(chosen.paths, chosen.source), chosen.notes)
-    paths = document.get("paths") if isinstance(document, dict) else None
+    top = document if isinstance(document, dict) else {}
     scorers = _build_all(_entries(document, path.name), types, command_line)
-    return Configuration(scorers, _paths_table(paths, path.name))
+    return Configuration(
+        scorers,
+        _paths_table(top.get("paths"), path.name),
+        exclude=_exclude_list(top.get("exclude"), path.name),
+    )
 
 
 def load_config(
