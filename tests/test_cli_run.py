@@ -112,6 +112,7 @@ def test_the_repositorys_own_scoring_settings_cannot_steer_a_run(
         "score_fail_under = 0\n"
         "score_db_patterns = *.nothing\n"
         "score_report = elsewhere\n"
+        "score_markdown = ../planted.md\n"
     )
     result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
     assert result.exit_code == 1, result.output
@@ -119,6 +120,7 @@ def test_the_repositorys_own_scoring_settings_cannot_steer_a_run(
     assert isinstance(scores, dict)
     assert set(scores) == {"all_tests_pass", "percent_passing_tests", "percent_failing_tests"}
     assert not (repo / "elsewhere").exists()
+    assert not (tmp_path / "planted.md").exists()
 
 
 @pytest.mark.slow

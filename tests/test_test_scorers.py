@@ -266,3 +266,38 @@ def test_failing_ids_in_metadata_are_capped_at_100_and_say_so() -> None:
     assert metadata["truncated"] is True
     tally.tests.pop("test_100")
     assert percent_passing_tests_scorer().score(context)["metadata"]["truncated"] is False
+
+
+@pytest.mark.parametrize("workers", [["-n", "2"], ["-p", "no:xdist"]])
+def test_each_test_that_did_not_pass_keeps_the_reason_pytest_gave(
+    every_outcome: pytest.Pytester, workers: list[str]
+) -> None:
+    every_outcome.runpytest_subprocess("--score", *workers)
+    tests = {t["nodeid"]: t for t in read_scores(every_outcome)["tests"]["tests"]}
+    message = {nodeid.split("::")[1]: test.get("message") for nodeid, test in tests.items()}
+    assert message["test_fails"].startswith("assert 1 == 2")
+    assert message["test_errors_in_setup"] == "RuntimeError: setup breaks"
+    assert message["test_errors_in_teardown"] == "RuntimeError: teardown breaks"
+    assert message["test_skipped"] == "Skipped: not today"
+    assert message["test_xfailed"] == "known bug"
+    assert message["test_passes"] is None
+    assert message["test_xpassed"] is None
+
+
+def test_a_huge_failure_message_is_capped(pytester: pytest.Pytester) -> None:
+    from pytest_scoring.scorers.outcomes import MESSAGE_CAP
+
+    pytester.makepyfile("def test_shouts():\n    raise ValueError('x' * 1_000_000)\n")
+    pytester.runpytest("--score")
+    (test,) = read_scores(pytester)["tests"]["tests"]
+    assert test["message"].startswith("ValueError: xxx")
+    assert MESSAGE_CAP < len(test["message"]) < MESSAGE_CAP + 100
+    assert test["message"].endswith("more characters cut]")
+
+
+def test_a_collection_error_keeps_its_message(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken="import no_such_module_here\n")
+    pytester.runpytest("--score")
+    (test,) = read_scores(pytester)["tests"]["tests"]
+    assert test["outcome"] == "error"
+    assert "No module named 'no_such_module_here'" in test["message"]

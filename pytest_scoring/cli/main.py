@@ -8,6 +8,7 @@ never a traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,27 +90,76 @@ def _console() -> Any:
 
 @main.command()
 @click.argument("report", required=False, default=DEFAULT_REPORT_ROOT, type=click.Path())
+@click.option(
+    "--html",
+    "as_html",
+    is_flag=True,
+    help="Print the path of the report's page (index.html), written anew from its JSON files",
+)
+@click.option("--open", "open_page", is_flag=True, help="Open the report's page in a web browser")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the score table as Markdown")
 @reports_user_errors
-def show(report: str) -> None:
+def show(report: str, as_html: bool, open_page: bool, as_markdown: bool) -> None:
     """Show one report: each score, its metrics, the test counts, the complete flag.
 
     REPORT is a scan_id=… folder, a file in one (its scores.json…), or a report root
-    whose newest report is shown (default ./scores).
+    whose newest report is shown (default ./scores). --html prints the path of its page,
+    --open opens the page, --markdown prints the table for a CI summary.
 
-    Example: pytest-scoring show scores/
+    Example: pytest-scoring show scores/ --open
     """
     from pytest_scoring.report.reader import find_report
     from pytest_scoring.report.reader import read_scores
-    from pytest_scoring.report.terminal import counts_line
-    from pytest_scoring.report.terminal import score_table
 
     folder = find_report(report)
     content = read_scores(folder)
+    if as_markdown:
+        from pytest_scoring.report.markdown import score_markdown
+
+        click.echo(score_markdown(content, folder), nl=False)
+    if as_html or open_page:
+        _show_page(folder, open_page)
+    if not (as_markdown or as_html or open_page):
+        _print_report(content, folder)
+
+
+def _print_report(content: dict[str, Any], folder: Path) -> None:
+    from pytest_scoring.report.terminal import counts_line
+    from pytest_scoring.report.terminal import score_table
+
     console = _console()
     console.print(score_table(content))
     console.print(counts_line(content))
     console.print(f"complete: {'yes' if content.get('complete') else 'no'}")
     console.print(f"report: {folder}")
+
+
+def _show_page(folder: Path, open_page: bool) -> None:
+    """Write the report's page anew (reports of older versions get one too), print its path
+    and, when asked, open it in the default browser."""
+    import webbrowser
+
+    from pytest_scoring.report.html import rebuild_page
+
+    page = rebuild_page(folder).absolute()
+    click.echo(str(page))
+    if open_page and not webbrowser.open(page.as_uri()):
+        click.echo(f"no web browser found: open {page} yourself", err=True)
+
+
+def _publish_step_summary(folder: Path) -> None:
+    """Append the score table to GitHub's step summary when running there (``run``, ``junit``).
+
+    ``run`` does it here, in the evaluator's process, from the finished report: the scored
+    repository's processes never learn where that file is.
+    """
+    from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
+    from pytest_scoring.report.markdown import publish_markdown
+    from pytest_scoring.report.markdown import score_markdown
+    from pytest_scoring.report.reader import read_scores
+
+    if os.environ.get(GITHUB_SUMMARY_ENV):
+        publish_markdown(score_markdown(read_scores(folder), folder), None)
 
 
 @main.command(name="list")
@@ -154,6 +204,7 @@ def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) 
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
     click.echo(f"score report: {path}")
+    _publish_step_summary(path)
     exit_if_below(percent_passing(tally), fail_under)
 
 
@@ -246,6 +297,7 @@ def run(
     if result.timed_out:
         click.echo(f"timed out after {timeout:g} s: the report holds what ran", err=True)
     ctx.invoke(show, report=str(result.report))
+    _publish_step_summary(result.report)
     exit_if_below(percent_passing_in(read_scores(result.report)), fail_under)
 
 

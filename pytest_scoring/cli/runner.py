@@ -33,6 +33,7 @@ from pytest_scoring.process import kill_group
 from pytest_scoring.process import pytest_command
 from pytest_scoring.reference.child import TIMEOUT_ENV
 from pytest_scoring.reference.child import reference_timeout
+from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.text import number_text
 from pytest_scoring.text import plural
@@ -96,9 +97,15 @@ class RunRequest:
         return [*args, *self.pytest_args]
 
     def environment(self) -> dict[str, str]:
-        """The child's environment: the reference rerun must end well before the run does."""
+        """The child's environment: the reference rerun must end well before the run does.
+
+        GitHub's step summary file is left out: ``run`` writes the summary itself from the
+        report, and the scored repository has no business writing there.
+        """
         share = REFERENCE_SHARE * self.timeout
-        return {**os.environ, TIMEOUT_ENV: number_text(min(reference_timeout(), share))}
+        environment = {**os.environ, TIMEOUT_ENV: number_text(min(reference_timeout(), share))}
+        environment.pop(GITHUB_SUMMARY_ENV, None)
+        return environment
 
 
 def _folder(path: Path, what: str) -> Path:

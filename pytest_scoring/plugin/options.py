@@ -36,6 +36,7 @@ STEERING_SETTINGS: Final = (
     "score_db_patterns",
     "score_db_exclude",
     "score_report",
+    "score_markdown",
     "score_fail_under",
     "score_path_maps",
     "score_selector_timeout",
@@ -68,6 +69,8 @@ class ScoringSettings:
     #: Lines for the session header: configuration read but not used (a fixture's sandbox).
     notes: list[str] = field(default_factory=list)
     report_root: Path = Path(DEFAULT_REPORT_ROOT)
+    #: Where the score table is written as Markdown (``--score-markdown``).
+    markdown: Path | None = None
     fail_under: float | None = None
     deterministic: bool = False
     db_reset: bool = False
@@ -239,6 +242,12 @@ def add_options(parser: pytest.Parser) -> None:
         help="Report root, default scores/ in the rootdir; given alone it also turns scoring on",
     )
     group.addoption(
+        "--score-markdown",
+        dest="score_markdown",
+        metavar="FILE",
+        help="Also write the score table as Markdown to FILE (for CI summaries)",
+    )
+    group.addoption(
         "--score-fail-under",
         dest="score_fail_under",
         metavar="PCT",
@@ -276,6 +285,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_path_maps", "As --score-path-map", type="linelist", default=[])
     parser.addini("score_selector_timeout", "As --score-selector-timeout", default=None)
     parser.addini("score_report", "As --score-report", default=None)
+    parser.addini("score_markdown", "As --score-markdown", default=None)
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
@@ -421,6 +431,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         explicit=_given(config),
         # The default sits in the rootdir, as pytest's own .pytest_cache does.
         report_root=report.path() or root / DEFAULT_REPORT_ROOT,
+        markdown=_path_setting(config, "score_markdown").path(),
         fail_under=_fail_under(fail_under_text),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
@@ -430,6 +441,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
     )
     if (
         settings.fail_under is not None
+        or settings.markdown is not None
         or settings.db_diff
         or settings.selector is not None
         or settings.db_reset

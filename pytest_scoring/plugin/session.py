@@ -7,6 +7,7 @@ controller, never on pytest-xdist workers, so snapshots, scoring and the report 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ import pytest
 
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
+from pytest_scoring.report.markdown import publish_markdown
+from pytest_scoring.report.markdown import score_markdown
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
@@ -57,6 +61,7 @@ class ScoringSession:
         self.result: SessionResult | None = None
         self.report_path: Path | None = None
         self.report_error: str | None = None
+        self.summary_error: str | None = None
         self.junit_error: str | None = None
 
     @pytest.hookimpl
@@ -140,10 +145,21 @@ class ScoringSession:
             self.report_path = write_report(self.result, self.settings.report_root)
         except ScoringError as error:
             self.report_error = str(error)
+        self._publish_markdown(self.result)
         self._add_junit_properties(self.result)
         self.config.hook.pytest_scoring_session_scored(
             config=self.config, result=self.result, report_path=self.report_path
         )
+
+    def _publish_markdown(self, result: SessionResult) -> None:
+        """The score table as Markdown, to ``--score-markdown`` and GitHub's step summary."""
+        if self.settings.markdown is None and not os.environ.get(GITHUB_SUMMARY_ENV):
+            return
+        text = score_markdown(result.scores_json(), self.report_path)
+        try:
+            publish_markdown(text, self.settings.markdown)
+        except ScoringError as error:
+            self.summary_error = str(error)
 
     def _add_junit_properties(self, result: SessionResult) -> None:
         """Scores as properties of the JUnit XML that pytest's own sessionfinish just wrote."""
@@ -176,6 +192,10 @@ class ScoringSession:
             terminalreporter.write_line(f"score report: {self.report_path}")
         if self.report_error is not None:
             terminalreporter.write_line(f"score report NOT written: {self.report_error}", red=True)
+        if self.summary_error is not None:
+            terminalreporter.write_line(
+                f"score summary NOT written: {self.summary_error}", red=True
+            )
         if self.junit_error is not None:
             terminalreporter.write_line(
                 f"scores NOT added to JUnit XML: {self.junit_error}", red=True

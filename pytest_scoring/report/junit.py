@@ -74,6 +74,15 @@ def _outcome(case: Any) -> Outcome:
     return "passed"
 
 
+def _message(case: Any) -> str | None:
+    """The ``message`` (else the text) of a case's failure, error or skip element."""
+    for result in case.result:
+        text = result.message or result.text
+        if text:
+            return str(text).strip()
+    return None
+
+
 class _Case(TestCase):
     """A test case with the ``file`` attribute that pytest (xunit1) and jest-junit may add."""
 
@@ -110,7 +119,8 @@ def read_junit(paths: Sequence[Path], tally: OutcomeTally | None = None) -> Outc
             for case in _cases(suite):
                 nodeid = case_nodeid(case.name or "", case.classname, case.file)
                 nodeid = _distinct(nodeid, suite.name, seen)
-                tally.record_outcome(nodeid, _outcome(case), float(case.time or 0.0))
+                outcome, duration = _outcome(case), float(case.time or 0.0)
+                tally.record_outcome(nodeid, outcome, duration, _message(case))
                 tally.collected.add(nodeid)
     return tally
 

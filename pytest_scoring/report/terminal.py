@@ -30,7 +30,8 @@ def score_line(name: str, score: Mapping[str, Any], explained: bool = True) -> s
     return f"{line}  ({explanation})" if explained and explanation else line
 
 
-def _format_metrics(metrics: dict[str, Any]) -> str:
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """``mean=71.43, stderr=0`` from one scorer's metrics (``show``, the Markdown summary)."""
     return ", ".join(f"{name}={value_text(value)}" for name, value in metrics.items())
 
 
@@ -45,7 +46,7 @@ def score_table(content: dict[str, Any]) -> Any:
             name,
             value_text(score.get("value")),
             shorten(str(score.get("explanation") or "")),
-            _format_metrics(metrics.get(name) or {}),
+            format_metrics(metrics.get(name) or {}),
         )
     return table
 

@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from pytest_scoring.errors import ReportError
+from pytest_scoring.report.html import SCORES_FILE
+from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import write_scan_results
 
 
-def write_json(path: Path, content: Any) -> None:
-    """Write JSON text; NaN is allowed where Inspect writes it (unscored values)."""
-    path.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+def encode_json(content: Any) -> str:
+    """JSON text for a report file; NaN is allowed where Inspect writes it (unscored values)."""
+    return json.dumps(content, indent=2, default=str) + "\n"
 
 
 def write_report(result: SessionResult, report_root: Path) -> Path:
@@ -33,9 +35,12 @@ def write_report(result: SessionResult, report_root: Path) -> Path:
     try:
         report_root.mkdir(parents=True, exist_ok=True)
         building.mkdir()
-        write_json(building / "scores.json", result.scores_json())
-        for name, content in result.files.items():
-            write_json(building / name, content)
+        texts = {SCORES_FILE: encode_json(result.scores_json())}
+        texts.update((name, encode_json(content)) for name, content in result.files.items())
+        for name, text in texts.items():
+            (building / name).write_text(text, encoding="utf-8")
+        # The page pastes the text just written: no second encoding of the report.
+        write_page(building, texts)
         write_scan_results(building, result)
         building.rename(final)
     except (OSError, ValueError, TypeError) as error:  # ValueError/TypeError: encoding

@@ -11,12 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
+from typing import Final
 from typing import Literal
+from typing import NotRequired
 from typing import Protocol
 from typing import TypedDict
 
+from pytest_scoring.scorers.score import cap_text
+
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: Characters kept of a test's message: every test of a large suite may fail, and each
+#: message lands in ``scores.json`` and the report's page.
+MESSAGE_CAP: Final = 1000
 
 
 class TestRecord(TypedDict):
@@ -26,6 +33,8 @@ class TestRecord(TypedDict):
     outcome: Outcome
     duration: float
     user_properties: list[list[Any]]
+    #: Why it failed, errored, was skipped or xfailed (capped); absent for a passing test.
+    message: NotRequired[str]
 
 
 class PhaseRecord(TypedDict, total=False):
@@ -42,7 +51,8 @@ class PhaseRecord(TypedDict, total=False):
     user_properties: list[list[Any]]
     #: A subtest's context (``msg``, ``kwargs``) when this report is a subtest's.
     subtest: dict[str, Any]
-    #: The failure's text, capped.
+    #: The failure's text, capped: pytest's crash line (``AssertionError: assert 1 == 2``
+    #: with its explanation) rather than the whole traceback, or a skip's reason.
     longrepr: str
 
 
@@ -69,6 +79,8 @@ class RunReport(Protocol):
     def duration(self) -> float: ...
     @property
     def user_properties(self) -> list[tuple[str, object]]: ...
+    @property
+    def longrepr(self) -> object: ...
 
 
 def phase_record(report: RunReport) -> PhaseRecord:
@@ -82,7 +94,24 @@ def phase_record(report: RunReport) -> PhaseRecord:
     }
     if hasattr(report, "wasxfail"):
         record["wasxfail"] = str(report.wasxfail)
+    if report.outcome != "passed":
+        text = short_longrepr(report.longrepr)
+        if text:
+            record["longrepr"] = text
     return record
+
+
+def short_longrepr(longrepr: object) -> str | None:
+    """The short text of a pytest ``longrepr``, capped: for a failure its crash line, for a
+    skip (``(path, line, reason)``) its reason."""
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        text = str(crash.message)
+    elif isinstance(longrepr, tuple) and len(longrepr) == 3:
+        text = str(longrepr[2])
+    else:
+        text = "" if longrepr is None else str(longrepr)
+    return cap_text(text, MESSAGE_CAP) if text else None
 
 
 class CollectionReport(Protocol):
@@ -90,6 +119,8 @@ class CollectionReport(Protocol):
     def nodeid(self) -> str: ...
     @property
     def outcome(self) -> str: ...
+    @property
+    def longrepr(self) -> object: ...
 
 
 @dataclass
@@ -97,6 +128,7 @@ class _TestState:
     outcome: Outcome | None = None
     duration: float = 0.0
     user_properties: list[list[Any]] = field(default_factory=list)
+    message: str | None = None
 
 
 def _phase_outcome(record: PhaseRecord) -> Outcome | None:
@@ -109,6 +141,15 @@ def _phase_outcome(record: PhaseRecord) -> Outcome | None:
             return "xpassed" if wasxfail else "passed"
         return "failed"
     return "error" if record["outcome"] == "failed" else None
+
+
+def _message(record: PhaseRecord, outcome: Outcome) -> str | None:
+    """Why a test did not pass: the phase's text, or for an xfail its reason."""
+    if outcome in ("passed", "xpassed"):
+        return None
+    if outcome == "xfailed" and record.get("wasxfail"):
+        return cap_text(record["wasxfail"], MESSAGE_CAP)
+    return record.get("longrepr") or None
 
 
 @dataclass
@@ -135,36 +176,44 @@ class OutcomeTally:
         state = self.tests.setdefault(record["nodeid"], _TestState())
         if record["when"] == "setup":
             # A new attempt (rerunfailures) starts with setup: forget the previous one.
-            state.outcome, state.duration = None, 0.0
+            state.outcome, state.duration, state.message = None, 0.0, None
         state.duration += float(record.get("duration") or 0.0)
         state.user_properties = record.get("user_properties", [])
         phase = _phase_outcome(record)
         if phase is None or state.outcome == "failed":
             return
         if phase == "error" or state.outcome is None or state.outcome == "passed":
-            state.outcome = phase
+            state.outcome, state.message = phase, _message(record, phase)
 
     def record_collection(self, report: CollectionReport) -> None:
         """A failed collector counts as one ``error``, once per collector id."""
         if report.outcome == "failed":
-            self.tests[report.nodeid] = _TestState(outcome="error")
+            message = short_longrepr(report.longrepr)
+            self.tests[report.nodeid] = _TestState(outcome="error", message=message)
 
-    def record_outcome(self, nodeid: str, outcome: Outcome, duration: float = 0.0) -> None:
+    def record_outcome(
+        self, nodeid: str, outcome: Outcome, duration: float = 0.0, message: str | None = None
+    ) -> None:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
-        self.tests[nodeid] = _TestState(outcome=outcome, duration=duration)
+        message = cap_text(message, MESSAGE_CAP) if message else None
+        self.tests[nodeid] = _TestState(outcome=outcome, duration=duration, message=message)
 
     def records(self) -> list[TestRecord]:
         """Every test with a known outcome, in the order first seen."""
-        return [
-            {
+        records: list[TestRecord] = []
+        for nodeid, state in self.tests.items():
+            if state.outcome is None:
+                continue
+            record: TestRecord = {
                 "nodeid": nodeid,
                 "outcome": state.outcome,
                 "duration": round(state.duration, 6),
                 "user_properties": state.user_properties,
             }
-            for nodeid, state in self.tests.items()
-            if state.outcome is not None
-        ]
+            if state.message:
+                record["message"] = state.message
+            records.append(record)
+        return records
 
     def counts(self) -> Counts:
         """Per-outcome counts and ``total = passed + failed + error``."""
