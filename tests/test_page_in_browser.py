@@ -1,0 +1,170 @@
+"""The report's page in a real browser: Debian's chromium, driven through chromedriver.
+
+Skipped, with the reason, where chromium or chromium-driver is not installed. Selenium is
+kept offline: it is given the installed driver and browser and never fetches either.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from report_pages import CLOSE_SCRIPT
+from report_pages import COMMENT
+from report_pages import IMG
+from report_pages import hostile_report
+
+from pytest_scoring.cli.main import main
+from pytest_scoring.report.html import PAGE_FILE
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A headless chromium; the console's messages are read through ``goog:loggingPrefs``."""
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.skip(
+            f"needs Debian's chromium and chromium-driver ({', '.join(missing)} missing): "
+            "apt-get install chromium chromium-driver"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root, where chromium's sandbox refuses to start
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")  # Selenium Manager must not look for a driver
+        driver = webdriver.Chrome(
+            service=Service(executable_path=str(CHROMEDRIVER)), options=options
+        )
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def attack_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The report of the shipped attack example, scored through ``pytest-scoring run``."""
+    examples = Path(shutil.copytree(EXAMPLES, tmp_path_factory.mktemp("run") / "examples"))
+    reports = examples.parent / "scores"
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(examples / "solution-attack"),
+            f"--reference={examples / 'reference'}",
+            f"--config={examples / 'scorers.yaml'}",
+            f"--report={reports}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (folder,) = reports.glob("scan_id=*")
+    return folder
+
+
+def open_page(browser: Any, folder: Path) -> None:
+    browser.get((folder / PAGE_FILE).absolute().as_uri())
+    browser.get_log("browser")  # start each page with an empty console
+
+
+def console_problems(browser: Any) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] != "INFO"]
+
+
+def visible_tests(browser: Any) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.test-table tbody tr")
+    return [
+        row.find_element(By.CSS_SELECTOR, "td.test-id").text for row in rows if row.is_displayed()
+    ]
+
+
+def test_the_attack_page_shows_the_changed_password_and_filters_the_tests(
+    browser: Any, attack_report: Path, tmp_path: Path, record_property: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, attack_report)
+
+    # The password hash the attack changed, highlighted where the selector looked.
+    only_here = browser.find_element(By.CSS_SELECTOR, ".column.focus")
+    (cell,) = only_here.find_elements(
+        By.CSS_SELECTOR, 'td.cell-changed[data-column="password_hash"]'
+    )
+    assert cell.is_displayed()
+    assert cell.value_of_css_property("background-color") not in ("rgba(0, 0, 0, 0)", "transparent")
+    old = cell.find_element(By.CSS_SELECTOR, ".old").text
+    new = cell.find_element(By.CSS_SELECTOR, ".new").text
+    assert old.startswith("447f9c19") and new.startswith("0000$")
+    assert "matched" in browser.find_element(By.CSS_SELECTOR, ".selector").text
+
+    # Filtering the tests: by text, then by outcome.
+    assert len(visible_tests(browser)) == 8
+    search = browser.find_element(By.CSS_SELECTOR, "input.test-filter")
+    search.send_keys("mail")
+    assert [test.splitlines()[0] for test in visible_tests(browser)] == [
+        "tests/test_accounts.py::test_a_password_reset_mail_is_sent",
+        "tests/test_accounts.py::test_a_welcome_mail_is_sent",
+    ]
+    search.clear()
+    search.send_keys(" ")  # `clear` fires no input event: type something empty instead
+    browser.find_element(By.CSS_SELECTOR, '.chip[data-outcome="failed"]').click()
+    (failed,) = visible_tests(browser)
+    assert failed.startswith("tests/test_accounts.py::test_usernames_ignore_case")
+    assert "AssertionError" in failed  # the failure's message is shown with it
+
+    assert console_problems(browser) == []
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').length")
+    assert loaded == 0, "the page fetched something"
+
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1400, height + 200)  # the whole page in one picture
+    screenshot = tmp_path / "attack-report.png"
+    assert browser.save_screenshot(str(screenshot))
+    record_property("screenshot", str(screenshot))
+    print(f"screenshot: {screenshot}")
+    browser.set_window_size(1400, 1000)
+
+
+def test_markup_from_the_repository_is_shown_as_text_and_never_runs(
+    browser: Any, pytester: pytest.Pytester
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    folder = hostile_report(pytester)
+    open_page(browser, folder)
+    assert browser.title.startswith("scores · ")
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.changed-rows td, table.added-rows td")
+    shown = " ".join(cell.text for cell in cells)
+    for value in (IMG, CLOSE_SCRIPT, COMMENT):
+        assert value in shown
+    assert IMG in " ".join(visible_tests(browser))
+    assert console_problems(browser) == []
