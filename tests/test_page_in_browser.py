@@ -6,7 +6,6 @@ kept offline: it is given the installed driver and browser and never fetches eit
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
