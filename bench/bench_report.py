@@ -1,7 +1,9 @@
 """Cost of the report: writing it (scores.json + the Scout results directory) and reading it back.
 
 Each step runs in a fresh interpreter, as it does at the end of a real session, so the import
-of pyarrow is counted. Prints the median wall time of each step over several rounds.
+of pyarrow is counted. Prints the median wall time of each step over several rounds, then the
+cost of the report's page alone (index.html), timed in this process over the same JSON text
+the writer pastes into it, and the page's size.
 
     python bench/bench_report.py [--tests 5000] [--rounds 5]
 """
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 WRITE = """
 import sys
@@ -32,6 +35,8 @@ scores = run_scorers(scorers, ScoringContext(root=Path("."), tally=tally))
 write_report(SessionResult("repo", scorers, scores, tally.to_json()), Path(sys.argv[1]))
 """
 READ = "import sys; from pytest_scoring import results_df; results_df(sys.argv[1])"
+#: Failure messages as long as pytest's crash lines of assertion rewriting tend to be.
+MESSAGE = "AssertionError: assert 'a' == 'b'\n  - b\n  + a"
 NOTHING = "import pytest_scoring.report.writer"
 
 
@@ -39,6 +44,39 @@ def run_once(code: str, *args: str) -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, *args], check=True)
     return time.perf_counter() - started
+
+
+def page_cost(tests: int, rounds: int) -> tuple[float, int]:
+    """Median seconds of writing ``index.html`` for a ``tests``-test report (10% failing, with
+    a message each), and the page's size in bytes."""
+    from pytest_scoring.report.html import SCORES_FILE
+    from pytest_scoring.report.html import write_page
+    from pytest_scoring.report.result import SessionResult
+    from pytest_scoring.report.writer import encode_json
+    from pytest_scoring.scorers import default_test_scorers
+    from pytest_scoring.scorers.base import ScoringContext
+    from pytest_scoring.scorers.base import run_scorers
+    from pytest_scoring.scorers.outcomes import OutcomeTally
+
+    tally = OutcomeTally()
+    for n in range(tests):
+        failing = n % 10 == 0
+        outcome = "failed" if failing else "passed"
+        tally.record_outcome(
+            f"tests/test_gen.py::test_{n}", outcome, 0.001, MESSAGE if failing else None
+        )
+    scorers = default_test_scorers()
+    scores = run_scorers(scorers, ScoringContext(root=Path("."), tally=tally))
+    result = SessionResult("repo", scorers, scores, tally.to_json())
+    texts = {SCORES_FILE: encode_json(result.scores_json())}
+    timings = []
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            page = write_page(Path(folder), texts)
+            timings.append(time.perf_counter() - started)
+        size = page.stat().st_size
+    return statistics.median(timings), size
 
 
 def main() -> None:
@@ -54,6 +92,8 @@ def main() -> None:
             steps["results_df"].append(run_once(READ, root))
     for name, timings in steps.items():
         print(f"{name:14} median {statistics.median(timings):.3f}s over {len(timings)} runs")
+    seconds, size = page_cost(options.tests, max(options.rounds, 20))
+    print(f"{'index.html':14} median {1000 * seconds:.1f}ms ({size / 1024:.0f} KiB)")
 
 
 if __name__ == "__main__":
