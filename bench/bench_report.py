@@ -49,8 +49,8 @@ def run_once(code: str, *args: str) -> float:
 def page_cost(tests: int, rounds: int) -> tuple[float, int]:
     """Median seconds of writing ``index.html`` for a ``tests``-test report (10% failing, with
     a message each), and the page's size in bytes."""
-    from pytest_scoring.report.html import SCORES_FILE
     from pytest_scoring.report.html import write_page
+    from pytest_scoring.report.result import SCORES_FILE
     from pytest_scoring.report.result import SessionResult
     from pytest_scoring.report.writer import encode_json
     from pytest_scoring.scorers import default_test_scorers

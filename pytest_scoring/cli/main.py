@@ -139,7 +139,7 @@ def _show_page(folder: Path, open_page: bool) -> None:
     and, when asked, open it in the default browser."""
     import webbrowser
 
-    from pytest_scoring.report.html import rebuild_page
+    from pytest_scoring.report.writer import rebuild_page
 
     page = rebuild_page(folder).absolute()
     click.echo(str(page))

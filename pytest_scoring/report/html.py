@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -26,8 +25,6 @@ from pytest_scoring.errors import ReportError
 
 #: The page's file name in a report folder.
 PAGE_FILE: Final = "index.html"
-#: The report file every page has; the others are embedded after it, by name.
-SCORES_FILE: Final = "scores.json"
 _DATA_MARK: Final = "<!-- report data -->"
 _SCRIPT_HASH_MARK: Final = "SCRIPT_SHA256"
 _SCRIPT: Final = re.compile(r"<script>(.*?)</script>", re.DOTALL)
@@ -73,45 +70,3 @@ def write_page(folder: Path, report_files: Mapping[str, str]) -> Path:
     path = folder / PAGE_FILE
     path.write_text(render_page(report_files), encoding="utf-8")
     return path
-
-
-def report_json_files(folder: Path) -> dict[str, str]:
-    """The text of a report folder's JSON files, ``scores.json`` first, then by name.
-
-    Inspect Scout's own files (``_scan.json``, ``_summary.json``) are left out: the page
-    shows what ``scores.json`` and the scorers' files say.
-
-    :raises ReportError: naming a file that is unreadable or not JSON.
-    """
-    names = sorted(path.name for path in folder.glob("*.json") if not path.name.startswith("_"))
-    if SCORES_FILE not in names:
-        raise ReportError(f"{folder / SCORES_FILE}: missing, so this folder holds no report")
-    names.remove(SCORES_FILE)
-    texts = {}
-    for name in (SCORES_FILE, *names):
-        path = folder / name
-        try:
-            text = path.read_text(encoding="utf-8")
-            json.loads(text)
-        except OSError as error:
-            raise ReportError(f"{path}: cannot read ({error.strerror})") from None
-        except UnicodeDecodeError as error:
-            raise ReportError(f"{path}: not UTF-8 text ({error.reason})") from None
-        except json.JSONDecodeError as error:
-            raise ReportError(
-                f"{path}: not valid JSON ({error.msg} at line {error.lineno})"
-            ) from None
-        texts[name] = text
-    return texts
-
-
-def rebuild_page(folder: Path) -> Path:
-    """Write a report folder's page anew from its JSON files (reports of older versions too).
-
-    :raises ReportError: when a file cannot be read or the page cannot be written.
-    """
-    report_files = report_json_files(folder)
-    try:
-        return write_page(folder, report_files)
-    except OSError as error:
-        raise ReportError(f"cannot write {folder / PAGE_FILE}: {error.strerror}") from None

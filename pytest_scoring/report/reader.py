@@ -23,6 +23,7 @@ from typing import final
 
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.scout import ERRORS_FILE
 from pytest_scoring.report.scout import SCAN_FILE
 from pytest_scoring.report.scout import SUMMARY_FILE
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 Rows = Literal["results", "transcripts"]
 #: Columns left out unless asked for, as Scout's ``HEAVY_COLUMNS``.
 HEAVY_COLUMNS: Final = ("input", "input_data", "scan_events")
-SCORES_FILE: Final = "scores.json"
 _RESULT_FIELDS: Final = ("uuid", "label", "answer", "explanation")
 
 
@@ -213,6 +213,18 @@ def find_report(path: str | Path) -> Path:
     if not reports:
         raise ReportError(f"{folder}: holds no report (no {SCAN_DIR_PREFIX}… folder)")
     return reports[0].path
+
+
+def report_json_files(folder: Path) -> dict[str, Any]:
+    """The content of a report folder's JSON files: ``scores.json`` first, then the scorers'
+    files (``diff.json``…) by name; Inspect Scout's own ``_scan.json`` and ``_summary.json``
+    are left out.
+
+    :raises ReportError: naming a file that is missing, unreadable or not JSON.
+    """
+    names = sorted(path.name for path in folder.glob("*.json") if not path.name.startswith("_"))
+    others = [name for name in names if name != SCORES_FILE]
+    return {name: _read_json(folder / name) for name in (SCORES_FILE, *others)}
 
 
 def read_scores(path: str | Path) -> dict[str, Any]:

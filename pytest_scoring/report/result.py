@@ -18,6 +18,7 @@ from pytest_scoring.scorers.score import Score
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="
+SCORES_FILE: Final = "scores.json"
 
 
 def new_scan_id() -> str:

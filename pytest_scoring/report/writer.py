@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_scoring.errors import ReportError
-from pytest_scoring.report.html import SCORES_FILE
 from pytest_scoring.report.html import write_page
+from pytest_scoring.report.reader import report_json_files
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import write_scan_results
 
@@ -49,3 +50,15 @@ def write_report(result: SessionResult, report_root: Path) -> Path:
             f"cannot write the report under {report_root}: {type(error).__name__}: {error}"
         ) from error
     return final
+
+
+def rebuild_page(folder: Path) -> Path:
+    """Write a report folder's page anew from its JSON files (reports of older versions too).
+
+    :raises ReportError: when a file cannot be read or the page cannot be written.
+    """
+    texts = {name: encode_json(content) for name, content in report_json_files(folder).items()}
+    try:
+        return write_page(folder, texts)
+    except OSError as error:
+        raise ReportError(f"cannot write the page in {folder}: {error.strerror}") from None
