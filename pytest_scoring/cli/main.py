@@ -18,6 +18,7 @@ from typing import TypeVar
 import click
 
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 
@@ -66,12 +67,41 @@ fail_under_option = click.option(
 )
 
 
-def exit_if_below(percent: float, fail_under: float | None) -> None:
-    """Say so and exit with status 1 when ``--fail-under`` is given and not reached."""
-    if fail_under is not None and percent < fail_under:
+#: ``--expected-tests SOURCE`` of the commands that score tests (docs/scoring.md).
+expected_tests_option = click.option(
+    "--expected-tests",
+    metavar="SOURCE",
+    help="The tests that count: a file of ids, a JSON object of outcomes, or a folder run once",
+)
+#: ``--strict[=KIND,…|all]`` of the commands that score tests.
+strict_option = click.option(
+    "--strict",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[KIND,…|all]",
+    help="Test scores are N when these integrity signals occur "
+    "(default outcome_changed, patched, plugin_disabled, early_end)",
+)
+
+
+def strict_kinds(text: str | None) -> frozenset[str]:
+    """The kinds ``--strict`` names; a bad one is an :class:`OptionError`."""
+    from pytest_scoring.plugin.integrity import parse_strict
+
+    try:
+        return parse_strict(text)
+    except ValueError as error:
+        raise OptionError(f"--strict: {error}") from None
+
+
+def exit_if_below(percent: float, fail_under: float | None, complete: bool = True) -> None:
+    """Say so and exit with status 1 when ``--fail-under`` is given and not reached (an
+    incomplete session never reaches it)."""
+    if fail_under is not None and (percent < fail_under or not complete):
         from pytest_scoring.report.terminal import fail_under_line
 
-        click.echo(fail_under_line(percent, fail_under, "--fail-under"))
+        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete))
         sys.exit(1)
 
 
@@ -184,28 +214,42 @@ def list_command(report_root: str) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @report_root_option
 @fail_under_option
+@expected_tests_option
+@strict_option
 @reports_user_errors
-def junit(files: tuple[Path, ...], report_root: Path, fail_under: float | None) -> None:
+def junit(
+    files: tuple[Path, ...],
+    report_root: Path,
+    fail_under: float | None,
+    expected_tests: str | None,
+    strict: str | None,
+) -> None:
     """Score JUnit XML files written by any test runner into a report.
 
-    Several files (Maven Surefire writes one per class) are one repository's suite.
+    Several files (Maven Surefire writes one per class) are one repository's suite; the
+    current folder is the repository (its ini and conftest.py files give integrity signals).
 
     Example: pytest-scoring junit target/surefire-reports/*.xml --fail-under 90
     """
+    from pytest_scoring.reference.expected import load_expected_tests
     from pytest_scoring.report.junit import read_junit
     from pytest_scoring.report.junit import score_tally
     from pytest_scoring.report.terminal import score_line
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
+    kinds = strict_kinds(strict)
     tally = read_junit(files)
-    result = score_tally(tally, Path.cwd())
+    if expected_tests is not None:
+        expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
+        tally.expected, tally.expected_source = expected.outcomes, expected.describe()
+    result = score_tally(tally, Path.cwd(), kinds)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
     click.echo(f"score report: {path}")
     _publish_step_summary(path)
-    exit_if_below(percent_passing(tally), fail_under)
+    exit_if_below(percent_passing(tally), fail_under, result.complete)
 
 
 def _check_path_maps(
@@ -255,6 +299,8 @@ def _check_path_maps(
     help="Wall-clock limit in seconds; the reference rerun gets 80% of it (at most 600 s)",
 )
 @fail_under_option
+@expected_tests_option
+@strict_option
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 @reports_user_errors
@@ -268,6 +314,8 @@ def run(
     report_root: Path,
     timeout: float,
     fail_under: float | None,
+    expected_tests: str | None,
+    strict: str | None,
     pytest_args: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside: pytest runs there with the plugin.
@@ -285,10 +333,23 @@ def run(
     from pytest_scoring.cli.runner import run_repository
     from pytest_scoring.report.reader import read_scores
 
+    strict_kinds(strict)
     request = RunRequest(
-        repo, report_root, timeout, reference, config, selector, fail_under, pytest_args, path_maps
+        repo,
+        report_root,
+        timeout,
+        reference,
+        config,
+        selector,
+        fail_under,
+        pytest_args,
+        path_maps,
+        strict,
     )
-    with _console().status(f"pytest in {repo}") as status:
+    with (
+        request.expected_tests_file(expected_tests),
+        _console().status(f"pytest in {repo}") as status,
+    ):
         result = run_repository(
             request, lambda progress: status.update(f"pytest in {repo}: {progress.describe()}")
         )
@@ -298,7 +359,8 @@ def run(
         click.echo(f"timed out after {timeout:g} s: the report holds what ran", err=True)
     ctx.invoke(show, report=str(result.report))
     _publish_step_summary(result.report)
-    exit_if_below(percent_passing_in(read_scores(result.report)), fail_under)
+    content = read_scores(result.report)
+    exit_if_below(percent_passing_in(content), fail_under, content.get("complete") is True)
 
 
 @main.command()

@@ -9,14 +9,17 @@ reason it has none) still makes it into the report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -70,6 +73,10 @@ class RunRequest:
     pytest_args: Sequence[str] = ()
     #: ``SANDBOX=LOCAL`` pairs (``--path-map``), LOCAL relative to the repository.
     path_maps: Sequence[str] = ()
+    #: ``--strict[=KINDS]`` (``""``: the default kinds), passed on as ``--score-strict``.
+    strict: str | None = None
+    #: ``--expected-tests``, as a file pytest reads (set by :meth:`expected_tests_file`).
+    expected_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.repo = _folder(self.repo, "REPO")
@@ -94,7 +101,30 @@ class RunRequest:
             args.append(f"--score-selector={_absolute_file_argument(self.selector)}")
         if self.fail_under is not None:
             args.append(f"--score-fail-under={number_text(self.fail_under)}")
+        if self.expected_file is not None:
+            args.append(f"--score-expected-tests={self.expected_file}")
+        if self.strict is not None:
+            args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
         return [*args, *self.pytest_args]
+
+    @contextlib.contextmanager
+    def expected_tests_file(self, source: str | None) -> Iterator[None]:
+        """Resolve ``--expected-tests`` here, on the evaluator's side: a folder runs now (or
+        comes from the cache), never inside the scored repository's pytest, which gets the
+        set as a JSON file in a private folder for the run's duration."""
+        if source is None:
+            yield
+            return
+        from pytest_scoring.reference.expected import load_expected_tests
+        from pytest_scoring.reference.expected import write_expected_file
+
+        expected = load_expected_tests(Path.cwd() / source, "--expected-tests")
+        with tempfile.TemporaryDirectory(prefix="pytest-scoring-run-") as private:
+            self.expected_file = write_expected_file(expected, Path(private))
+            try:
+                yield
+            finally:
+                self.expected_file = None
 
     def environment(self) -> dict[str, str]:
         """The child's environment: the reference rerun must end well before the run does.
@@ -266,11 +296,7 @@ def run_repository(
 
 
 def percent_passing_in(scores_json: dict[str, Any]) -> float:
-    """``percent_passing_tests`` recomputed from a report's test outcomes (for ``--fail-under``)."""
-    from pytest_scoring.scorers.outcomes import OutcomeTally
-    from pytest_scoring.scorers.tests import percent_passing
-
-    tally = OutcomeTally()
-    for record in scores_json.get("tests", {}).get("tests", []):
-        tally.record_outcome(record["nodeid"], record["outcome"])
-    return percent_passing(tally)
+    """``percent_passing_tests`` recomputed from a report's test counts (for ``--fail-under``)."""
+    counts = scores_json.get("tests", {}).get("counts", {})
+    passed, total = counts.get("passed", 0), counts.get("total", 0)
+    return round(100 * passed / total, 2) if total else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Final
 
 import pytest
@@ -10,16 +11,21 @@ import pytest
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
+from pytest_scoring.plugin.integrity import IntegrityWatch
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
 from pytest_scoring.plugin.session import PLUGIN_NAME
 from pytest_scoring.plugin.session import ScoringSession
 from pytest_scoring.plugin.session import XdistCollection
+from pytest_scoring.plugin.session import repository_root
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import Scorer
 
 #: The scorer types that read a selector, database patterns and ``--score-db-reset``.
 DATABASE_TYPES: Final = frozenset({"db_change", "db_diff_change"})
+
+if TYPE_CHECKING:
+    from pytest_scoring.reference.expected import ExpectedTests
 
 
 def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
@@ -121,7 +127,12 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
         from pytest_scoring.plugin.deterministic import install_deterministic
 
         install_deterministic(config)
-    if not settings.enabled or is_worker:
+    if not settings.enabled:
+        return
+    watch = IntegrityWatch(config, repository_root(config), _guarded_functions())
+    if settings.tally_output is None:  # a reference rerun reports outcomes only
+        _register(config, watch, f"{PLUGIN_NAME}-integrity")
+    if is_worker:
         return
     try:
         scorers = build_scorers(config, settings)
@@ -129,12 +140,44 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
             from pytest_scoring.scorers.db_diff_change import check_reference_setting
 
             check_reference_setting(settings)
+        expected = _expected_tests(config, settings)
     except ScoringError as error:
         raise pytest.UsageError(str(error)) from None
-    session = ScoringSession(config, settings, scorers)
+    session = ScoringSession(config, settings, scorers, watch, expected)
     _register(config, session, PLUGIN_NAME)
     if config.pluginmanager.hasplugin("xdist"):
         _register(config, XdistCollection(session.tally), f"{PLUGIN_NAME}-xdist")
+
+
+def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> ExpectedTests | None:
+    """The expected set, read (or run, for a folder) before any test runs."""
+    if settings.expected_source is None:
+        return None
+    from pytest_scoring.reference.expected import load_expected_tests
+
+    return load_expected_tests(settings.expected_source)
+
+
+def _guarded_functions() -> list[tuple[str, object, str]]:
+    """Our functions that decide a verdict: replacing one at run time is ``patched``."""
+    from pytest_scoring.plugin import integrity
+    from pytest_scoring.scorers import outcomes
+    from pytest_scoring.scorers import tests
+
+    return [
+        ("OutcomeTally.record_phase", outcomes.OutcomeTally, "record_phase"),
+        ("OutcomeTally.counts", outcomes.OutcomeTally, "counts"),
+        ("OutcomeTally.records", outcomes.OutcomeTally, "records"),
+        ("phase_record", outcomes, "phase_record"),
+        ("judged", outcomes, "judged"),
+        ("_TestState.final", outcomes._TestState, "final"),
+        ("percent_passing", tests, "percent_passing"),
+        ("TestScorer.score", tests.TestScorer, "score"),
+        ("ScoringSession.pytest_runtest_logreport", ScoringSession, "pytest_runtest_logreport"),
+        ("ScoringSession._score", ScoringSession, "_score"),
+        ("outcome_changed", integrity, "outcome_changed"),
+        ("IntegrityWatch.check_report", integrity.IntegrityWatch, "check_report"),
+    ]
 
 
 def _register(config: pytest.Config, plugin: object, name: str) -> None:

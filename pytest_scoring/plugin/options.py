@@ -40,6 +40,8 @@ STEERING_SETTINGS: Final = (
     "score_fail_under",
     "score_path_maps",
     "score_selector_timeout",
+    "score_expected_tests",
+    "score_strict",
 )
 #: Hidden flag ``run`` passes: steering options count only from the command line.
 COMMAND_LINE_ONLY: Final = "--score-command-line-only"
@@ -80,6 +82,10 @@ class ScoringSettings:
     selection: list[str] = field(default_factory=list)
     #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
     tally_output: Path | None = None
+    #: ``--score-expected-tests``: the SOURCE of the expected set (docs/scoring.md).
+    expected_source: Path | None = None
+    #: ``--score-strict``: integrity signal kinds that make the test scores ``N``.
+    strict: frozenset[str] = frozenset()
 
     def excluded_folders(self, tree: Path | None = None) -> list[Path]:
         """The folders no walk of ``tree`` enters: the report root and the evaluator's
@@ -266,6 +272,21 @@ def add_options(parser: pytest.Parser) -> None:
         dest="score_db_reset",
         help="Restore every database to its first-seen state at session start",
     )
+    group.addoption(
+        "--score-expected-tests",
+        dest="score_expected_tests",
+        metavar="SOURCE",
+        help="The tests that count: a file of ids, a JSON object of outcomes, or a folder run once",
+    )
+    group.addoption(
+        "--score-strict",
+        dest="score_strict",
+        nargs="?",
+        const="",
+        metavar="KIND,…|all",
+        help="Test scores are N when these integrity signals occur; default outcome_changed, "
+        "patched, plugin_disabled, early_end",
+    )
     group.addoption("--score-tally-output", dest="score_tally_output", help=argparse.SUPPRESS)
     group.addoption(
         COMMAND_LINE_ONLY,
@@ -289,6 +310,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
+    parser.addini("score_expected_tests", "As --score-expected-tests", default=None)
+    parser.addini("score_strict", "As --score-strict=KIND,…|all|default", default=None)
 
 
 def remember_command_line(config: pytest.Config, parser: pytest.Parser) -> None:
@@ -438,10 +461,13 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         selection=_selection(config),
         tally_output=_command_line_path(config, "score_tally_output"),
+        expected_source=_path_setting(config, "score_expected_tests").path(),
+        strict=_strict(_option(config, "score_strict"), config.getini("score_strict")),
     )
     if (
         settings.fail_under is not None
         or settings.markdown is not None
+        or settings.expected_source is not None
         or settings.db_diff
         or settings.selector is not None
         or settings.db_reset
@@ -489,3 +515,16 @@ def _fail_under(value: float | str | None) -> float | None:
         return fail_under_type(value)
     except argparse.ArgumentTypeError as error:
         raise pytest.UsageError(f"score_fail_under (ini): {error}") from None
+
+
+def _strict(option: str | None, ini: str | None) -> frozenset[str]:
+    """``--score-strict`` alone means the default kinds; an empty ini setting means none."""
+    from pytest_scoring.plugin.integrity import parse_strict
+
+    if option is None and not (ini or "").strip():
+        return frozenset()
+    text, where = (option, "--score-strict") if option is not None else (ini, "score_strict")
+    try:
+        return parse_strict(text)
+    except ValueError as error:
+        raise pytest.UsageError(f"{where}: {error}") from None

@@ -10,6 +10,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
 from typing import runtime_checkable
@@ -17,6 +18,12 @@ from typing import runtime_checkable
 import pytest
 
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.plugin.integrity import IntegrityWatch
+from pytest_scoring.plugin.integrity import Signal
+from pytest_scoring.plugin.integrity import cap_signals
+from pytest_scoring.plugin.integrity import early_end_signal
+from pytest_scoring.plugin.integrity import ini_signals
+from pytest_scoring.plugin.integrity import stop_reason
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.markdown import publish_markdown
@@ -30,6 +37,9 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
+
+if TYPE_CHECKING:
+    from pytest_scoring.reference.expected import ExpectedTests
 
 PLUGIN_NAME = "scoring-session"
 
@@ -51,13 +61,28 @@ class StartsWithSession(Protocol):
 class ScoringSession:
     """Collects outcomes during the session and scores it at the end."""
 
-    def __init__(self, config: pytest.Config, settings: ScoringSettings, scorers: Sequence[Scorer]):
+    def __init__(
+        self,
+        config: pytest.Config,
+        settings: ScoringSettings,
+        scorers: Sequence[Scorer],
+        watch: IntegrityWatch,
+        expected: ExpectedTests | None = None,
+    ):
         self.config = config
         self.settings = settings
         self.scorers = list(scorers)
-        self.tally = OutcomeTally()
-        self.context = ScoringContext(root=settings.root, tally=self.tally, settings=settings)
+        self.repository = repository_root(config)
+        self.tally = OutcomeTally(id_prefix=_id_prefix(config.rootpath, self.repository))
+        if expected is not None:
+            self.tally.expected, self.tally.expected_source = expected.outcomes, expected.describe()
+        self.context = ScoringContext(
+            root=settings.root, tally=self.tally, settings=settings, strict=settings.strict
+        )
+        self.watch = watch
         self.interrupted = False
+        #: What ended the session, when pytest was interrupted or ``pytest.exit()`` called.
+        self.stopped_by: pytest.ExceptionInfo[BaseException] | None = None
         self.result: SessionResult | None = None
         self.report_path: Path | None = None
         self.report_error: str | None = None
@@ -91,16 +116,18 @@ class ScoringSession:
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.tally.record_test(report)
+        self.watch.check_report(report)
 
     @pytest.hookimpl
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.tally.collected.update(item.nodeid for item in session.items)
+        self.tally.record_collected(item.nodeid for item in session.items)
 
     @pytest.hookimpl
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         # pytest stops itself after collection errors by raising Session.Interrupted (a
         # KeyboardInterrupt): that session ended as pytest meant it to, so it stays complete.
         self.interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
+        self.stopped_by = excinfo if self.interrupted else None
 
     # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
     @pytest.hookimpl(trylast=True)
@@ -108,7 +135,7 @@ class ScoringSession:
         if self.settings.tally_output is not None:
             self._write_tally(self.settings.tally_output)
             return
-        self._score()
+        self._score(session)
         if self._below_fail_under() and session.exitstatus in (
             pytest.ExitCode.OK,
             pytest.ExitCode.NO_TESTS_COLLECTED,
@@ -123,8 +150,23 @@ class ScoringSession:
         }
         path.write_text(json.dumps(content), encoding="utf-8")
 
-    def _score(self) -> None:
+    def _integrity(self, session: pytest.Session) -> list[Signal]:
+        """Every signal of the session: the watch's (workers' included), the ini's, the end's."""
+        reason, file = stop_reason(session, self.stopped_by, self.repository)
+        ended = early_end_signal(self.tally.not_run(), reason, file)
+        without_set = self.tally.expected is None  # with a set, selection cannot change a score
+        return cap_signals(
+            [
+                *self.watch.finish(),
+                *ini_signals(self.config.inipath, self.repository, selection=without_set),
+                *([ended] if ended else []),
+            ]
+        )
+
+    def _score(self, session: pytest.Session) -> None:
         global _last_result
+        self.context.integrity = self._integrity(session)
+        self.context.complete = not self.interrupted
         scores = run_scorers(self.scorers, self.context)
         for resource in self.context.resources.values():
             close = getattr(resource, "close", None)  # e.g. database snapshot copies
@@ -139,6 +181,7 @@ class ScoringSession:
             complete=not (self.interrupted or crashed),
             errors=self.context.errors,
             files=self.context.report_files,
+            integrity=self.context.integrity,
         )
         _last_result = self.result
         try:
@@ -174,8 +217,11 @@ class ScoringSession:
             self.junit_error = str(error)
 
     def _below_fail_under(self) -> bool:
+        """``--score-fail-under`` not reached, or the session did not complete."""
         threshold = self.settings.fail_under
-        return threshold is not None and percent_passing(self.tally) < threshold
+        if threshold is None:
+            return False
+        return not self.context.complete or percent_passing(self.tally) < threshold
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -202,7 +248,8 @@ class ScoringSession:
             )
         threshold = self.settings.fail_under
         if threshold is not None and self._below_fail_under():
-            line = fail_under_line(percent_passing(self.tally), threshold, "--score-fail-under")
+            percent, complete = percent_passing(self.tally), self.context.complete
+            line = fail_under_line(percent, threshold, "--score-fail-under", complete)
             terminalreporter.write_line(line, red=True)
 
 
@@ -214,4 +261,17 @@ class XdistCollection:
 
     @pytest.hookimpl
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self.tally.collected.update(ids)
+        self.tally.record_collected(ids)
+
+
+def repository_root(config: pytest.Config) -> Path:
+    """The scored repository's root: where pytest was started, when pytest's rootdir lies
+    inside it (an ini file in a subfolder moves the rootdir, not the repository)."""
+    invocation, rootdir = Path(config.invocation_params.dir), Path(config.rootpath)
+    return invocation if rootdir.is_relative_to(invocation) else rootdir
+
+
+def _id_prefix(rootdir: Path, repository: Path) -> str:
+    """What turns pytest's ids (relative to its rootdir) into ids relative to the repository."""
+    relative = Path(rootdir).relative_to(repository).as_posix()
+    return "" if relative == "." else f"{relative}/"

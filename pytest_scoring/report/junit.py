@@ -4,6 +4,8 @@ Read: pytest, jest-junit, go-junit-report and Maven Surefire (one file per class
 files are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with
 ``<testcase>`` elements; a case holding ``<failure>`` failed, ``<error>`` errored,
 ``<skipped>`` was skipped (pytest's ``type="pytest.xfail"`` is an xfail), else it passed.
+Cases with one id in one suite are one test (:func:`~pytest_scoring.scorers.outcomes.merged`);
+``todo``/``pending`` tests count as skipped where the XML says so (docs/scoring.md#junit).
 
 Write: when pytest writes ``--junitxml``, the scores become test-suite properties
 ``score:<name>`` = value.
@@ -26,18 +28,28 @@ from junitparser import Properties
 from junitparser import TestCase
 
 from pytest_scoring.errors import JUnitError
+from pytest_scoring.fs.walk import TreeWalk
+from pytest_scoring.plugin.integrity import Signal
+from pytest_scoring.plugin.integrity import cap_signals
+from pytest_scoring.plugin.integrity import find_ini
+from pytest_scoring.plugin.integrity import hooks_in_source
+from pytest_scoring.plugin.integrity import ini_signals
+from pytest_scoring.plugin.integrity import make_signal
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.outcomes import Outcome
 from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.outcomes import merged
 from pytest_scoring.scorers.score import Score
 from pytest_scoring.text import value_text
 
 #: The prefix of the test-suite properties that carry scores.
 PROPERTY_PREFIX: Final = "score:"
 _XFAIL_TYPE: Final = "pytest.xfail"
+#: ``status`` values of a ``<testcase>`` that say the test did not run.
+_NOT_RUN_STATUSES: Final = frozenset({"todo", "pending", "skipped", "disabled", "notrun"})
 
 
 def _load(path: Path) -> JUnitXml:
@@ -63,12 +75,12 @@ def _suites(container: Any) -> Iterator[Any]:
         yield from _suites(suite.testsuites())
 
 
-def _outcome(case: Any) -> Outcome:
+def _outcome(case: _Case) -> Outcome:
     if case.is_failure:
         return "failed"
     if case.is_error:
         return "error"
-    if case.is_skipped:
+    if case.is_skipped or (case.status or "").lower() in _NOT_RUN_STATUSES:
         skips = [result.type for result in case.result]
         return "xfailed" if _XFAIL_TYPE in skips else "skipped"
     return "passed"
@@ -84,9 +96,34 @@ def _message(case: Any) -> str | None:
 
 
 class _Case(TestCase):
-    """A test case with the ``file`` attribute that pytest (xunit1) and jest-junit may add."""
+    """A test case with the ``file`` attribute that pytest (xunit1) and jest-junit may add,
+    and the ``status`` some runners write."""
 
     file = Attr()
+    status = Attr()
+
+
+def _todo_cases(suite: Any, cases: Sequence[_Case], ids: Sequence[str]) -> set[int]:
+    """Positions of the cases jest-junit wrote for ``it.todo`` tests.
+
+    jest-junit writes a todo test as an empty ``<testcase>`` like a pass, but leaves it out
+    of the suite's ``tests`` count. When the suite declares ``k`` tests fewer than it has
+    distinct ids and exactly ``k`` of its empty cases took no time, those are the todo tests;
+    when more did, which ones cannot be told and none is changed.
+    """
+    try:
+        declared = int(suite.tests)
+    except (TypeError, ValueError):
+        return set()
+    todo = len(set(ids)) - declared
+    if todo <= 0:
+        return set()
+    empty = [
+        index
+        for index, case in enumerate(cases)
+        if not list(case.result) and not float(case.time or 0.0) > 0
+    ]
+    return set(empty) if len(empty) == todo else set()
 
 
 def _cases(suite: Any) -> Iterator[_Case]:
@@ -114,33 +151,36 @@ def read_junit(paths: Sequence[Path], tally: OutcomeTally | None = None) -> Outc
     """
     tally = tally or OutcomeTally()
     for path in paths:
-        seen: set[str] = set()
-        for suite in _suites(_load(path)):
-            for case in _cases(suite):
-                nodeid = case_nodeid(case.name or "", case.classname, case.file)
-                nodeid = _distinct(nodeid, suite.name, seen)
-                outcome, duration = _outcome(case), float(case.time or 0.0)
-                tally.record_outcome(nodeid, outcome, duration, _message(case))
+        suite_of: dict[str, int] = {}  # test id -> the suite of this file that had it first
+        for number, suite in enumerate(_suites(_load(path))):
+            cases = list(_cases(suite))
+            ids = [case_nodeid(case.name or "", case.classname, case.file) for case in cases]
+            todo = _todo_cases(suite, cases, ids)
+            for index, (case, nodeid) in enumerate(zip(cases, ids, strict=True)):
+                nodeid = _distinct(nodeid, suite.name, number, suite_of)
+                outcome = "skipped" if index in todo else _outcome(case)
+                message = _message(case)
+                earlier = tally.outcome_of(nodeid) if nodeid in suite_of else None
+                if earlier is not None and merged(earlier, outcome) != outcome:
+                    outcome, message = earlier, tally.tests[nodeid].message()
+                suite_of.setdefault(nodeid, number)
+                tally.record_outcome(nodeid, outcome, float(case.time or 0.0), message)
                 tally.collected.add(nodeid)
     return tally
 
 
-def _distinct(nodeid: str, suite_name: str | None, seen: set[str]) -> str:
-    """``nodeid``, or when this file already had it, that id qualified by its suite and ordinal.
+def _distinct(nodeid: str, suite_name: str | None, suite: int, suite_of: dict[str, int]) -> str:
+    """``nodeid``, or that id qualified by its suite's name when another suite of the same
+    file had it.
 
-    jest-junit names a case only by its describe path, so two test files with the same test
-    title would share an id and the later would hide the earlier's failure; within one file
-    every case counts. (Across files a later case still wins: that is a rerun.)
+    jest-junit names a case only by its describe path, so two test files (two suites) with
+    the same test title would share an id and the later would hide the earlier's failure.
+    Within one suite, cases with one id are one test and merge. (Across files a later case
+    wins: that is a rerun.)
     """
-    candidate = nodeid
-    if candidate in seen and suite_name:
-        candidate = f"{suite_name}::{nodeid}"
-    ordinal = 1
-    while candidate in seen:
-        ordinal += 1
-        candidate = f"{nodeid} [{ordinal}]"
-    seen.add(candidate)
-    return candidate
+    if suite_of.get(nodeid, suite) != suite and suite_name:
+        return f"{suite_name}::{nodeid}"
+    return nodeid
 
 
 def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
@@ -179,10 +219,31 @@ def _properties_first(suite: Any) -> None:
         suite._elem.insert(0, properties._elem)
 
 
-def score_tally(tally: OutcomeTally, repository: Path) -> SessionResult:
+def repository_signals(repository: Path, selection: bool) -> list[Signal]:
+    """The integrity signals a repository's files show without running it: its pytest
+    settings (``plugin_disabled``; ``selection`` when ``selection``) and the outcome hooks
+    its ``conftest.py`` files define (docs/scoring.md#integrity)."""
+    signals = ini_signals(find_ini(repository), repository, selection)
+    for entry in TreeWalk(repository):
+        if entry.is_file and entry.path.name == "conftest.py":
+            try:
+                source = entry.path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            signals.extend(
+                make_signal("outcome_hook", f"{hook} implemented in {entry.relpath}", entry.relpath)
+                for hook in hooks_in_source(source)
+            )
+    return cap_signals(signals)
+
+
+def score_tally(
+    tally: OutcomeTally, repository: Path, strict: frozenset[str] = frozenset()
+) -> SessionResult:
     """Score an outcome tally read from JUnit files with the three test scorers."""
     scorers = default_test_scorers()
-    context = ScoringContext(root=repository, tally=tally)
+    integrity = repository_signals(repository, selection=tally.expected is None)
+    context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict)
     scores = run_scorers(scorers, context)
     return SessionResult(
         repository=str(repository),
@@ -191,4 +252,5 @@ def score_tally(tally: OutcomeTally, repository: Path) -> SessionResult:
         tests=tally.to_json(),
         complete=not any(error["traceback"] for error in context.errors),
         errors=context.errors,
+        integrity=integrity,
     )

@@ -9,12 +9,16 @@ from dataclasses import dataclass
 from dataclasses import field
 from datetime import UTC
 from datetime import datetime
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.metrics import compute_metrics
 from pytest_scoring.scorers.score import Score
+
+if TYPE_CHECKING:
+    from pytest_scoring.plugin.integrity import Signal
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="
@@ -48,6 +52,8 @@ class SessionResult:
     errors: list[dict[str, str]] = field(default_factory=list)
     #: Extra JSON files for the folder (``diff.json``…), by file name.
     files: dict[str, Any] = field(default_factory=dict)
+    #: Integrity signals ``{"kind", "detail", "file"}`` (docs/scoring.md#integrity).
+    integrity: list[Signal] = field(default_factory=list)
     scan_id: str = field(default_factory=new_scan_id)
     created: str = field(default_factory=now_iso)
 
@@ -67,6 +73,7 @@ class SessionResult:
             "created": self.created,
             "repository": self.repository,
             "complete": self.complete,
+            "integrity": self.integrity,
             "scores": self.scores,
             "metrics": self.metrics(),
             "tests": self.tests,

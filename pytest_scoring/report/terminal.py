@@ -78,6 +78,8 @@ def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def fail_under_line(percent: float, threshold: float, flag: str) -> str:
-    """Why the exit status is 1: ``FAIL: 50% of tests pass, below --fail-under=75``."""
-    return f"FAIL: {value_text(percent)}% of tests pass, below {flag}={value_text(threshold)}"
+def fail_under_line(percent: float, threshold: float, flag: str, complete: bool = True) -> str:
+    """Why the exit status is 1: ``FAIL: 50% of tests pass, below --fail-under=75`` (and
+    that the session did not complete, which no pass rate makes up for)."""
+    why = "" if complete else " (the session did not complete)"
+    return f"FAIL: {value_text(percent)}% of tests pass, below {flag}={value_text(threshold)}{why}"

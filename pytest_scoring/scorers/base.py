@@ -25,6 +25,7 @@ from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import error_score
 
 if TYPE_CHECKING:
+    from pytest_scoring.plugin.integrity import Signal
     from pytest_scoring.plugin.options import ScoringSettings
 
 
@@ -65,6 +66,12 @@ class ScoringContext:
     report_files: dict[str, Any] = field(default_factory=dict)
     #: Run-level errors for ``_errors.jsonl``: ``{scanner, error, traceback}``.
     errors: list[dict[str, str]] = field(default_factory=list)
+    #: Integrity signals of the session (docs/scoring.md#integrity).
+    integrity: list[Signal] = field(default_factory=list)
+    #: Signal kinds that make the test scores ``N`` (``--score-strict``).
+    strict: frozenset[str] = frozenset()
+    #: False when the session did not end as pytest meant it to (interrupted, ``pytest.exit``).
+    complete: bool = True
 
     @property
     def path_map(self) -> dict[str, Path]:

@@ -3,11 +3,19 @@
 Pure bookkeeping over :class:`PhaseRecord` dicts, the one shape every route delivers: the
 plugin converts pytest's ``TestReport`` objects (on the controller under pytest-xdist, where
 workers' reports are replayed), the probe of a child run streams them as JSON lines, and the
-CLI feeds outcomes read from JUnit XML.
+CLI feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere else:
+
+* a setup error makes the test an ``error``;
+* otherwise the call's outcome counts, made ``failed`` by any failed subtest (a skipped
+  subtest never makes the test skipped);
+* a teardown error turns any outcome but ``failed`` into ``error``;
+* a rerun test counts with its last attempt.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -21,6 +29,9 @@ from pytest_scoring.scorers.score import cap_text
 
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+#: What an expected set may ask of a test (docs/scoring.md#expected-tests).
+ExpectedOutcome = Literal["passed", "skipped", "xfailed"]
+EXPECTED_OUTCOMES: tuple[ExpectedOutcome, ...] = ("passed", "skipped", "xfailed")
 #: Characters kept of a test's message: every test of a large suite may fail, and each
 #: message lands in ``scores.json`` and the report's page.
 MESSAGE_CAP: Final = 1000
@@ -35,6 +46,10 @@ class TestRecord(TypedDict):
     user_properties: list[list[Any]]
     #: Why it failed, errored, was skipped or xfailed (capped); absent for a passing test.
     message: NotRequired[str]
+    #: ``{"passed": n, "failed": n, "skipped": n}`` when the test had subtests.
+    subtests: NotRequired[dict[str, int]]
+    #: The outcome the expected set asked for, when there is one and it lists the test.
+    expected: NotRequired[ExpectedOutcome]
 
 
 class PhaseRecord(TypedDict, total=False):
@@ -57,12 +72,21 @@ class PhaseRecord(TypedDict, total=False):
 
 
 class Counts(TypedDict):
+    """``tests.counts``: how many tests counted how; ``total = passed+failed+error+missing``."""
+
     passed: int
     failed: int
     error: int
     skipped: int
     xfailed: int
     xpassed: int
+    #: Expected tests of which no report arrived (only with an expected set).
+    missing: int
+    #: Tests outside the expected set: listed, not counted (only with an expected set).
+    extra: int
+    #: Tests collected but never run (the session ended first); counted as failed, or as
+    #: missing when an expected set lists them.
+    not_run: int
     total: int
 
 
@@ -84,7 +108,7 @@ class RunReport(Protocol):
 
 
 def phase_record(report: RunReport) -> PhaseRecord:
-    """The :class:`PhaseRecord` of a pytest ``TestReport``."""
+    """The :class:`PhaseRecord` of a pytest ``TestReport`` (or a subtest's report)."""
     record: PhaseRecord = {
         "nodeid": report.nodeid,
         "when": report.when or "",
@@ -94,6 +118,9 @@ def phase_record(report: RunReport) -> PhaseRecord:
     }
     if hasattr(report, "wasxfail"):
         record["wasxfail"] = str(report.wasxfail)
+    subtest = subtest_context(report)
+    if subtest is not None:
+        record["subtest"] = subtest
     if report.outcome != "passed":
         text = short_longrepr(report.longrepr)
         if text:
@@ -114,6 +141,28 @@ def short_longrepr(longrepr: object) -> str | None:
     return cap_text(text, MESSAGE_CAP) if text else None
 
 
+def subtest_context(report: object) -> dict[str, Any] | None:
+    """``{"msg", "kwargs"}`` of a subtest's report, or None for a test's own report.
+
+    pytest 9's built-in subtests (``subtests`` fixture and unittest's ``subTest``) and the
+    pytest-subtests plugin both give their reports a ``context`` with ``msg`` and ``kwargs``;
+    both serialize it for pytest-xdist, so the controller's replayed report has it too.
+    """
+    context = getattr(report, "context", None)
+    if context is None or not hasattr(context, "msg") or not hasattr(context, "kwargs"):
+        return None
+    msg = context.msg
+    kwargs = dict(context.kwargs or {})
+    return {
+        "msg": msg if msg is None else str(msg),
+        "kwargs": {str(key): _json_scalar(value) for key, value in kwargs.items()},
+    }
+
+
+def _json_scalar(value: object) -> object:
+    return value if isinstance(value, str | int | float | bool | None) else repr(value)
+
+
 class CollectionReport(Protocol):
     @property
     def nodeid(self) -> str: ...
@@ -123,16 +172,95 @@ class CollectionReport(Protocol):
     def longrepr(self) -> object: ...
 
 
+def with_teardown_error(outcome: Outcome | None) -> Outcome:
+    """The outcome after a teardown error: ``failed`` stays failed, anything else is ``error``."""
+    return "failed" if outcome == "failed" else "error"
+
+
+def merged(previous: Outcome | None, entry: Outcome) -> Outcome:
+    """One test's outcome from two JUnit entries with its id, in file order.
+
+    pytest writes a call failure followed by a teardown error as two ``<testcase>`` elements,
+    and pytest-rerunfailures one per attempt (the failed ones empty): a failure anywhere
+    stays, an error turns the rest into an error (as a teardown error does), and otherwise
+    the later attempt counts.
+    """
+    if previous is None:
+        return entry
+    if "failed" in (previous, entry):
+        return "failed"
+    if "error" in (previous, entry):
+        return "error"
+    return entry
+
+
 @dataclass
 class _TestState:
-    outcome: Outcome | None = None
+    """One test's latest attempt, phase by phase; :meth:`final` applies the outcome rule."""
+
+    #: The outcome setup decided on its own: ``error``, ``skipped`` or ``xfailed``.
+    setup: Outcome | None = None
+    call: Outcome | None = None
+    teardown_failed: bool = False
+    subtests: dict[str, int] = field(default_factory=dict)
     duration: float = 0.0
     user_properties: list[list[Any]] = field(default_factory=list)
-    message: str | None = None
+    #: Why each phase did not pass (``setup``, ``call``, ``subtest``: the first failed one,
+    #: ``teardown``); the final outcome's own reason becomes the test's message.
+    messages: dict[str, str] = field(default_factory=dict)
+    #: An outcome set directly (JUnit XML), bypassing the phases.
+    direct: Outcome | None = None
+    setup_seen: bool = False
+    #: Its teardown was reported: the attempt is over.
+    finished: bool = False
+
+    def starts_anew(self, record: PhaseRecord) -> bool:
+        """Whether ``record`` opens another attempt (pytest-rerunfailures).
+
+        An attempt opens with its setup report, or with a subtest's report: rerunfailures
+        logs an attempt's phase reports only once it is over, while subtests report the
+        moment they finish, so they arrive before that attempt's setup.
+        """
+        opening = record["when"] == "setup" or "subtest" in record
+        return opening and (self.finished or (record["when"] == "setup" and self.setup_seen))
+
+    def final(self) -> Outcome | None:
+        """The test's outcome, or None while it has none (it never finished a phase that says)."""
+        return self._decided()[0]
+
+    def message(self) -> str | None:
+        """Why the test did not pass: the text of the phase that decided its outcome."""
+        outcome, phase = self._decided()
+        if outcome in (None, "passed", "xpassed"):
+            return None
+        return self.messages.get(phase)
+
+    def _decided(self) -> tuple[Outcome | None, str]:
+        """The outcome rule: the final outcome and the phase that decided it."""
+        if self.direct is not None:
+            return self.direct, "direct"
+        if self.setup == "error":
+            return "error", "setup"
+        outcome, phase = (self.setup, "setup") if self.setup else (self.call, "call")
+        if self.subtests.get("failed") and outcome is not None and outcome != "failed":
+            outcome, phase = "failed", "subtest"
+        if self.teardown_failed and outcome != "failed":
+            return "error", "teardown"
+        return outcome, phase
+
+
+def _message(record: PhaseRecord, outcome: Outcome | None) -> str | None:
+    """Why a phase did not pass: its text, or for an xfail its reason."""
+    if outcome in (None, "passed", "xpassed"):
+        return None
+    if outcome == "xfailed" and record.get("wasxfail"):
+        return cap_text(record["wasxfail"], MESSAGE_CAP)
+    return record.get("longrepr") or None
 
 
 def _phase_outcome(record: PhaseRecord) -> Outcome | None:
-    """The outcome one phase (setup/call/teardown) contributes, or None when it says nothing."""
+    """The outcome one phase reports on its own, or None when it says nothing (a pass of
+    setup or teardown)."""
     wasxfail = "wasxfail" in record
     if record["outcome"] == "skipped":
         return "xfailed" if wasxfail else "skipped"
@@ -143,84 +271,151 @@ def _phase_outcome(record: PhaseRecord) -> Outcome | None:
     return "error" if record["outcome"] == "failed" else None
 
 
-def _message(record: PhaseRecord, outcome: Outcome) -> str | None:
-    """Why a test did not pass: the phase's text, or for an xfail its reason."""
-    if outcome in ("passed", "xpassed"):
-        return None
-    if outcome == "xfailed" and record.get("wasxfail"):
-        return cap_text(record["wasxfail"], MESSAGE_CAP)
-    return record.get("longrepr") or None
-
-
 @dataclass
 class OutcomeTally:
-    """The final outcome of every test id seen in a session.
+    """The final outcome of every test id seen in a session (the rule: docs/scoring.md).
 
-    A test whose setup or teardown fails is an ``error``, unless its call already failed.
-    A test rerun by pytest-rerunfailures starts afresh with each attempt, so the last
-    attempt's outcome is the one kept.
+    With an expected set (:attr:`expected`), :meth:`counts` counts the set's tests only;
+    every other test is ``extra``.
     """
 
     tests: dict[str, _TestState] = field(default_factory=dict)
     #: Test ids pytest collected (the controller learns them from xdist's workers).
     collected: set[str] = field(default_factory=set)
+    #: The expected set, ``{test id: expected outcome}``, or None to count every test.
+    expected: Mapping[str, ExpectedOutcome] | None = None
+    #: What the report says about the set's source (``{"source", "tests", "dropped"}``).
+    expected_source: dict[str, Any] | None = None
+    #: Put before every id: the rootdir's path relative to the repository root (``"sub/"``),
+    #: so that ids do not move when a repository moves pytest's rootdir with an ini file.
+    id_prefix: str = ""
 
     def record_test(self, report: RunReport) -> None:
         """Fold one pytest phase report into that test's outcome."""
         self.record_phase(phase_record(report))
 
     def record_phase(self, record: PhaseRecord) -> None:
-        """Fold one phase into that test's outcome."""
+        """Fold one phase (a subtest's too) into that test's state."""
         if record["outcome"] == "rerun":  # a failed attempt; the next one starts with setup
             return
-        state = self.tests.setdefault(record["nodeid"], _TestState())
-        if record["when"] == "setup":
-            # A new attempt (rerunfailures) starts with setup: forget the previous one.
-            state.outcome, state.duration, state.message = None, 0.0, None
+        nodeid = self.id_prefix + record["nodeid"]
+        state = self.tests.get(nodeid)
+        if state is None or state.starts_anew(record):
+            state = self.tests[nodeid] = _TestState()  # keeps the id's place in the order
+        if "subtest" in record:
+            key = "skipped" if record["outcome"] == "skipped" else record["outcome"]
+            state.subtests[key] = state.subtests.get(key, 0) + 1
+            if key == "failed" and "longrepr" in record:
+                state.messages.setdefault("subtest", record["longrepr"])
+            return
         state.duration += float(record.get("duration") or 0.0)
         state.user_properties = record.get("user_properties", [])
         phase = _phase_outcome(record)
-        if phase is None or state.outcome == "failed":
-            return
-        if phase == "error" or state.outcome is None or state.outcome == "passed":
-            state.outcome, state.message = phase, _message(record, phase)
+        message = _message(record, phase)
+        if message is not None:
+            state.messages[record["when"]] = message
+        if record["when"] == "setup":
+            state.setup, state.setup_seen = phase, True
+        elif record["when"] == "call":
+            state.call = phase
+        elif record["when"] == "teardown":
+            state.finished = True
+            state.teardown_failed = phase == "error"
 
     def record_collection(self, report: CollectionReport) -> None:
         """A failed collector counts as one ``error``, once per collector id."""
         if report.outcome == "failed":
             message = short_longrepr(report.longrepr)
-            self.tests[report.nodeid] = _TestState(outcome="error", message=message)
+            state = _TestState(direct="error", messages={"direct": message} if message else {})
+            self.tests[self.id_prefix + report.nodeid] = state
+
+    def record_collected(self, nodeids: Iterable[str]) -> None:
+        """Test ids pytest collected, as it gives them (relative to its rootdir)."""
+        self.collected.update(self.id_prefix + nodeid for nodeid in nodeids)
 
     def record_outcome(
         self, nodeid: str, outcome: Outcome, duration: float = 0.0, message: str | None = None
     ) -> None:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
-        message = cap_text(message, MESSAGE_CAP) if message else None
-        self.tests[nodeid] = _TestState(outcome=outcome, duration=duration, message=message)
+        messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else {}
+        self.tests[nodeid] = _TestState(direct=outcome, duration=duration, messages=messages)
+
+    def outcome_of(self, nodeid: str) -> Outcome | None:
+        """The final outcome of one test, or None when none arrived."""
+        state = self.tests.get(nodeid)
+        return None if state is None else state.final()
+
+    def not_run(self) -> list[str]:
+        """Collected tests with no final outcome: the session ended before they ran."""
+        return sorted(nodeid for nodeid in self.collected if self.outcome_of(nodeid) is None)
+
+    def missing(self) -> list[str]:
+        """Expected tests with no final outcome (not collected, deselected, not run…)."""
+        expected = self.expected or {}
+        return [nodeid for nodeid in expected if self.outcome_of(nodeid) is None]
+
+    def extra(self) -> list[str]:
+        """Tests with an outcome that the expected set does not list (none without a set)."""
+        if self.expected is None:
+            return []
+        return [nodeid for nodeid in self._finished() if nodeid not in self.expected]
+
+    def _finished(self) -> dict[str, Outcome]:
+        finished: dict[str, Outcome] = {}
+        for nodeid, state in self.tests.items():
+            outcome = state.final()
+            if outcome is not None:
+                finished[nodeid] = outcome
+        return finished
+
+    def counted_as(self, nodeid: str) -> Outcome | Literal["missing"] | None:
+        """How one test counts: what it did, judged against the expected set when there is
+        one; ``missing`` for an expected test without a report; None when it does not count
+        (outside the set)."""
+        outcome = self.outcome_of(nodeid)
+        if self.expected is None:
+            return "failed" if outcome is None and nodeid in self.collected else outcome
+        if nodeid not in self.expected:
+            return None
+        return judged(outcome, self.expected[nodeid])
 
     def records(self) -> list[TestRecord]:
         """Every test with a known outcome, in the order first seen."""
         records: list[TestRecord] = []
-        for nodeid, state in self.tests.items():
-            if state.outcome is None:
-                continue
+        for nodeid, outcome in self._finished().items():
+            state = self.tests[nodeid]
             record: TestRecord = {
                 "nodeid": nodeid,
-                "outcome": state.outcome,
+                "outcome": outcome,
                 "duration": round(state.duration, 6),
                 "user_properties": state.user_properties,
             }
-            if state.message:
-                record["message"] = state.message
+            message = state.message()
+            if message:
+                record["message"] = message
+            if state.subtests:
+                record["subtests"] = dict(sorted(state.subtests.items()))
+            if self.expected is not None and nodeid in self.expected:
+                record["expected"] = self.expected[nodeid]
             records.append(record)
         return records
 
     def counts(self) -> Counts:
-        """Per-outcome counts and ``total = passed + failed + error``."""
-        tally = dict.fromkeys(OUTCOMES, 0)
-        for state in self.tests.values():
-            if state.outcome is not None:
-                tally[state.outcome] += 1
+        """How many tests counted how (docs/scoring.md#counts)."""
+        tally: dict[str, int] = dict.fromkeys((*OUTCOMES, "missing"), 0)
+        if self.expected is None:
+            for outcome in self._finished().values():
+                tally[outcome] += 1
+            not_run = self.not_run()
+            tally["failed"] += len(not_run)
+        else:
+            finished = self._finished()
+            for nodeid, wanted in self.expected.items():
+                observed = finished.get(nodeid)
+                tally[judged(observed, wanted)] += 1
+                if observed == "xpassed":
+                    tally["xpassed"] += 1
+            not_run = self.not_run()
         return {
             "passed": tally["passed"],
             "failed": tally["failed"],
@@ -228,13 +423,48 @@ class OutcomeTally:
             "skipped": tally["skipped"],
             "xfailed": tally["xfailed"],
             "xpassed": tally["xpassed"],
-            "total": tally["passed"] + tally["failed"] + tally["error"],
+            "missing": tally["missing"],
+            "extra": len(self.extra()),
+            "not_run": len(not_run),
+            "total": tally["passed"] + tally["failed"] + tally["error"] + tally["missing"],
         }
 
-    def ids_with(self, outcome: Outcome) -> list[str]:
-        """Test ids whose final outcome is ``outcome``."""
-        return [nodeid for nodeid, state in self.tests.items() if state.outcome == outcome]
+    def ids_with(self, outcome: Outcome | Literal["missing"]) -> list[str]:
+        """Test ids that count as ``outcome`` (see :meth:`counted_as`)."""
+        ids = [*self.tests, *sorted(self.collected - set(self.tests))]
+        if self.expected is not None:
+            ids = list(self.expected)
+        return [nodeid for nodeid in ids if self.counted_as(nodeid) == outcome]
+
+    def subtest_counts(self) -> dict[str, int]:
+        """Subtests by outcome over every test's last attempt (empty without subtests)."""
+        totals: dict[str, int] = {}
+        for state in self.tests.values():
+            for outcome, number in state.subtests.items():
+                totals[outcome] = totals.get(outcome, 0) + number
+        return dict(sorted(totals.items()))
 
     def to_json(self) -> dict[str, Any]:
         """The ``tests`` section of ``scores.json``."""
-        return {"counts": self.counts(), "tests": self.records()}
+        section: dict[str, Any] = {"counts": self.counts(), "tests": self.records()}
+        section["not_run"] = self.not_run()
+        if self.expected is not None:
+            section["missing"] = self.missing()
+            section["extra"] = self.extra()
+            section["expected_tests"] = self.expected_source
+        return section
+
+
+def judged(observed: Outcome | None, wanted: ExpectedOutcome) -> Outcome | Literal["missing"]:
+    """How an expected test counts (docs/scoring.md#expected-tests).
+
+    ``passed``/``xpassed`` pass; a skip or xfail the source had too is neutral (counted under
+    that name, outside ``total``); ``error`` stays an error; everything else fails.
+    """
+    if observed is None:
+        return "missing"
+    if observed in ("passed", "xpassed"):
+        return "passed"
+    if observed in ("skipped", "xfailed") and observed == wanted:
+        return observed
+    return "error" if observed == "error" else "failed"

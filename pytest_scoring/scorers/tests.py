@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from typing import Final
+from typing import Literal
 from typing import final
 
 from pytest_scoring.errors import ConfigError
@@ -17,7 +18,9 @@ from pytest_scoring.scorers.metrics import stderr
 from pytest_scoring.scorers.metrics import threshold_accuracy
 from pytest_scoring.scorers.outcomes import OUTCOMES
 from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import INCORRECT
 from pytest_scoring.scorers.score import METADATA_LIST_CAP
+from pytest_scoring.scorers.score import NOANSWER
 from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import Value
 from pytest_scoring.scorers.score import bool_value
@@ -36,7 +39,8 @@ def percent_passing(tally: OutcomeTally) -> float:
 
 def _all_pass_value(tally: OutcomeTally) -> Value:
     counts = tally.counts()
-    return bool_value(counts["total"] > 0 and counts["failed"] == counts["error"] == 0)
+    failing = counts["failed"] + counts["error"] + counts["missing"]
+    return bool_value(counts["total"] > 0 and failing == 0)
 
 
 def _percent_failing(tally: OutcomeTally) -> Value:
@@ -70,20 +74,51 @@ SCORING_METHODS: Final = {
 }
 
 
-def test_metadata(tally: OutcomeTally) -> dict[str, Any]:
-    """Counts and the (capped) ids of failing and erroring tests."""
-    failed, errors = tally.ids_with("failed"), tally.ids_with("error")
-    return {
-        "counts": tally.counts(),
-        "failed_tests": cap_list(failed),
-        "error_tests": cap_list(errors),
-        "truncated": max(len(failed), len(errors)) > METADATA_LIST_CAP,
+def test_metadata(context: ScoringContext) -> dict[str, Any]:
+    """Counts, the (capped) ids of tests that failed, errored, never ran or are missing,
+    subtest counts, the expected set's source and the integrity signals."""
+    tally = context.tally
+    lists = {
+        "failed_tests": tally.ids_with("failed"),
+        "error_tests": tally.ids_with("error"),
+        "not_run_tests": tally.not_run(),
     }
+    if tally.expected is not None:
+        lists["missing_tests"] = tally.missing()
+        lists["extra_tests"] = tally.extra()
+    metadata: dict[str, Any] = {"counts": tally.counts()}
+    metadata.update({key: cap_list(ids) for key, ids in lists.items()})
+    metadata["truncated"] = max(len(ids) for ids in lists.values()) > METADATA_LIST_CAP
+    subtests = tally.subtest_counts()
+    if subtests:
+        metadata["subtests"] = subtests
+    if tally.expected_source is not None:
+        metadata["expected_tests"] = tally.expected_source
+    metadata["integrity"] = context.integrity
+    return metadata
+
+
+#: The counts an explanation shows after the outcomes.
+_SET_COUNTS: Final[tuple[Literal["missing", "not_run", "extra"], ...]] = (
+    "missing",
+    "not_run",
+    "extra",
+)
 
 
 def _explain(tally: OutcomeTally) -> str:
     counts = tally.counts()
-    return outcome_counts({outcome: counts[outcome] for outcome in OUTCOMES}) or "no tests ran"
+    shown: dict[str, int] = {outcome: counts[outcome] for outcome in OUTCOMES}
+    shown.update({name: counts[name] for name in _SET_COUNTS})
+    return outcome_counts(shown) or "no tests ran"
+
+
+def _strict_reason(context: ScoringContext) -> str | None:
+    """Why ``--score-strict`` withholds the test scores, or None."""
+    kinds = sorted({s["kind"] for s in context.integrity if s["kind"] in context.strict})
+    if not kinds:
+        return None
+    return f"not scored: integrity signal {', '.join(kinds)} under --score-strict"
 
 
 @final
@@ -102,16 +137,17 @@ class TestScorer:
         self.metrics: Sequence[Metric] = TEST_SCORINGS[kind].metrics
 
     def score(self, context: ScoringContext) -> Score:
-        value = TEST_SCORINGS[self.type].value(context.tally)
-        metadata = test_metadata(context.tally)
+        metadata = test_metadata(context)
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
-        return make_score(
-            value,
-            self.type,
-            explanation=_explain(context.tally),
-            metadata=metadata,
-        )
+        explanation = _explain(context.tally)
+        withheld = _strict_reason(context)
+        if withheld is not None:
+            return make_score(NOANSWER, self.type, f"{withheld} ({explanation})", None, metadata)
+        value = TEST_SCORINGS[self.type].value(context.tally)
+        if self.type == "all_tests_pass" and not context.complete:
+            value, explanation = INCORRECT, f"{explanation}; the session did not complete"
+        return make_score(value, self.type, explanation=explanation, metadata=metadata)
 
 
 def all_tests_pass_scorer() -> TestScorer:

@@ -1,0 +1,557 @@
+"""Integrity signals: what a scored repository did that can shape its own test outcomes.
+
+The kinds, and what each route can see, are in docs/scoring.md#integrity. Every signal is
+``{"kind", "detail", "file"}``; ``file`` is relative to the repository root, or None.
+
+This module imports only the standard library and pytest, never pytest_scoring, and keeps to
+Python 3.8 syntax: the stdlib probe that reports outcomes from a child pytest (any interpreter,
+pytest >= 7) reuses it as a file. Detection is best effort by nature: code that runs inside
+the session can hide from code beside it; the signals make the cheap attacks visible.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import inspect
+import shlex
+import sys
+from collections.abc import Generator
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import TypedDict
+
+import pytest
+
+KINDS = (
+    "outcome_hook",
+    "outcome_changed",
+    "patched",
+    "plugin_disabled",
+    "selection",
+    "early_end",
+)
+#: The kinds ``--score-strict`` (``run --strict``) acts on when given no list.
+STRICT_DEFAULT = frozenset({"outcome_changed", "patched", "plugin_disabled", "early_end"})
+
+#: Hooks through which a conftest or plugin can decide, change or hide a test's outcome, or
+#: which tests exist. Implementing one is ``outcome_hook`` (information only: pytest's own
+#: documentation recipes implement ``pytest_runtest_makereport`` in honest suites).
+OUTCOME_HOOKS = (
+    "pytest_collection_modifyitems",
+    "pytest_deselected",
+    "pytest_ignore_collect",
+    "pytest_pycollect_makeitem",
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_pyfunc_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "pytest_report_teststatus",
+    "pytest_report_to_serializable",
+    "pytest_report_from_serializable",
+)
+
+#: Attribute set on each phase report when outcome hooks exist: the outcomes pytest itself
+#: could report for the phase, joined by ``|``. JSON-safe, so it travels with pytest-xdist.
+COMPUTED_ATTR = "scoring_pytest_outcomes"
+#: How favourable a phase outcome is to the test (``rerun`` marks a failed attempt).
+_RANK = {"failed": 0, "rerun": 0, "skipped": 1, "passed": 2}
+
+#: ini keys that choose which tests exist.
+SELECTION_INI_KEYS = ("testpaths", "python_files", "python_functions", "python_classes")
+#: Command-line flags that select or stop tests, as they may appear in ``addopts``.
+SELECTION_FLAGS = (
+    "-k",
+    "-m",
+    "--deselect",
+    "--ignore",
+    "--ignore-glob",
+    "-x",
+    "--exitfirst",
+    "--maxfail",
+    "--lf",
+    "--last-failed",
+    "--sw",
+    "--stepwise",
+    "--stepwise-skip",
+)
+#: Names under which ``-p no:NAME`` turns our plugin off.
+PLUGIN_NAMES = ("scoring", "pytest_scoring.plugin")
+
+
+class Signal(TypedDict):
+    """One integrity signal."""
+
+    kind: str
+    detail: str
+    file: str | None
+
+
+def make_signal(kind: str, detail: str, file: str | None = None) -> Signal:
+    return {"kind": kind, "detail": detail, "file": file}
+
+
+def parse_strict(text: str | None) -> frozenset[str]:
+    """The kinds ``--score-strict[=KIND,…|all|default]`` names; empty text means the default
+    kinds, None means none.
+
+    :raises ValueError: naming a kind that does not exist.
+    """
+    if text is None:
+        return frozenset()
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names or names == ["default"]:
+        return STRICT_DEFAULT
+    if names == ["all"]:
+        return frozenset(KINDS)
+    unknown = [name for name in names if name not in KINDS]
+    if unknown:
+        raise ValueError(
+            f"{unknown[0]!r} is not a signal kind (one of {', '.join(KINDS)}, all or default)"
+        )
+    return frozenset(names)
+
+
+def relative_inside(path: object, root: Path) -> str | None:
+    """``path`` relative to ``root`` (POSIX), or None when it is not inside."""
+    try:
+        return Path(str(path)).resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError, RuntimeError):
+        return None
+
+
+def _function_file(function: object) -> str | None:
+    try:
+        return inspect.getsourcefile(inspect.unwrap(function))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+# --- outcome_hook ---------------------------------------------------------------------
+
+
+def outcome_hook_signals(pluginmanager: pytest.PytestPluginManager, root: Path) -> list[Signal]:
+    """One ``outcome_hook`` signal per (hook, file inside ``root``) among registered plugins.
+
+    Conftest modules, plugins a conftest names in ``pytest_plugins``, ``-p`` modules and
+    objects registered at run time all count when their hook functions live in the repository.
+    """
+    signals: list[Signal] = []
+    for name in OUTCOME_HOOKS:
+        caller = getattr(pluginmanager.hook, name, None)
+        if caller is None:
+            continue
+        files = set()
+        for impl in caller.get_hookimpls():
+            source = _function_file(impl.function)
+            relative = None if source is None else relative_inside(source, root)
+            if relative is not None:
+                files.add(relative)
+        signals.extend(
+            make_signal("outcome_hook", f"{name} implemented in {file}", file)
+            for file in sorted(files)
+        )
+    return signals
+
+
+def hooks_in_source(source: str) -> list[str]:
+    """The outcome hooks a Python file defines at top level or in a class (a static look, for
+    routes that read a repository without running it)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names = {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in OUTCOME_HOOKS
+    }
+    return [name for name in OUTCOME_HOOKS if name in names]
+
+
+# --- outcome_changed ------------------------------------------------------------------
+
+
+def _classify(excinfo: Any) -> str:
+    """The phase outcome an exception (or none) means to pytest."""
+    if excinfo is None:
+        return "passed"
+    error = excinfo.value
+    unittest = sys.modules.get("unittest")
+    skips: tuple[type, ...] = (pytest.skip.Exception, pytest.xfail.Exception)
+    if unittest is not None:
+        skips += (unittest.SkipTest,)
+    return "skipped" if isinstance(error, skips) else "failed"
+
+
+def computed_outcomes(item: pytest.Item, call: pytest.CallInfo[None], before: Any) -> str:
+    """The outcomes pytest itself could report for this phase, ``|``-joined.
+
+    :param before: ``call.excinfo`` as it was before the other ``makereport``
+        implementations ran (pytest's unittest support fills it in during them).
+    """
+    outcomes = [_classify(before), _classify(call.excinfo)]
+    worst = min(outcomes, key=_RANK.__getitem__)
+    xfail = item.get_closest_marker("xfail") is not None and not item.config.option.runxfail
+    if worst == "failed" and xfail:
+        return "failed|skipped"  # an expected failure is reported as skipped
+    return worst
+
+
+def outcome_changed(report: Any, comparing: bool) -> str | None:
+    """Why this phase report is more favourable than pytest computed, or None.
+
+    Only changes in the test's favour count: pytest itself turns a passing test with failed
+    subtests into ``failed`` after the report is made, and pytest-rerunfailures marks a
+    failed attempt ``rerun``.
+
+    :param comparing: outcome hooks exist, so every phase report must carry
+        :data:`COMPUTED_ATTR`; a favourable one without it was made outside pytest's
+        ``pytest_runtest_makereport``.
+    """
+    outcome = getattr(report, "outcome", None)
+    if outcome not in _RANK or getattr(report, "when", None) is None:
+        return None
+    computed = getattr(report, COMPUTED_ATTR, None)
+    if not isinstance(computed, str):
+        if comparing and outcome != "failed":
+            where = f"{report.nodeid} {report.when}"
+            return f"{where}: a {outcome} report that pytest's makereport did not make"
+        return None
+    allowed = [name for name in computed.split("|") if name in _RANK]
+    if allowed and _RANK[outcome] > max(_RANK[name] for name in allowed):
+        return "{} {}: pytest computed {}, the report says {}".format(
+            report.nodeid, report.when, " or ".join(allowed), outcome
+        )
+    return None
+
+
+class ReportStamp:
+    """Stamps every phase report with :data:`COMPUTED_ATTR`; registered only once outcome
+    hooks are found, so a repository without them pays nothing per test."""
+
+    # tryfirst, and registered after the conftests: the outermost wrapper, so it sees the
+    # call before any other implementation can change it.
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        before = call.excinfo
+        report = yield
+        setattr(report, COMPUTED_ATTR, computed_outcomes(item, call, before))
+        return report
+
+
+# --- patched --------------------------------------------------------------------------
+
+
+class PatchGuard:
+    """Remembers functions by identity and code, to tell later which were replaced."""
+
+    def __init__(self, targets: Iterable[tuple[str, object, str]]):
+        #: ``(label, owner, attribute)`` → the function and its code object then.
+        self._seen: list[tuple[str, object, str, object, object]] = []
+        for label, owner, attribute in targets:
+            value = inspect.getattr_static(owner, attribute, None)
+            self._seen.append((label, owner, attribute, value, _code(value)))
+
+    def signals(self, root: Path) -> list[Signal]:
+        """A ``patched`` signal for each function replaced (or its code swapped) since."""
+        signals = []
+        for label, owner, attribute, value, code in self._seen:
+            now = inspect.getattr_static(owner, attribute, None)
+            if now is value and _code(now) is code:
+                continue
+            source = _function_file(_unwrap_static(now))
+            file = None if source is None else relative_inside(source, root)
+            signals.append(make_signal("patched", f"{label} was replaced", file))
+        return signals
+
+
+def _unwrap_static(value: object) -> object:
+    return getattr(value, "__func__", value)
+
+
+def _code(value: object) -> object:
+    return getattr(_unwrap_static(value), "__code__", None)
+
+
+#: pytest's own functions that decide a phase's outcome; replacing them changes every verdict.
+PYTEST_TARGETS = (
+    ("pytest.CallInfo.from_call", pytest.CallInfo, "from_call"),
+    ("pytest.TestReport.from_item_and_call", pytest.TestReport, "from_item_and_call"),
+)
+
+
+# --- selection and plugin_disabled, from the repository's ini ---------------------------
+
+
+def _addopts(ini: Mapping[str, Any]) -> list[str]:
+    value = ini.get("addopts", "")
+    if isinstance(value, (list, tuple)):
+        value = " ".join(str(part) for part in value)
+    try:
+        return shlex.split(str(value))
+    except ValueError:
+        return str(value).split()
+
+
+def _flag_name(arg: str) -> str | None:
+    """The selection flag an argument starts with (``-kfoo``, ``--maxfail=2``), or None."""
+    for flag in SELECTION_FLAGS:
+        if arg == flag or arg.startswith(flag + "="):
+            return flag
+        if len(flag) == 2 and arg.startswith(flag) and flag in ("-k", "-m"):
+            return flag
+    if arg.startswith("-") and not arg.startswith("--") and "x" in arg[1:] and arg[1:].isalpha():
+        return "-x"  # -x among combined short flags, e.g. -qx
+    return None
+
+
+def selection_signals(ini: Mapping[str, Any], inifile: str | None) -> list[Signal]:
+    """``selection`` signals for the ini settings and ``addopts`` flags that choose tests."""
+    signals: list[Signal] = []
+    args = _addopts(ini)
+    for index, arg in enumerate(args):
+        flag = _flag_name(arg)
+        if flag is None:
+            continue
+        shown = arg
+        takes_value = flag not in ("-x", "--exitfirst", "--lf", "--last-failed", "--sw")
+        takes_value = takes_value and flag not in ("--stepwise", "--stepwise-skip")
+        if takes_value and arg == flag and index + 1 < len(args):
+            shown = f"{arg} {args[index + 1]}"
+        signals.append(make_signal("selection", f"addopts: {shown}", inifile))
+    for key in SELECTION_INI_KEYS:
+        if key in ini:
+            value = ini[key]
+            if isinstance(value, (list, tuple)):
+                value = " ".join(str(part) for part in value)
+            shown = " ".join(str(value).split())
+            signals.append(make_signal("selection", f"{key} = {shown}", inifile))
+    return signals
+
+
+def plugin_disabled_signals(ini: Mapping[str, Any], inifile: str | None) -> list[Signal]:
+    """``plugin_disabled`` when the ini's ``addopts`` turn our plugin off (``-p no:scoring``)."""
+    args = _addopts(ini)
+    signals: list[Signal] = []
+    for index, arg in enumerate(args):
+        value = None
+        if arg == "-p" and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith("-p"):
+            value = arg[2:].lstrip("=")
+        if value is not None and value.startswith("no:") and value[3:] in PLUGIN_NAMES:
+            detail = f"addopts: -p {value}"
+            signals.append(make_signal("plugin_disabled", detail, inifile))
+    return signals
+
+
+#: The files pytest reads settings from, in the order it looks for them in a folder.
+INI_FILES = (
+    "pytest.toml",
+    ".pytest.toml",
+    "pytest.ini",
+    ".pytest.ini",
+    "pyproject.toml",
+    "tox.ini",
+    "setup.cfg",
+)
+
+
+def find_ini(root: Path) -> Path | None:
+    """The settings file pytest would take in ``root``, or None."""
+    for name in INI_FILES:
+        path = root / name
+        if path.is_file() and (name in INI_FILES[:4] or read_ini(path) is not None):
+            return path
+    return None
+
+
+def read_ini(path: Path) -> dict[str, Any] | None:
+    """The pytest settings in one file (None when the file has no pytest section)."""
+    name = path.name
+    if name.endswith(".toml"):
+        content = _toml(path)
+        if name != "pyproject.toml":
+            table = content.get("pytest")
+            return table if isinstance(table, dict) else {}
+        tool = content.get("tool")
+        table = tool.get("pytest") if isinstance(tool, dict) else None
+        if not isinstance(table, dict):
+            return None
+        options = table.get("ini_options")
+        return options if isinstance(options, dict) else table
+    section = "tool:pytest" if name == "setup.cfg" else "pytest"
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(str(path), encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError, OSError):
+        return None
+    if parser.has_section(section):
+        return dict(parser[section])
+    return {} if name in ("pytest.ini", ".pytest.ini") else None
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: the probe's interpreter may lack it
+        return {}
+    try:
+        content = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return {}
+    return content if isinstance(content, dict) else {}
+
+
+def ini_signals(path: Path | None, root: Path, selection: bool) -> list[Signal]:
+    """``plugin_disabled`` (and, when ``selection``, ``selection``) signals for the settings
+    file at ``path``, when it lies inside the repository at ``root``."""
+    relative = None if path is None else relative_inside(path, root)
+    if path is None or relative is None:
+        return []
+    ini = read_ini(path) or {}
+    signals = plugin_disabled_signals(ini, relative)
+    return [*signals, *selection_signals(ini, relative)] if selection else signals
+
+
+# --- early_end ------------------------------------------------------------------------
+
+
+def exit_location(excinfo: Any, root: Path) -> tuple[str | None, str]:
+    """Where a ``pytest.exit()`` (or any exception) was raised from inside ``root``:
+    ``(file, "file:line")``, or ``(None, "")`` when no frame of it lies inside."""
+    for entry in reversed(list(getattr(excinfo, "traceback", []))):
+        relative = relative_inside(entry.path, root)
+        if relative is not None:
+            return relative, f"{relative}:{entry.lineno + 1}"
+    return None, ""
+
+
+def early_end_signal(not_run: Sequence[str], reason: str, file: str | None = None) -> Signal | None:
+    """``early_end`` when tests did not run or something ended the session; else None."""
+    parts = [reason] if reason else []
+    if not_run:
+        parts.append(f"{len(not_run)} collected test(s) did not run")
+    return make_signal("early_end", "; ".join(parts), file) if parts else None
+
+
+def dedupe(signals: Iterable[Signal]) -> list[Signal]:
+    """The signals in first-seen order, each once."""
+    seen = set()
+    unique = []
+    for signal in signals:
+        key = (signal["kind"], signal["detail"], signal["file"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(signal)
+    return unique
+
+
+#: Most signals of one kind a report keeps; one more signal says how many were left out.
+SIGNALS_PER_KIND = 20
+#: Key of the signals a pytest-xdist worker hands to the controller.
+WORKER_OUTPUT_KEY = "scoring_integrity"
+
+
+def cap_signals(signals: Iterable[Signal]) -> list[Signal]:
+    """Each signal once, at most :data:`SIGNALS_PER_KIND` per kind (a hostile suite could
+    change thousands of outcomes; one line saying how many is enough)."""
+    kept: list[Signal] = []
+    left_out: dict[str, int] = {}
+    for signal in dedupe(signals):
+        kind = signal["kind"]
+        if sum(1 for other in kept if other["kind"] == kind) < SIGNALS_PER_KIND:
+            kept.append(signal)
+        else:
+            left_out[kind] = left_out.get(kind, 0) + 1
+    for kind, count in left_out.items():
+        kept.append(make_signal(kind, f"{count} more {kind} signal(s) left out"))
+    return kept
+
+
+def stop_reason(session: pytest.Session, excinfo: Any, root: Path) -> tuple[str, str | None]:
+    """What ended the session early, and the file it came from: ``pytest.exit()``, an
+    interrupt, or pytest's own stop (``-x``, ``--maxfail``); ``("", None)`` for none."""
+    if excinfo is not None:
+        if isinstance(excinfo.value, pytest.exit.Exception):
+            file, where = exit_location(excinfo, root)
+            at = f" at {where}" if where else ""
+            return f"pytest.exit({str(excinfo.value.msg)!r}) called{at}", file
+        return f"interrupted ({excinfo.typename}: Ctrl-C, a signal or a timeout)", None
+    stop = session.shouldfail or session.shouldstop
+    return (f"pytest stopped early: {stop}", None) if stop else ("", None)
+
+
+class IntegrityWatch:
+    """Gathers one pytest process's signals: outcome hooks, changed outcomes, patches.
+
+    Registered in every process of a scored session, the controller and each pytest-xdist
+    worker; a worker hands its signals to the controller when it finishes.
+    """
+
+    def __init__(
+        self, config: pytest.Config, root: Path, guarded: Iterable[tuple[str, object, str]] = ()
+    ):
+        self.config = config
+        self.root = root
+        self.signals: list[Signal] = []
+        #: Outcome hooks were found: phase reports are stamped and compared.
+        self.comparing = False
+        self._hook_file: str | None = None
+        self._guard = PatchGuard([*PYTEST_TARGETS, *guarded])
+
+    def look_for_outcome_hooks(self) -> None:
+        """Record the outcome hooks registered by now; stamp reports from now on if any."""
+        found = outcome_hook_signals(self.config.pluginmanager, self.root)
+        self.signals = dedupe([*self.signals, *found])
+        if found and not self.comparing:
+            self.comparing = True
+            self._hook_file = found[0]["file"]
+            name = "scoring-report-stamp"
+            self.config.pluginmanager.register(ReportStamp(), name)
+            self.config.add_cleanup(lambda: self.config.pluginmanager.unregister(name=name))
+
+    @pytest.hookimpl
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The initial conftests are loaded (the xdist controller collects nothing more).
+        self.look_for_outcome_hooks()
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.look_for_outcome_hooks()  # every conftest of the collected folders is loaded
+
+    def check_report(self, report: Any) -> None:
+        """An ``outcome_changed`` signal when this phase report is better than pytest said."""
+        detail = outcome_changed(report, self.comparing)
+        if detail is not None:
+            self.signals.append(make_signal("outcome_changed", detail, self._hook_file))
+
+    def finish(self) -> list[Signal]:
+        """This process's signals at the end: hooks registered late, functions replaced."""
+        self.look_for_outcome_hooks()
+        self.signals = dedupe([*self.signals, *self._guard.signals(self.root)])
+        return self.signals
+
+    @pytest.hookimpl
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: the controller reads them
+            workeroutput[WORKER_OUTPUT_KEY] = cap_signals(self.finish())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """On the controller: take a worker's signals (only well-formed ones)."""
+        output = getattr(node, "workeroutput", None) or {}
+        for item in output.get(WORKER_OUTPUT_KEY, []):
+            if isinstance(item, dict) and {"kind", "detail", "file"} <= set(item):
+                file = item["file"] if isinstance(item["file"], str) else None
+                self.signals.append(make_signal(str(item["kind"]), str(item["detail"]), file))
