@@ -77,6 +77,9 @@ def test_every_outcome_kind_is_counted_the_same_with_and_without_xdist(
         "skipped": 1,
         "xfailed": 1,
         "xpassed": 1,
+        "missing": 0,
+        "extra": 0,
+        "not_run": 0,
         "total": 5,
     }
     scores = report["scores"]
