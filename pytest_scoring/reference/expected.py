@@ -90,7 +90,7 @@ def load_expected_tests(path: Path, option: str = OPTION) -> ExpectedTests:
 
 def parse_expected(text: str, where: str, option: str = OPTION) -> dict[str, ExpectedOutcome]:
     """Test ids from a JSON list, a JSON object of outcomes, or lines (``#`` comments)."""
-    if text.lstrip()[:1] in ("[", "{"):
+    if text.lstrip()[:1] in ("[", "{", '"'):
         try:
             content = json.loads(text)
         except json.JSONDecodeError as error:
