@@ -252,34 +252,46 @@ class ReportStamp:
 
 
 class PatchGuard:
-    """Remembers functions by identity and code, to tell later which were replaced."""
+    """Tells which functions are no longer the ones their module defines.
+
+    A conftest runs before any plugin's ``pytest_configure``, so a snapshot taken then could
+    already hold its replacement; instead each function is checked against where it must
+    come from: its name and the file of the module that owns it.
+    """
 
     def __init__(self, targets: Iterable[tuple[str, object, str]]):
-        #: ``(label, owner, attribute)`` → the function and its code object then.
-        self._seen: list[tuple[str, object, str, object, object]] = []
-        for label, owner, attribute in targets:
-            value = inspect.getattr_static(owner, attribute, None)
-            self._seen.append((label, owner, attribute, value, _code(value)))
+        #: ``(label, owner, attribute)``: a module or class, and the function's name in it.
+        self.targets = list(targets)
 
     def signals(self, root: Path) -> list[Signal]:
-        """A ``patched`` signal for each function replaced (or its code swapped) since."""
+        """A ``patched`` signal for each function replaced (or its code swapped)."""
         signals = []
-        for label, owner, attribute, value, code in self._seen:
-            now = inspect.getattr_static(owner, attribute, None)
-            if now is value and _code(now) is code:
+        for label, owner, attribute in self.targets:
+            now = _unwrap_static(inspect.getattr_static(owner, attribute, None))
+            code = getattr(now, "__code__", None)
+            home = _home_file(owner)
+            if code is not None and code.co_name == attribute and _same_file(code, home):
                 continue
-            source = _function_file(_unwrap_static(now))
+            source = _function_file(now)
             file = None if source is None else relative_inside(source, root)
             signals.append(make_signal("patched", f"{label} was replaced", file))
         return signals
 
 
+def _home_file(owner: object) -> str | None:
+    module = owner if inspect.ismodule(owner) else sys.modules.get(getattr(owner, "__module__", ""))
+    return getattr(module, "__file__", None)
+
+
+def _same_file(code: Any, home: str | None) -> bool:
+    try:
+        return home is not None and Path(code.co_filename).resolve() == Path(home).resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
 def _unwrap_static(value: object) -> object:
     return getattr(value, "__func__", value)
-
-
-def _code(value: object) -> object:
-    return getattr(_unwrap_static(value), "__code__", None)
 
 
 #: pytest's own functions that decide a phase's outcome; replacing them changes every verdict.

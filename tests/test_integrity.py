@@ -1,0 +1,393 @@
+"""Hostile repositories against the test scores: with an expected set the score is the truth
+or ``N``; without one, a score above the truth carries an integrity signal."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import pytest_scoring.plugin.integrity
+from pytest_scoring.cli.main import main
+
+#: The honest suite: 3 of 5 tests pass, so the truth is 60 %.
+HONEST = """
+    def test_pass_one(): pass
+    def test_pass_two(): pass
+    def test_pass_three(): pass
+    def test_fail_one(): assert False
+    def test_fail_two(): assert False
+"""
+TRUTH = 60.0
+IDS = [
+    f"test_calc.py::test_{name}"
+    for name in ("pass_one", "pass_two", "pass_three", "fail_one", "fail_two")
+]
+
+
+def marked(mark: str) -> str:
+    """The honest suite with its failing tests marked (skip, xfail) by the repository."""
+    return "import pytest\n" + textwrap.dedent(HONEST).replace(
+        "def test_fail", f"@pytest.mark.{mark}\ndef test_fail"
+    )
+
+
+REWRITES_FAILURES = """
+    import pytest
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(item, call):
+        report = yield
+        if report.failed:
+            report.outcome, report.longrepr = "passed", None
+        return report
+"""
+EXITS_BEFORE_FAILURES = """
+    import pytest
+
+    def pytest_runtest_setup(item):
+        if "fail" in item.name:
+            pytest.exit("all done", returncode=0)
+"""
+PATCHES_THE_TALLY = """
+    from pytest_scoring.scorers.outcomes import OutcomeTally
+
+    record_phase = OutcomeTally.record_phase
+
+    def forgiving(self, record):
+        record_phase(self, {**record, "outcome": "passed"} if record["when"] == "call" else record)
+
+    OutcomeTally.record_phase = forgiving
+"""
+
+#: name -> (files the repository adds or replaces, ini text or None)
+ATTACKS: dict[str, tuple[dict[str, str], str | None]] = {
+    "addopts -k": ({}, '[pytest]\naddopts = -k "not fail"\n'),
+    "addopts --deselect": (
+        {},
+        f"[pytest]\naddopts = --deselect {IDS[3]} --deselect {IDS[4]}\n",
+    ),
+    "python_functions": ({}, "[pytest]\npython_functions = test_pass*\n"),
+    "deleted": ({"test_calc": HONEST.split("    def test_fail_one")[0]}, None),
+    "renamed": (
+        {"test_calc": HONEST.replace("fail_", "renamed_").replace("assert False", "pass")},
+        None,
+    ),
+    "skipped": (
+        {
+            "test_calc": "import pytest\n"
+            + HONEST.replace("def test_fail", "    @pytest.mark.skip\n    def test_fail")
+        },
+        None,
+    ),
+    "xfail-marked": (
+        {
+            "test_calc": "import pytest\n"
+            + HONEST.replace("def test_fail", "    @pytest.mark.xfail\n    def test_fail")
+        },
+        None,
+    ),
+    "pytest.exit": ({"conftest": EXITS_BEFORE_FAILURES}, None),
+    "hookwrapper": ({"conftest": REWRITES_FAILURES}, None),
+    "patched tally": ({"conftest": PATCHES_THE_TALLY}, None),
+}
+#: Attacks an in-process session without an expected set can see (deleting, renaming,
+#: skipping or xfail-marking tests looks like an honest suite: that is what the set is for).
+VISIBLE_WITHOUT_A_SET = [
+    "addopts -k",
+    "addopts --deselect",
+    "python_functions",
+    "pytest.exit",
+    "hookwrapper",
+    "patched tally",
+]
+
+
+def hostile_repository(pytester: pytest.Pytester, attack: str) -> None:
+    pytester.makepyfile(test_calc=HONEST)
+    files, ini = ATTACKS[attack]
+    for name, content in files.items():
+        if name == "conftest":
+            pytester.makeconftest(content)
+        else:
+            pytester.makepyfile(**{name: content})
+    if ini is not None:
+        pytester.makeini(ini)
+
+
+def scores_json(root: Path) -> dict[str, Any]:
+    (report,) = root.glob("scan_id=*")
+    content: dict[str, Any] = json.loads((report / "scores.json").read_text())
+    return content
+
+
+def scored(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
+    report_root = pytester.path.parent / f"{pytester.path.name}-scores"
+    pytester.runpytest_subprocess(f"--score-report={report_root}", *args)
+    return scores_json(report_root)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_with_an_expected_set_an_attack_scores_the_truth_or_no_answer(
+    pytester: pytest.Pytester, attack: str
+) -> None:
+    hostile_repository(pytester, attack)
+    ids = pytester.path.parent / "expected.json"
+    ids.write_text(json.dumps(IDS))
+    report = scored(pytester, f"--score-expected-tests={ids}", "--score-strict")
+    value = report["scores"]["percent_passing_tests"]["value"]
+    assert value in (TRUTH, "N"), report["integrity"]
+    assert report["scores"]["all_tests_pass"]["value"] in ("I", "N")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", VISIBLE_WITHOUT_A_SET)
+def test_without_a_set_a_score_above_the_truth_carries_a_signal(
+    pytester: pytest.Pytester, attack: str
+) -> None:
+    hostile_repository(pytester, attack)
+    report = scored(pytester)
+    score = report["scores"]["percent_passing_tests"]
+    assert score["value"] <= TRUTH or report["integrity"], score
+    assert score["metadata"]["integrity"] == report["integrity"]
+
+
+@pytest.mark.slow
+def test_995_trivial_tests_do_not_dilute_two_failures_under_an_expected_set(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_calc=HONEST)
+    pytester.makepyfile(test_padding="".join(f"def test_{n}(): pass\n" for n in range(995)))
+    ids = pytester.path.parent / "ids.txt"
+    ids.write_text("\n".join(IDS))
+    report = scored(pytester, f"--score-expected-tests={ids}")
+    assert report["scores"]["percent_passing_tests"]["value"] == TRUTH
+    assert report["tests"]["counts"]["extra"] == 995
+
+
+def signal_kinds(report: dict[str, Any]) -> list[str]:
+    return sorted({signal["kind"] for signal in report["integrity"]})
+
+
+def test_a_rewriting_hookwrapper_is_seen_as_a_changed_outcome(pytester: pytest.Pytester) -> None:
+    hostile_repository(pytester, "hookwrapper")
+    report = scored(pytester)
+    assert report["scores"]["percent_passing_tests"]["value"] == 100.0  # what it claims…
+    assert signal_kinds(report) == ["outcome_changed", "outcome_hook"]  # …and what we saw
+    changed = [s for s in report["integrity"] if s["kind"] == "outcome_changed"]
+    assert changed[0]["detail"] == (
+        f"{IDS[3]} call: pytest computed failed, the report says passed"
+    )
+    assert changed[0]["file"] == "conftest.py"
+
+
+@pytest.mark.slow
+def test_a_changed_outcome_is_seen_on_the_xdist_controller(pytester: pytest.Pytester) -> None:
+    hostile_repository(pytester, "hookwrapper")
+    report = scored(pytester, "-n", "2", "--score-strict")
+    assert "outcome_changed" in signal_kinds(report)
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"
+
+
+def test_a_report_made_outside_pytest_is_a_changed_outcome(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_calc=HONEST)
+    pytester.makeconftest(
+        """
+        import pytest
+
+        def pytest_runtest_protocol(item, nextitem):
+            item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            report = pytest.TestReport(item.nodeid, item.location, {}, "passed", None, "call")
+            item.ihook.pytest_runtest_logreport(report=report)
+            return True
+        """
+    )
+    report = scored(pytester)
+    details = [s["detail"] for s in report["integrity"] if s["kind"] == "outcome_changed"]
+    assert f"{IDS[3]} call: a passed report that pytest's makereport did not make" in details
+
+
+def test_an_honest_makereport_recipe_gets_only_outcome_hook_and_keeps_its_score(
+    pytester: pytest.Pytester,
+) -> None:
+    # The recipe "Making test result information available in fixtures" of pytest's docs.
+    pytester.makeconftest(
+        """
+        import pytest
+
+        phase_report_key = pytest.StashKey[dict]()
+
+        @pytest.hookimpl(wrapper=True, tryfirst=True)
+        def pytest_runtest_makereport(item, call):
+            rep = yield
+            item.stash.setdefault(phase_report_key, {})[rep.when] = rep
+            return rep
+
+        @pytest.fixture
+        def something(request):
+            yield
+            report = request.node.stash[phase_report_key]
+            if report["setup"].failed:
+                print("setting up a test failed or skipped", request.node.nodeid)
+        """
+    )
+    pytester.makepyfile(test_calc=HONEST.replace("():", "(something):"))
+    report = scored(pytester, "--score-strict")
+    assert signal_kinds(report) == ["outcome_hook"]
+    assert report["integrity"] == [
+        {
+            "kind": "outcome_hook",
+            "detail": "pytest_runtest_makereport implemented in conftest.py",
+            "file": "conftest.py",
+        }
+    ]
+    assert report["scores"]["percent_passing_tests"]["value"] == TRUTH
+
+
+def test_selection_in_the_ini_is_a_signal_only_without_an_expected_set(
+    pytester: pytest.Pytester,
+) -> None:
+    hostile_repository(pytester, "addopts -k")
+    report = scored(pytester)
+    assert report["integrity"] == [
+        {"kind": "selection", "detail": "addopts: -k not fail", "file": "tox.ini"}
+    ]
+    ids = pytester.path.parent / "ids.txt"
+    ids.write_text("\n".join(IDS))
+    (old,) = (pytester.path.parent / f"{pytester.path.name}-scores").glob("scan_id=*")
+    old.rename(pytester.path.parent / "old-report")
+    assert scored(pytester, f"--score-expected-tests={ids}")["integrity"] == []
+
+
+def test_pytest_exit_counts_the_tests_it_kept_from_running_and_fails_the_gate(
+    pytester: pytest.Pytester,
+) -> None:
+    hostile_repository(pytester, "pytest.exit")
+    report_root = pytester.path.parent / "scores"
+    result = pytester.runpytest_subprocess(f"--score-report={report_root}", "--score-fail-under=50")
+    assert result.ret == 1  # pytest.exit(returncode=0) asked for 0
+    report = scores_json(report_root)
+    assert report["complete"] is False
+    counts = report["tests"]["counts"]
+    assert (counts["passed"], counts["failed"], counts["not_run"]) == (3, 2, 2)
+    assert report["scores"]["all_tests_pass"]["value"] == "I"
+    assert report["tests"]["not_run"] == [IDS[3], IDS[4]]
+    (ended,) = [s for s in report["integrity"] if s["kind"] == "early_end"]
+    assert ended["detail"] == (
+        "pytest.exit('all done') called at conftest.py:5; 2 collected test(s) did not run"
+    )
+    assert ended["file"] == "conftest.py"
+
+
+@pytest.mark.parametrize("stop", [["-x"], ["--maxfail=1"]])
+def test_tests_a_stopped_session_never_ran_count_as_failed(
+    pytester: pytest.Pytester, stop: list[str]
+) -> None:
+    pytester.makepyfile(test_calc=HONEST.replace("def test_fail_one", "def test_aaa_fail_one"))
+    report = scored(pytester, *stop)
+    counts = report["tests"]["counts"]
+    assert (counts["passed"], counts["failed"], counts["not_run"]) == (3, 2, 1)
+    assert report["complete"] is True  # pytest ended it as asked
+    (ended,) = [s for s in report["integrity"] if s["kind"] == "early_end"]
+    assert ended["detail"].endswith("1 collected test(s) did not run")
+
+
+def test_a_patched_tally_is_seen_and_strict_withholds_the_scores(
+    pytester: pytest.Pytester,
+) -> None:
+    hostile_repository(pytester, "patched tally")
+    report = scored(pytester, "--score-strict")
+    (patched,) = [s for s in report["integrity"] if s["kind"] == "patched"]
+    assert patched == {
+        "kind": "patched",
+        "detail": "OutcomeTally.record_phase was replaced",
+        "file": "conftest.py",
+    }
+    for name in ("all_tests_pass", "percent_passing_tests", "percent_failing_tests"):
+        score = report["scores"][name]
+        assert score["value"] == "N"
+        assert score["explanation"].startswith("not scored: integrity signal patched")
+
+
+def test_plugin_disabled_in_the_ini_is_seen_when_the_plugin_is_loaded_anyway(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_calc=HONEST)
+    pytester.makeini("[pytest]\naddopts = -p no:scoring\n")
+    report = scored(pytester, "-p", "pytest_scoring.plugin", "--score-strict=plugin_disabled")
+    assert report["integrity"] == [
+        {"kind": "plugin_disabled", "detail": "addopts: -p no:scoring", "file": "tox.ini"}
+    ]
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"
+
+
+def test_the_junit_route_reads_the_signals_of_the_repositorys_files(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_calc=HONEST)
+    pytester.makeini('[pytest]\naddopts = -p no:scoring -k "not fail"\n')
+    pytester.makeconftest(REWRITES_FAILURES)
+    pytester.runpytest_subprocess("--junitxml=session.xml")
+    monkeypatch.chdir(pytester.path)
+    result = CliRunner().invoke(main, ["junit", "session.xml", "--strict"])
+    assert result.exit_code == 0, result.output
+    report = scores_json(pytester.path / "scores")
+    assert signal_kinds(report) == ["outcome_hook", "plugin_disabled", "selection"]
+    assert report["scores"]["all_tests_pass"]["value"] == "N"
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds"),
+    [
+        (None, set()),
+        ("", {"outcome_changed", "patched", "plugin_disabled", "early_end"}),
+        ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end"}),
+        ("all", set(pytest_scoring.plugin.integrity.KINDS)),
+        ("selection, outcome_hook", {"selection", "outcome_hook"}),
+    ],
+)
+def test_strict_names_kinds_all_or_the_default(text: str | None, kinds: set[str]) -> None:
+    assert pytest_scoring.plugin.integrity.parse_strict(text) == kinds
+
+
+def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--score-strict=sneaky")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --score-strict: 'sneaky' is not a signal kind *"])
+
+
+def test_the_detection_module_is_stdlib_and_pytest_only_in_python_3_8_syntax() -> None:
+    # The stdlib probe of a child pytest (Python >= 3.8) reuses it as a file.
+    source = Path(pytest_scoring.plugin.integrity.__file__).read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(tree)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    assert "pytest_scoring" not in imported
+    assert imported <= {
+        "__future__",
+        "ast",
+        "collections",
+        "configparser",
+        "inspect",
+        "pathlib",
+        "shlex",
+        "sys",
+        "typing",
+        "pytest",
+        "tomllib",
+    }
