@@ -78,20 +78,8 @@ ATTACKS: dict[str, tuple[dict[str, str], str | None]] = {
         {"test_calc": HONEST.replace("fail_", "renamed_").replace("assert False", "pass")},
         None,
     ),
-    "skipped": (
-        {
-            "test_calc": "import pytest\n"
-            + HONEST.replace("def test_fail", "    @pytest.mark.skip\n    def test_fail")
-        },
-        None,
-    ),
-    "xfail-marked": (
-        {
-            "test_calc": "import pytest\n"
-            + HONEST.replace("def test_fail", "    @pytest.mark.xfail\n    def test_fail")
-        },
-        None,
-    ),
+    "skipped": ({"test_calc": marked("skip")}, None),
+    "xfail-marked": ({"test_calc": marked("xfail")}, None),
     "pytest.exit": ({"conftest": EXITS_BEFORE_FAILURES}, None),
     "hookwrapper": ({"conftest": REWRITES_FAILURES}, None),
     "patched tally": ({"conftest": PATCHES_THE_TALLY}, None),
