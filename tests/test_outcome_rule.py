@@ -10,7 +10,7 @@ import pytest
 from pytest_scoring.report.junit import read_junit
 from pytest_scoring.scorers.outcomes import OutcomeTally
 
-#: Every case of the outcome rule (docs/scoring.md#outcome-rule), with the outcome it gets.
+#: Every case of the outcome rule (docs/scoring.md#outcomes), with the outcome it gets.
 RULE_CASES = """
     import pathlib
     import unittest
