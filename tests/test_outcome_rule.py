@@ -158,13 +158,17 @@ def test_subtest_counts_are_kept_per_test_and_in_the_scores_metadata(
     assert metadata["subtests"] == {"failed": 2, "passed": 6, "skipped": 1}
 
 
-def test_a_failing_test_keeps_the_text_of_its_first_failure(pytester: pytest.Pytester) -> None:
+def test_a_test_keeps_the_message_of_the_phase_that_decided_its_outcome(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_rule=RULE_CASES)
     pytester.runpytest("--score", "--reruns=1")
     records = {r["nodeid"].rpartition("::")[2]: r for r in scores_json(pytester)["tests"]["tests"]}
-    assert "assert False" in records["test_fails_in_call_and_teardown"]["longrepr"]
-    assert "setup breaks" in records["test_setup_fails"]["longrepr"]
-    assert "longrepr" not in records["test_passes"]
+    assert "assert False" in records["test_fails_in_call_and_teardown"]["message"]
+    assert "teardown breaks" in records["test_passes_then_teardown_fails"]["message"]
+    assert "setup breaks" in records["test_setup_fails"]["message"]
+    assert "2 not less than 2" in records["test_subtest_fails"]["message"]
+    assert "message" not in records["test_passes"]
 
 
 def test_a_test_whose_only_subtest_skipped_passes(pytester: pytest.Pytester) -> None:
