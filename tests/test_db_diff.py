@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
-from pytest_scoring.db.diff import json_value
 from pytest_scoring.db.diff import stream_cut_rows
 from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.row_sql import json_value
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.selector.language import parse_selector
 
@@ -79,6 +79,7 @@ def test_the_diff_has_exactly_the_spec_shape(tmp_path: Path) -> None:
         "after_rows",
         "counts",
         "truncated",
+        "pairing",
     }
     assert entry["comparisons"]["schema"]["tables"]["users"] == {
         "status": "unchanged",

@@ -5,13 +5,14 @@ inside one read transaction, so a live database read in place cannot move undern
 Per table, two set-based statements do the work — a LEFT JOIN of after onto before by key
 (rows added, rows changed) and an anti-join the other way (rows removed) — or, for tables
 without a usable key, one GROUP BY over both sides with signed counts (multiset pairing).
-Only differing rows reach Python, streamed from the cursor: memory grows with ``max_rows``,
-never with table size.
+Removed and added rows then pair through the before side's UNIQUE indexes
+(:mod:`pytest_scoring.db.unique_pairs`). Only differing rows reach Python, streamed from
+the cursor: memory grows with ``max_rows``, never with table size.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -26,6 +27,15 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.row_sql import RowEvent
+from pytest_scoring.db.row_sql import changed_row
+from pytest_scoring.db.row_sql import differs
+from pytest_scoring.db.row_sql import join
+from pytest_scoring.db.row_sql import json_row
+from pytest_scoring.db.row_sql import one_list
+from pytest_scoring.db.row_sql import side
+from pytest_scoring.db.row_sql import stream
+from pytest_scoring.db.schema import Pairing
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -36,6 +46,8 @@ from pytest_scoring.db.snapshot import LOCK_TIMEOUT
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import read_only_uri
+from pytest_scoring.db.unique_pairs import ContentPairs
+from pytest_scoring.db.unique_pairs import KeyedPairs
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.selector.evaluation import TimeBudget
 
@@ -44,17 +56,8 @@ DEFAULT_MAX_ROWS: Final = 1000
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 _BEFORE: Final = "b"
 _AFTER: Final = "a"
-#: Rows fetched from SQLite per round trip while streaming.
-_BATCH: Final = 500
 #: SQLite virtual-machine steps between two calls of a row stream's progress handler.
 PROGRESS_STEPS: Final = 10_000
-
-
-def json_value(value: Any) -> Any:
-    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``."""
-    if isinstance(value, bytes):
-        return {"$blob": base64.b64encode(value).decode("ascii")}
-    return value
 
 
 @dataclass
@@ -82,84 +85,45 @@ class _Examples:
         return len(self.rows) < self.count
 
 
-def _stream(cursor: sqlite3.Cursor) -> Iterable[tuple[Any, ...]]:
-    while batch := cursor.fetchmany(_BATCH):
-        yield from batch
-
-
-def _side(table: Table | None, alias: str, column: str) -> str:
-    """A column of one side as SQL, ``NULL`` where that side lacks it."""
-    if table is None or column not in table.column_names():
-        return "NULL"
-    return f"{alias}.{quote(column)}"
-
-
-def _differs(before: Table, after: Table, column: str) -> str:
-    """SQL that is true when a paired row's column differs by value or SQLite type.
-
-    ``IS NOT`` makes NULL equal NULL; ``COLLATE BINARY`` ignores a column's NOCASE; ``typeof``
-    separates ``1`` from ``1.0`` or ``'1'`` where affinity lets both be stored.
-    """
-    old, new = _side(before, "o", column), _side(after, "n", column)
-    if "NULL" in (old, new):
-        return f"{new if old == 'NULL' else old} IS NOT NULL"
-    condition = f"{old} IS NOT {new} COLLATE BINARY"
-    same_affinity = before.affinity(column) == after.affinity(column) != "BLOB"
-    return condition if same_affinity else f"({condition} OR typeof({old}) <> typeof({new}))"
-
-
-def _join(key: Sequence[str]) -> str:
-    return " AND ".join(f"n.{quote(col)} = o.{quote(col)}" for col in key)
-
-
-#: One differing row: its list (``added``, ``removed``, ``changed``), a builder of its JSON
-#: form (called only when the row is kept), and how many equal rows it stands for.
-RowEvent = tuple[str, Callable[[], dict[str, Any]], int]
-
-
 def _added_and_changed(
-    connection: sqlite3.Connection, before: Table, after: Table, key: Sequence[str]
+    connection: sqlite3.Connection,
+    before: Table,
+    after: Table,
+    key: Sequence[str],
+    unpaired: str = "1",
 ) -> Iterator[RowEvent]:
-    """One LEFT JOIN of after onto before: unpaired rows are added, differing ones changed."""
+    """One LEFT JOIN of after onto before: unpaired rows are added, differing ones changed.
+
+    :param unpaired: SQL true for an after row ``n`` that may be listed as added (false for
+        one the UNIQUE pass paired with a removed row).
+    """
     columns = union_columns(before, after)
-    differs = [_differs(before, after, col) for col in columns]
+    flags = [differs(before, after, col) for col in columns]
     select = [
         *(f"n.{quote(col)}" for col in key),
         f"o.{quote(key[0])} IS NULL",
         *(
-            f"{_side(after, 'n', c)}, {_side(before, 'o', c)}, {d}"
-            for c, d in zip(columns, differs, strict=True)
+            f"{side(after, 'n', c)}, {side(before, 'o', c)}, {flag}"
+            for c, flag in zip(columns, flags, strict=True)
         ),
     ]
+    missing = f"o.{quote(key[0])} IS NULL"
+    changed = " OR ".join(flags) or "0"
+    wanted = (
+        f"{missing} OR {changed}"
+        if unpaired == "1"
+        else f"CASE WHEN {missing} THEN {unpaired} ELSE {changed} END"
+    )
     sql = (
         f"SELECT {', '.join(select)} FROM {after.ref} AS n LEFT JOIN {before.ref} AS o "
-        f"ON {_join(key)} WHERE o.{quote(key[0])} IS NULL OR {' OR '.join(differs) or '0'}"
+        f"ON {join(key)} WHERE {wanted}"
     )
     present = set(after.column_names())
-    for row in _stream(connection.execute(sql)):
+    for row in stream(connection.execute(sql)):
         if row[len(key)]:
-            yield "added", partial(_json_row, columns, row[len(key) + 1 :: 3], present), 1
+            yield "added", partial(json_row, columns, row[len(key) + 1 :: 3], present), 1
         else:
-            yield "changed", partial(_changed_row, key, columns, row), 1
-
-
-def _json_row(columns: Sequence[str], values: Sequence[Any], present: set[str]) -> dict[str, Any]:
-    return {c: json_value(v) for c, v in zip(columns, values, strict=True) if c in present}
-
-
-def _changed_row(
-    key: Sequence[str], columns: Sequence[str], row: tuple[Any, ...]
-) -> dict[str, Any]:
-    values = row[len(key) + 1 :]
-    changes = {
-        col: {"old_value": json_value(values[3 * i + 1]), "new_value": json_value(values[3 * i])}
-        for i, col in enumerate(columns)
-        if values[3 * i + 2]
-    }
-    return {
-        "key": {col: json_value(v) for col, v in zip(key, row, strict=False)},
-        "changes": changes,
-    }
+            yield "changed", partial(changed_row, key, columns, row), 1
 
 
 def _removed(
@@ -169,58 +133,87 @@ def _removed(
     columns = before.column_names()
     sql = (
         f"SELECT {', '.join(f'o.{quote(c)}' for c in columns)} FROM {before.ref} AS o "
-        f"LEFT JOIN {after.ref} AS n ON {_join(key)} WHERE n.{quote(key[0])} IS NULL"
+        f"LEFT JOIN {after.ref} AS n ON {join(key)} WHERE n.{quote(key[0])} IS NULL"
     )
-    yield from _one_list(connection, sql, columns, "removed")
+    yield from one_list(connection, sql, columns, "removed")
 
 
-def _one_list(
-    connection: sqlite3.Connection, sql: str, columns: Sequence[str], kind: str
+def _keyed(
+    connection: sqlite3.Connection, before: Table, after: Table, plan: Pairing
 ) -> Iterator[RowEvent]:
-    present = set(columns)
-    for row in _stream(connection.execute(sql)):
-        yield kind, partial(_json_row, columns, row, present), 1
+    """Rows paired by key, then removed and added rows paired through UNIQUE indexes."""
+    if not plan.unique:
+        yield from _added_and_changed(connection, before, after, plan.key)
+        yield from _removed(connection, before, after, plan.key)
+        return
+    with KeyedPairs(connection, before, after, plan.key, plan.unique) as pairs:
+        yield from _added_and_changed(connection, before, after, plan.key, pairs.added_filter())
+        yield from one_list(connection, pairs.removed_sql(), before.column_names(), "removed")
+        yield from pairs.changed()
 
 
-def _multiset(connection: sqlite3.Connection, before: Table, after: Table) -> Iterator[RowEvent]:
-    """Rows with no key pair by full content: signed counts per distinct (value, type) row."""
+def _multiset(
+    connection: sqlite3.Connection, before: Table, after: Table, plan: Pairing
+) -> Iterator[RowEvent]:
+    """Rows with no key pair by full content: signed counts per distinct (value, type) row.
+
+    Then removed and added rows pair through UNIQUE indexes, when the table has any.
+    """
     columns = union_columns(before, after)
 
     def arm(table: Table, alias: str, sign: int) -> str:
-        values = [_side(table, alias, col) for col in columns]
+        values = [side(table, alias, col) for col in columns]
         select = [f"{v} COLLATE BINARY AS v{i}, typeof({v}) AS t{i}" for i, v in enumerate(values)]
         return f"SELECT {', '.join(select)}, {sign} AS s FROM {table.ref} AS {alias}"
 
     groups = [f"v{i}, t{i}" for i in range(len(columns))]
-    sql = (
+    grouped = (
         f"SELECT {', '.join(groups)}, sum(s) FROM ({arm(after, 'n', 1)} UNION ALL "
         f"{arm(before, 'o', -1)}) GROUP BY {', '.join(groups)} HAVING sum(s) <> 0"
     )
+    if not plan.unique:
+        yield from _content_rows(connection, grouped, before, after)
+        return
+    with ContentPairs(connection, before, after, plan.unique, grouped) as pairs:
+        yield from _content_rows(connection, pairs.unpaired_sql(), before, after)
+        yield from pairs.changed()
+
+
+def _content_rows(
+    connection: sqlite3.Connection, sql: str, before: Table, after: Table
+) -> Iterator[RowEvent]:
+    """Added and removed rows from ``v0, t0, …, net`` rows of signed counts."""
+    columns = union_columns(before, after)
     present = {"added": set(after.column_names()), "removed": set(before.column_names())}
-    for row in _stream(connection.execute(sql)):
+    for row in stream(connection.execute(sql)):
         values, net = row[0 : 2 * len(columns) : 2], row[-1]
         kind = "added" if net > 0 else "removed"
-        yield kind, partial(_json_row, columns, values, present[kind]), abs(net)
+        yield kind, partial(json_row, columns, values, present[kind]), abs(net)
 
 
 def _one_side(connection: sqlite3.Connection, table: Table, kind: str) -> Iterator[RowEvent]:
     """Every row of a table that exists on one side only."""
     columns = table.column_names()
     sql = f"SELECT {', '.join(quote(c) for c in columns)} FROM {table.ref}"
-    yield from _one_list(connection, sql, columns, kind)
+    yield from one_list(connection, sql, columns, kind)
 
 
 def _row_events(
-    connection: sqlite3.Connection, before: Table | None, after: Table | None
+    connection: sqlite3.Connection,
+    before: Table | None,
+    after: Table | None,
+    plan: Pairing | None = None,
 ) -> Iterator[RowEvent]:
-    """Every differing row of one table, streamed from SQLite."""
+    """Every differing row of one table, streamed from SQLite.
+
+    :param plan: how rows pair when the table is on both sides (default: worked out here).
+    """
     if before is not None and after is not None:
-        key = pairing(connection, before, after)
-        if key:
-            yield from _added_and_changed(connection, before, after, key)
-            yield from _removed(connection, before, after, key)
+        plan = plan or pairing(connection, before, after)
+        if plan.key:
+            yield from _keyed(connection, before, after, plan)
         else:
-            yield from _multiset(connection, before, after)
+            yield from _multiset(connection, before, after, plan)
     elif after is not None:
         yield from _one_side(connection, after, "added")
     elif before is not None:
@@ -238,13 +231,14 @@ def _data_changes(
 ) -> dict[str, Any]:
     """The data-plane entry of one table (docs/databases.md)."""
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
-    for kind, build, times in _row_events(connection, before, after):
+    plan = pairing(connection, before, after) if before and after else None
+    for kind, build, times in _row_events(connection, before, after, plan):
         lists[kind].add(build, times)
     counts = {kind: examples.count for kind, examples in lists.items()}
     status = "added" if before is None else "removed" if after is None else "unchanged"
     if status == "unchanged" and any(counts.values()):
         status = "changed"
-    return {
+    entry = {
         "status": status,
         "rows_added": lists["added"].rows,
         "rows_removed": lists["removed"].rows,
@@ -254,6 +248,7 @@ def _data_changes(
         "counts": counts,
         "truncated": any(examples.truncated for examples in lists.values()),
     }
+    return entry if plan is None else {**entry, "pairing": plan.to_json()}
 
 
 def _plane(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -382,11 +377,13 @@ class RowStream:
         try:
             old, new = _open_sides(connection, self.before, self.after)
             events = _row_events(connection, old.get(self.table), new.get(self.table))
-            for kind, build, times in events:
-                if kind == self.kind:
-                    row = build()
-                    for _ in range(times):
-                        yield row
+            # Closed before the connection: a reader that stops early ends the passes cleanly.
+            with contextlib.closing(events):
+                for kind, build, times in events:
+                    if kind == self.kind:
+                        row = build()
+                        for _ in range(times):
+                            yield row
         except sqlite3.OperationalError:
             if self.budget is not None:
                 self.budget.check()  # SQLite was interrupted by the progress handler

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from typing import Final
 from typing import TypedDict
 from typing import final
@@ -99,7 +100,7 @@ def _key_has_null(connection: sqlite3.Connection, table: Table) -> bool:
     return connection.execute(sql).fetchone() is not None
 
 
-def pairing(connection: sqlite3.Connection, before: Table, after: Table) -> Sequence[str]:
+def pairing_key(connection: sqlite3.Connection, before: Table, after: Table) -> Sequence[str]:
     """The columns rows pair by: the declared key, else ``[ROWID]``, else ``[]`` (multiset).
 
     The declared key is used when both sides declare the same one and it holds no NULL;
@@ -110,6 +111,55 @@ def pairing(connection: sqlite3.Connection, before: Table, after: Table) -> Sequ
     if same_key and not (both_rowid and any(_key_has_null(connection, t) for t in (before, after))):
         return after.primary_key
     return [ROWID] if both_rowid and ROWID not in _all_names(before, after) else []
+
+
+#: Collations every connection knows; an index under another cannot be compared here.
+_BUILTIN_COLLATIONS: Final = frozenset({"BINARY", "NOCASE", "RTRIM"})
+
+
+@final
+@dataclass(frozen=True)
+class UniqueIndex:
+    """A UNIQUE constraint or index of the before side that rows may pair by."""
+
+    __slots__ = ("collations", "columns", "name")
+
+    name: str
+    columns: tuple[str, ...]
+    #: The collation each column compares under in the index.
+    collations: tuple[str, ...]
+
+
+def unique_indexes(
+    connection: sqlite3.Connection, before: Table, after: Table, key: Sequence[str]
+) -> list[UniqueIndex]:
+    """The before side's UNIQUE indexes that removed and added rows may pair by.
+
+    Left out: partial and expression indexes, indexes under a collation this connection
+    does not know, indexes on a column the after side lacks, and the pairing key itself.
+    One index per column list, fewest columns first, then by name (docs/databases.md).
+    """
+    names = connection.execute(
+        'SELECT name FROM pragma_index_list(?, ?) WHERE "unique" AND NOT partial',
+        (before.name, before.schema),
+    ).fetchall()
+    after_names = {name.lower() for name in after.column_names()}
+    found: dict[tuple[str, ...], UniqueIndex] = {}
+    for (name,) in sorted(names):
+        info = connection.execute(
+            "SELECT cid, name, coll FROM pragma_index_xinfo(?, ?) WHERE key ORDER BY seqno",
+            (name, before.schema),
+        ).fetchall()
+        columns = tuple(str(column) for cid, column, _ in info if cid >= 0)
+        collations = tuple(str(coll).upper() for _, _, coll in info)
+        usable = len(columns) == len(info) and set(collations) <= _BUILTIN_COLLATIONS
+        folded = tuple(column.lower() for column in columns)
+        if not usable or not set(folded) <= after_names:
+            continue
+        if set(folded) == {column.lower() for column in key}:
+            continue
+        found.setdefault(folded, UniqueIndex(name, columns, collations))
+    return sorted(found.values(), key=lambda index: (len(index.columns), index.name))
 
 
 def _all_names(*tables: Table) -> set[str]:
@@ -148,3 +198,25 @@ def schema_changes(before: Table | None, after: Table | None) -> dict[str, objec
         "columns_removed": removed,
         "columns_changed": changed,
     }
+
+
+@final
+@dataclass(frozen=True)
+class Pairing:
+    """How the rows of a table present on both sides pair (the table's ``pairing`` entry)."""
+
+    __slots__ = ("key", "unique")
+
+    #: The key columns (``["rowid"]`` for the rowid; empty: rows pair by content).
+    key: tuple[str, ...]
+    #: The UNIQUE indexes removed and added rows then pair through, in the order tried.
+    unique: tuple[UniqueIndex, ...]
+
+    def to_json(self) -> dict[str, list[Any]]:
+        return {"key": list(self.key), "unique": [list(index.columns) for index in self.unique]}
+
+
+def pairing(connection: sqlite3.Connection, before: Table, after: Table) -> Pairing:
+    """How rows of ``before`` and ``after`` pair: by key, then through UNIQUE indexes."""
+    key = pairing_key(connection, before, after)
+    return Pairing(tuple(key), tuple(unique_indexes(connection, before, after, key)))
