@@ -16,6 +16,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
+from collections.abc import Generator
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -203,7 +204,7 @@ def _row_events(
     before: Table | None,
     after: Table | None,
     plan: Pairing | None = None,
-) -> Iterator[RowEvent]:
+) -> Generator[RowEvent]:
     """Every differing row of one table, streamed from SQLite.
 
     :param plan: how rows pair when the table is on both sides (default: worked out here).
