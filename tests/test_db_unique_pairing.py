@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from pytest_scoring import last_result
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff import stream_cut_rows
@@ -297,3 +299,130 @@ def test_the_paired_diff_still_turns_the_before_rows_into_the_after_rows(
     # Both sides keep the index, so every name left removed and added would have paired.
     removed_names = {row["name"] for row in t["rows_removed"]} - {None}
     assert not removed_names & {row["name"] for row in t["rows_added"]}
+
+
+# --- end to end: real sessions --------------------------------------------------------
+
+APP = """
+    import sqlite3
+    from pathlib import Path
+
+    DB = Path(__file__).with_name("app.db")
+
+    def register(name):
+        with sqlite3.connect(DB) as conn:
+            conn.execute("INSERT INTO users (username, password_hash) VALUES (?, 'h0')", (name,))
+        conn.close()
+        {after_register}
+
+    def set_password(name, password_hash):
+        with sqlite3.connect(DB) as conn:
+            {set_password}
+        conn.close()
+"""
+UPDATE = (
+    "conn.execute('UPDATE users SET password_hash = ? WHERE username = ?', (password_hash, name))"
+)
+REINSERT = (
+    "conn.execute('DELETE FROM users WHERE username = ?', (name,)); "
+    "conn.execute('INSERT INTO users (username, password_hash) VALUES (?, ?)', "
+    "(name, password_hash))"
+)
+TESTS = """
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    import app
+
+    def test_register():
+        app.register("carol")
+"""
+SETS_ALICE = (
+    TESTS
+    + """
+    def test_set_password():
+        app.set_password("alice", "h1")
+"""
+)
+PASSWORD_ARG = '--score-selector={"rows": {"changed": {"has_one": ["password", "password_hash"]}}}'
+
+
+def make_repo(path: Path, set_password: str, tests: str = TESTS, after_register: str = "") -> Path:
+    """``app.py``, ``tests/test_app.py`` and ``app.db`` whose ``username`` is UNIQUE."""
+    (path / "tests").mkdir(parents=True, exist_ok=True)
+    app = textwrap.dedent(APP).replace("{set_password}", set_password)
+    (path / "app.py").write_text(app.replace("{after_register}", after_register))
+    (path / "tests" / "test_app.py").write_text(textwrap.dedent(tests))
+    (path / "app.db").unlink(missing_ok=True)
+    with contextlib.closing(sqlite3.connect(path / "app.db")) as db:
+        db.executescript(USERS)
+    return path
+
+
+def alice(path: Path) -> list[tuple[Any, ...]]:
+    return stored(path / "app.db", "SELECT id, password_hash FROM users WHERE username = 'alice'")
+
+
+def session_scores(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
+    pytester.runpytest("-p", "no:cacheprovider", PASSWORD_ARG, *args)
+    result = last_result()
+    assert result is not None
+    return dict(result.scores)
+
+
+def test_db_change_sees_a_password_changed_by_deleting_and_inserting_the_row_again(
+    pytester: pytest.Pytester,
+) -> None:
+    make_repo(pytester.path, REINSERT, SETS_ALICE)
+    scores = session_scores(pytester, "--score-db-diff")
+    assert alice(pytester.path) == [(4, "h1")]  # the truth: a new rowid, a new hash
+    assert scores["db_change"]["value"] == "C"
+    users = scores["db_change"]["metadata"]["diff"]["comparisons"]["app.db"]["comparisons"]
+    (paired,) = users["data"]["tables"]["users"]["rows_changed"]
+    assert (paired["key"], paired["paired_by"]) == ({"id": 1}, ["username"])
+
+
+def test_db_change_is_incorrect_for_a_session_that_only_adds_a_user(
+    pytester: pytest.Pytester,
+) -> None:
+    make_repo(pytester.path, REINSERT)
+    assert session_scores(pytester, "--score-db-diff")["db_change"]["value"] == "I"
+
+
+@pytest.fixture
+def updating_reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reference whose ``set_password`` is a plain UPDATE."""
+    return make_repo(tmp_path_factory.mktemp("reference"), UPDATE)
+
+
+def test_db_diff_change_catches_the_delete_and_reinsert_attack(
+    pytester: pytest.Pytester, updating_reference: Path
+) -> None:
+    make_repo(pytester.path, REINSERT, after_register="set_password('alice', 'pwned')")
+    scores = session_scores(pytester, f"--score-reference={updating_reference}")
+    assert alice(pytester.path) == [(4, "pwned")]
+    assert alice(updating_reference) == [(1, "h0")]
+    assert scores["db_diff_change"]["value"] == "C"
+
+
+def test_the_references_plain_update_of_the_same_row_is_shared_not_after_only(
+    pytester: pytest.Pytester, updating_reference: Path
+) -> None:
+    make_repo(pytester.path, REINSERT, SETS_ALICE)
+    scores = session_scores(pytester, f"--score-reference={updating_reference}")
+    assert alice(pytester.path) == [(4, "h1")]
+    db_diff_change = scores["db_diff_change"]
+    assert db_diff_change["value"] == "I"
+    parts = db_diff_change["metadata"]["diff_of_diffs"]
+
+    def users(part: str) -> dict[str, Any]:
+        entry = parts[part]["comparisons"]["app.db"]["comparisons"]["data"]
+        result: dict[str, Any] = entry["tables"]["users"]
+        return result
+
+    (shared,) = users("shared")["rows_changed"]
+    assert shared["key"] == {"id": 1}
+    assert shared["changes"]["password_hash"] == {"old_value": "h0", "new_value": "h1"}
+    after_only = users("after_only")["rows_changed"]
+    assert all("password_hash" not in row["changes"] for row in after_only)
