@@ -6,7 +6,12 @@ removed and changed. Prints our time and ``sqldiff``'s side by side (best of ``-
 and the peak RSS of a child process that runs only our diff, at 100,000 rows and at
 ``--rows`` rows.
 
+``--workload unique`` adds a fourth table, ``accounts``, whose ``username`` is UNIQUE; 1% of
+its rows are also deleted and inserted again under a new rowid with a new password hash, so
+the diff's UNIQUE pass pairs them (docs/databases.md).
+
     python bench/bench_diff.py --rows 1000000
+    python bench/bench_diff.py --rows 1000000 --workload unique
 
 Needs ``sqlite3-sqldiff`` (the ``bench`` dependency group).
 """
@@ -28,13 +33,21 @@ CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, email TEXT, score INTEGER
 CREATE TABLE events (name TEXT, value INTEGER, payload BLOB);
 CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 """
+UNIQUE_SCHEMA = """
+CREATE TABLE accounts (id INTEGER PRIMARY KEY, username TEXT UNIQUE, password_hash TEXT);
+"""
 
 
-def generate(folder: Path, rows: int) -> tuple[Path, Path]:
+def generate(folder: Path, rows: int, workload: str) -> tuple[Path, Path]:
     """``before.db`` and ``after.db`` with 1% of rows added, removed and changed per table."""
     before, after = folder / "before.db", folder / "after.db"
     with sqlite3.connect(before) as db:
         db.executescript(SCHEMA)
+        if workload == "unique":
+            db.executescript(UNIQUE_SCHEMA)
+            db.executemany(
+                "INSERT INTO accounts VALUES (?, ?, 'h0')", ((i, f"user{i}") for i in range(rows))
+            )
         db.executemany(
             "INSERT INTO users VALUES (?, ?, ?, ?)",
             ((i, f"user {i}", f"user{i}@example.com", i % 97) for i in range(rows)),
@@ -49,6 +62,8 @@ def generate(folder: Path, rows: int) -> tuple[Path, Path]:
     db.close()
     after.write_bytes(before.read_bytes())
     _change(after, rows)
+    if workload == "unique":
+        _reinsert(after, rows)
     return before, after
 
 
@@ -74,6 +89,32 @@ def _change(path: Path, rows: int) -> None:
             ((f"key{i:08d}",) for i in changed),
         )
         db.executemany("INSERT INTO settings VALUES (?, 'new')", ((f"key{i:08d}",) for i in added))
+    db.close()
+
+
+def _reinsert(path: Path, rows: int) -> None:
+    """Accounts: 1% added, removed, changed, and 1% deleted and inserted again (new rowid)."""
+    pick = random.Random(2).sample(range(rows), 4 * (rows // 100))
+    quarter = len(pick) // 4
+    removed, changed, again = (
+        pick[:quarter],
+        pick[quarter : 2 * quarter],
+        pick[2 * quarter :][:quarter],
+    )
+    with sqlite3.connect(path) as db:
+        db.executemany("DELETE FROM accounts WHERE id = ?", ((i,) for i in removed))
+        db.executemany(
+            "UPDATE accounts SET password_hash = 'h1' WHERE id = ?", ((i,) for i in changed)
+        )
+        db.executemany(
+            "INSERT INTO accounts (username, password_hash) VALUES (?, 'new')",
+            ((f"new{i}",) for i in range(quarter)),
+        )
+        db.executemany("DELETE FROM accounts WHERE id = ?", ((i,) for i in again))
+        db.executemany(
+            "INSERT INTO accounts (username, password_hash) VALUES (?, 'h2')",
+            ((f"user{i}",) for i in again),
+        )
     db.close()
 
 
@@ -106,9 +147,9 @@ def child_peak_rss_mb(*args: str) -> float:
     return usage.ru_maxrss / 1024
 
 
-def measure(rows: int, repeat: int) -> None:
+def measure(rows: int, repeat: int, workload: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        child_peak_rss_mb("--generate", tmp, str(rows))
+        child_peak_rss_mb("--generate", tmp, str(rows), workload)
         before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
         rss = child_peak_rss_mb("--child", str(before), str(after))
         size = before.stat().st_size / 1e6
@@ -116,7 +157,7 @@ def measure(rows: int, repeat: int) -> None:
         timings = [(ours(before, after), theirs(before, after)) for _ in range(repeat)]
         ours_s, theirs_s = (min(column) for column in zip(*timings, strict=True))
         print(
-            f"rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
+            f"{workload}  rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
             f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f}  "
             f"ours peak RSS={rss:5.1f} MB"
         )
@@ -127,16 +168,17 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", choices=("plain", "unique"), default="plain")
+    parser.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         ours(*args.child)
         return
     if args.generate:
-        generate(Path(args.generate[0]), int(args.generate[1]))
+        generate(Path(args.generate[0]), int(args.generate[1]), args.generate[2])
         return
     for rows in sorted({100_000, args.rows}):
-        measure(rows, args.repeat)
+        measure(rows, args.repeat, args.workload)
 
 
 if __name__ == "__main__":

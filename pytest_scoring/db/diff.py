@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.db.diff_store import RowSink
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.row_sql import RowEvent
 from pytest_scoring.db.row_sql import changed_row
@@ -59,6 +60,8 @@ _BEFORE: Final = "b"
 _AFTER: Final = "a"
 #: SQLite virtual-machine steps between two calls of a row stream's progress handler.
 PROGRESS_STEPS: Final = 10_000
+#: Receives every differing row of one table: ``kind, row, times``.
+TableSink = Callable[[str, dict[str, Any], int], None]
 
 
 @dataclass
@@ -228,12 +231,23 @@ def _count(connection: sqlite3.Connection, table: Table | None) -> int:
 
 
 def _data_changes(
-    connection: sqlite3.Connection, before: Table | None, after: Table | None, limit: int | None
+    connection: sqlite3.Connection,
+    before: Table | None,
+    after: Table | None,
+    limit: int | None,
+    sink: TableSink | None = None,
 ) -> dict[str, Any]:
-    """The data-plane entry of one table (docs/databases.md)."""
+    """The data-plane entry of one table (docs/databases.md).
+
+    :param sink: also receives every differing row (``kind, row, times``), examples or not.
+    """
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
     plan = pairing(connection, before, after) if before and after else None
     for kind, build, times in _row_events(connection, before, after, plan):
+        if sink is not None:
+            row = build()
+            sink(kind, row, times)
+            build = partial(_itself, row)
         lists[kind].add(build, times)
     counts = {kind: examples.count for kind, examples in lists.items()}
     status = "added" if before is None else "removed" if after is None else "unchanged"
@@ -252,6 +266,10 @@ def _data_changes(
     return entry if plan is None else {**entry, "pairing": plan.to_json()}
 
 
+def _itself(row: dict[str, Any]) -> dict[str, Any]:
+    return row
+
+
 def _plane(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
     changed = any(entry["status"] != "unchanged" for entry in tables.values())
     return {"has_changes": changed, "tables": tables}
@@ -263,13 +281,23 @@ def _attach(connection: sqlite3.Connection, path: Path | None, schema: str) -> N
 
 
 def _compare(
-    connection: sqlite3.Connection, before: Path | None, after: Path | None, limit: int | None
+    connection: sqlite3.Connection,
+    before: Path | None,
+    after: Path | None,
+    limit: int | None,
+    sink: RowSink | None,
+    relpath: str,
 ) -> dict[str, Any]:
     """Both planes of one database, read inside one transaction."""
     try:
         old, new = _open_sides(connection, before, after)
         names = sorted(set(old) | set(new))
-        data = {n: _data_changes(connection, old.get(n), new.get(n), limit) for n in names}
+        data = {
+            n: _data_changes(
+                connection, old.get(n), new.get(n), limit, sink and partial(sink, relpath, n)
+            )
+            for n in names
+        }
         schema = {n: schema_changes(old.get(n), new.get(n)) for n in names}
         return {"data": _plane(data), "schema": _plane(schema)}
     finally:
@@ -314,6 +342,7 @@ def _diff_database(
     after: Snapshot,
     relpath: str,
     limit: int | None,
+    sink: RowSink | None,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "comparisons": _empty_planes(),
@@ -338,7 +367,12 @@ def _diff_database(
     if error is None:
         try:
             entry["comparisons"] = _compare(
-                connection, before.files.get(relpath), after.files.get(relpath), limit
+                connection,
+                before.files.get(relpath),
+                after.files.get(relpath),
+                limit,
+                sink,
+                relpath,
             )
         except sqlite3.Error as problem:
             error = f"{relpath}: {problem}"
@@ -441,6 +475,7 @@ def diff_snapshots(
     db_patterns: Sequence[str] = DEFAULT_DB_PATTERNS,
     relpaths: Iterable[str] | None = None,
     timeout: float = LOCK_TIMEOUT,
+    row_sink: RowSink | None = None,
 ) -> dict[str, Any]:
     """The diff (docs/databases.md) between two snapshots of the same repository's databases.
 
@@ -448,13 +483,15 @@ def diff_snapshots(
         always exact).
     :param relpaths: only these databases (default: every database either side saw).
     :param timeout: seconds to wait for a database another connection has locked.
+    :param row_sink: receives every differing row as it is computed (``database, table,
+        kind, row, times``), also those beyond ``max_rows``: the diff-of-diffs stores them.
     :returns: the JSON-ready diff; an unreadable database gets an ``error`` entry.
     """
     wanted = sorted(relpaths if relpaths is not None else before.relpaths() | after.relpaths())
     connection = _connect(timeout)
     try:
         comparisons = {
-            relpath: _diff_database(connection, before, after, relpath, max_rows)
+            relpath: _diff_database(connection, before, after, relpath, max_rows, row_sink)
             for relpath in wanted
         }
     finally:

@@ -10,6 +10,9 @@ diff of the shape in docs/databases.md, so selectors run over it unchanged.
   is shared; anything else goes to the side it came from.
 * Schema column entries compare by name and content, the same way as rows.
 
+The rows are split in SQLite (:mod:`pytest_scoring.db.diff_store`), so memory does not grow
+with the number of changed rows; this module builds the parts' structure around them.
+
 Decisions the diff-of-diffs leaves open (stated in docs/databases.md):
 
 * Values compare as selectors compare them (``1`` equals ``1.0`` and ``true``; a missing
@@ -17,222 +20,184 @@ Decisions the diff-of-diffs leaves open (stated in docs/databases.md):
 * A table's status in a part: ``added``/``removed`` when that table-level event is in only
   that part's diff (in ``shared``: in both), else ``changed`` when rows or columns are left,
   else ``unchanged``; ``counts``, ``has_changes`` and the row totals are recomputed/kept
-  consistent. ``truncated`` is true when either input was truncated (the parts are then
-  incomplete). Every database and table of either diff appears in all three parts.
+  consistent. ``truncated`` is true when an input's rows were incomplete (the parts are then
+  incomplete) or the part's examples were cut. Every database and table of either diff
+  appears in all three parts.
 * Each part keeps the top-level fields and ``info`` of the diff it came from (``shared``:
   the solution's), and an ``error`` entry of a database in its source diff.
+* A changed row keeps its other fields (``paired_by``) in the part its columns went to.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import tempfile
 from collections.abc import Callable
-from collections.abc import Iterable
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from typing import Final
 
-PARTS: Final = ("before_only", "after_only", "shared")
-_COLUMN_LISTS: Final = ("columns_added", "columns_removed", "columns_changed")
+from pytest_scoring.db.diff_store import LISTS
+from pytest_scoring.db.diff_store import PARTS
+from pytest_scoring.db.diff_store import REFERENCE
+from pytest_scoring.db.diff_store import SOLUTION
+from pytest_scoring.db.diff_store import DiffStore
+from pytest_scoring.db.diff_store import StoredRows
+
 _EVENTS: Final = ("added", "removed")
+_KINDS: Final = ("added", "removed", "changed")
 
 Json = dict[str, Any]
-#: One table entry of each part: ``(before_only, after_only, shared)``.
-Split = tuple[Json, Json, Json]
-#: Splits one list of A and of B into ``(before_only, after_only, shared)``.
-Splitter = Callable[[list[Any], list[Any]], tuple[list[Any], list[Any], list[Any]]]
+#: Gives the row list of ``(part, database, table, list name)`` in a part being built.
+ListReader = Callable[[int, str, str, str], Any]
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _items(value: object) -> list[Any]:
-    return list(value) if isinstance(value, list) else []
+@dataclass(frozen=True)
+class SplitDiffs:
+    """Two diffs whose rows are in a split :class:`DiffStore`; builds the parts from them.
 
-
-def canonical(value: Any) -> Any:
-    """A hashable form, equal for two JSON values exactly when SQLite-as-JSON equality holds.
-
-    Python already has ``1 == 1.0 == True`` (with equal hashes) and ``"1" != 1``; objects
-    become sorted tuples without their ``null`` members (a missing column is ``null``).
+    :param complete: the store holds every row of both diffs (their row lists in
+        ``reference``/``solution`` may be cut examples); else the lists are all there is, and
+        a table an input marks ``truncated`` is ``truncated`` in every part.
     """
-    if isinstance(value, dict):
-        return tuple(
-            sorted(
-                (key, canonical(item) if isinstance(item, dict | list) else item)
-                for key, item in value.items()
-                if item is not None
-            )
+
+    reference: Json
+    solution: Json
+    store: DiffStore
+    complete: bool
+
+    def parts(self, limit: int | None = None) -> dict[str, Json]:
+        """The three parts with their row lists read out, at most ``limit`` rows per list."""
+
+        def read(part: int, relpath: str, table: str, name: str) -> list[Any]:
+            return list(self.store.rows(part, relpath, table, name, limit))
+
+        return _PartBuilder(self, read, limit).build()
+
+    def part_for_selectors(self, name: str) -> Json:
+        """One part whose row lists stream every row from the store (for selectors, not JSON)."""
+
+        def stream(part: int, relpath: str, table: str, list_name: str) -> StoredRows:
+            return StoredRows(self.store, part, relpath, table, list_name)
+
+        return _PartBuilder(self, stream, None).build()[name]
+
+
+class _PartBuilder:
+    """Builds the three parts' databases, planes and tables around the stored rows."""
+
+    def __init__(self, split: SplitDiffs, lists: ListReader, limit: int | None):
+        self.split = split
+        self.lists = lists
+        self.limit = limit
+        self.counts = split.store.counts()
+
+    def build(self) -> dict[str, Json]:
+        reference, solution = self.split.reference, self.split.solution
+        databases_a = _mapping(reference.get("comparisons"))
+        databases_b = _mapping(solution.get("comparisons"))
+        sources = (reference, solution, solution)
+        parts = tuple(
+            {**{k: v for k, v in source.items() if k != "comparisons"}, "comparisons": {}}
+            for source in sources
         )
-    if isinstance(value, list):
-        return tuple(canonical(item) for item in value)
-    return value
+        for key in dict.fromkeys([*databases_a, *databases_b]):
+            entries = self._database(
+                str(key), _mapping(databases_a.get(key)), _mapping(databases_b.get(key))
+            )
+            for part, entry in zip(parts, entries, strict=True):
+                part["comparisons"][key] = entry
+        return dict(zip(PARTS, parts, strict=True))
+
+    def _database(
+        self, relpath: str, reference: Mapping[str, Any], solution: Mapping[str, Any]
+    ) -> tuple[Json, Json, Json]:
+        sources = (reference or solution, solution or reference, solution or reference)
+        parts: tuple[Json, Json, Json] = (
+            {"comparisons": {}},
+            {"comparisons": {}},
+            {"comparisons": {}},
+        )
+        planes_a = _mapping(reference.get("comparisons"))
+        planes_b = _mapping(solution.get("comparisons"))
+        for plane in LISTS:
+            tables_a = _mapping(_mapping(planes_a.get(plane)).get("tables"))
+            tables_b = _mapping(_mapping(planes_b.get(plane)).get("tables"))
+            split_tables: tuple[Json, Json, Json] = ({}, {}, {})
+            for name in dict.fromkeys([*tables_a, *tables_b]):
+                entries = self._table(
+                    relpath,
+                    str(name),
+                    plane,
+                    _mapping(tables_a.get(name)),
+                    _mapping(tables_b.get(name)),
+                )
+                for tables, entry in zip(split_tables, entries, strict=True):
+                    tables[name] = entry
+            for part, tables in zip(parts, split_tables, strict=True):
+                part["comparisons"][plane] = {
+                    "has_changes": any(t["status"] != "unchanged" for t in tables.values()),
+                    "tables": tables,
+                }
+        for part, source in zip(parts, sources, strict=True):
+            part["info"] = dict(_mapping(source.get("info")))
+            if "error" in source:
+                part["error"] = source["error"]
+        return parts
+
+    def _table(
+        self,
+        relpath: str,
+        table: str,
+        plane: str,
+        reference: Mapping[str, Any],
+        solution: Mapping[str, Any],
+    ) -> tuple[Json, Json, Json]:
+        """One table entry of A and of B, split into the three parts."""
+        status_a = str(reference.get("status", "unchanged"))
+        status_b = str(solution.get("status", "unchanged"))
+        owns = (
+            (status_a, status_b, False),
+            (status_b, status_a, False),
+            (status_b, status_a, True),
+        )
+        sources = (reference or solution, solution or reference, solution or reference)
+        incomplete = not self.split.complete and bool(
+            reference.get("truncated") or solution.get("truncated")
+        )
+        entries = []
+        for part, (source, (own, other, shared)) in enumerate(zip(sources, owns, strict=True)):
+            entry = dict(source)
+            counts = {
+                name: self.counts.get((part, relpath, table, name), 0) for name in LISTS[plane]
+            }
+            for name in LISTS[plane]:
+                entry[name] = self._list(part, relpath, table, name, plane)
+            entry["status"] = _status(any(counts.values()), own, other, shared)
+            if plane == "data":
+                entry["counts"] = {kind: counts[f"rows_{kind}"] for kind in _KINDS}
+                cut = self.limit is not None and any(n > self.limit for n in counts.values())
+                entry["truncated"] = incomplete or cut
+            entries.append(entry)
+        return entries[0], entries[1], entries[2]
+
+    def _list(self, part: int, relpath: str, table: str, name: str, plane: str) -> Any:
+        if plane == "schema":  # a few columns: always read out whole
+            return list(self.split.store.rows(part, relpath, table, name))
+        return self.lists(part, relpath, table, name)
 
 
-def split_multisets(
-    reference: Iterable[Any], solution: Iterable[Any]
-) -> tuple[list[Any], list[Any], list[Any]]:
-    """``(only in reference, only in solution, in both)`` of two lists compared as multisets."""
-    keyed_a = [(canonical(item), item) for item in reference]
-    keyed_b = [(canonical(item), item) for item in solution]
-    available = Counter(key for key, _ in keyed_a)
-    after_only, shared = [], []
-    for key, item in keyed_b:
-        if available[key] > 0:
-            available[key] -= 1
-            shared.append(item)
-        else:
-            after_only.append(item)
-    before_only = []
-    for key, item in keyed_a:
-        if available[key] > 0:
-            available[key] -= 1
-            before_only.append(item)
-    return before_only, after_only, shared
-
-
-def _changes_by_key(changes: Iterable[Any]) -> dict[Any, tuple[Any, dict[str, Any]]]:
-    """Changed rows by canonical key, merging duplicates: ``{key: (key, {col: pair})}``."""
-    rows: dict[Any, tuple[Any, dict[str, Any]]] = {}
-    for change in changes:
-        entry = _mapping(change)
-        key = entry.get("key")
-        _, columns = rows.setdefault(canonical(key), (key, {}))
-        columns.update(_mapping(entry.get("changes")))
-    return rows
-
-
-def split_changed_rows(
-    reference: Iterable[Any], solution: Iterable[Any]
-) -> tuple[list[Json], list[Json], list[Json]]:
-    """``rows_changed`` of both diffs paired by key and split per column."""
-    old, new = _changes_by_key(reference), _changes_by_key(solution)
-    parts: tuple[list[Json], list[Json], list[Json]] = ([], [], [])
-    for key_text in dict.fromkeys([*old, *new]):
-        key, old_columns = old.get(key_text, (None, {}))
-        key, new_columns = new.get(key_text, (key, {}))
-        split: tuple[Json, Json, Json] = ({}, {}, {})
-        for column in dict.fromkeys([*old_columns, *new_columns]):
-            pair_a, pair_b = old_columns.get(column), new_columns.get(column)
-            if pair_a is not None and pair_b is not None and pair_a == pair_b:
-                split[2][column] = pair_b
-                continue
-            if pair_a is not None:
-                split[0][column] = pair_a
-            if pair_b is not None:
-                split[1][column] = pair_b
-        for part, columns in zip(parts, split, strict=True):
-            if columns:
-                part.append({"key": key, "changes": columns})
-    return parts
-
-
-def _status(lists: Iterable[list[Any]], own: str, other: str, shared: bool) -> str:
+def _status(has_entries: bool, own: str, other: str, shared: bool) -> str:
     """The status of a table in one part (see the module docstring)."""
     event = own == other if shared else own != other
     if own in _EVENTS and event:
         return own
-    return "changed" if any(lists) else "unchanged"
-
-
-def _statuses(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> tuple[str, str]:
-    return (
-        str(reference.get("status", "unchanged")),
-        str(solution.get("status", "unchanged")),
-    )
-
-
-def _part_entries(
-    reference: Mapping[str, Any], solution: Mapping[str, Any]
-) -> tuple[Json, Json, Json]:
-    """Copies of the source entry of each part (keeps keys this module does not rewrite)."""
-    return dict(reference or solution), dict(solution or reference), dict(solution or reference)
-
-
-#: How each list of a table entry splits, by plane.
-_DATA_LISTS: Final[dict[str, Splitter]] = {
-    "rows_added": split_multisets,
-    "rows_removed": split_multisets,
-    "rows_changed": split_changed_rows,
-}
-_SCHEMA_LISTS: Final[dict[str, Splitter]] = dict.fromkeys(_COLUMN_LISTS, split_multisets)
-
-
-def _split_lists(
-    reference: Mapping[str, Any], solution: Mapping[str, Any], splitters: Mapping[str, Splitter]
-) -> Split:
-    """Each named list of both table entries split into the parts; each part's status."""
-    lists: tuple[dict[str, list[Any]], ...] = ({}, {}, {})
-    for name, split in splitters.items():
-        halves = split(_items(reference.get(name)), _items(solution.get(name)))
-        for part, items in zip(lists, halves, strict=True):
-            part[name] = items
-    entries = _part_entries(reference, solution)
-    status_a, status_b = _statuses(reference, solution)
-    owns = ((status_a, status_b, False), (status_b, status_a, False), (status_b, status_a, True))
-    for entry, part_lists, (own, other, shared) in zip(entries, lists, owns, strict=True):
-        entry.update(part_lists)
-        entry["status"] = _status(part_lists.values(), own, other, shared)
-    return entries
-
-
-def split_data_table(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> Split:
-    """One data-plane table entry of A and of B, split into the three parts."""
-    entries = _split_lists(reference, solution, _DATA_LISTS)
-    truncated = bool(reference.get("truncated") or solution.get("truncated"))
-    for entry in entries:
-        entry["counts"] = {
-            kind: len(entry[f"rows_{kind}"]) for kind in ("added", "removed", "changed")
-        }
-        entry["truncated"] = truncated
-    return entries
-
-
-def split_schema_table(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> Split:
-    """One schema-plane table entry of A and of B, split into the three parts."""
-    return _split_lists(reference, solution, _SCHEMA_LISTS)
-
-
-def _split_plane(reference: Mapping[str, Any], solution: Mapping[str, Any], plane: str) -> Split:
-    tables_a = _mapping(_mapping(reference.get(plane)).get("tables"))
-    tables_b = _mapping(_mapping(solution.get(plane)).get("tables"))
-    split_table = split_data_table if plane == "data" else split_schema_table
-    parts: Split = ({}, {}, {})
-    for name in dict.fromkeys([*tables_a, *tables_b]):
-        for part, entry in zip(
-            parts,
-            split_table(_mapping(tables_a.get(name)), _mapping(tables_b.get(name))),
-            strict=True,
-        ):
-            part[name] = entry
-    before_only, after_only, shared = (_plane_entry(tables) for tables in parts)
-    return before_only, after_only, shared
-
-
-def _plane_entry(tables: Json) -> Json:
-    return {
-        "has_changes": any(t["status"] != "unchanged" for t in tables.values()),
-        "tables": tables,
-    }
-
-
-def split_database(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> Split:
-    """One entry of ``comparisons`` of A and of B, split into the three parts."""
-    comparisons_a = _mapping(reference.get("comparisons"))
-    comparisons_b = _mapping(solution.get("comparisons"))
-    sources = (reference or solution, solution or reference, solution or reference)
-    parts: Split = ({"comparisons": {}}, {"comparisons": {}}, {"comparisons": {}})
-    for plane in ("data", "schema"):
-        for part, entry in zip(
-            parts, _split_plane(comparisons_a, comparisons_b, plane), strict=True
-        ):
-            part["comparisons"][plane] = entry
-    for part, source in zip(parts, sources, strict=True):
-        part["info"] = dict(_mapping(source.get("info")))
-        if "error" in source:
-            part["error"] = source["error"]
-    return parts
+    return "changed" if has_entries else "unchanged"
 
 
 def diff_of_diffs(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> dict[str, Json]:
@@ -242,15 +207,11 @@ def diff_of_diffs(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> 
     :param solution: diff B, from the scored repository's run (same initial state).
     :returns: ``{"before_only": diff, "after_only": diff, "shared": diff}``.
     """
-    databases_a = _mapping(reference.get("comparisons"))
-    databases_b = _mapping(solution.get("comparisons"))
-    sources = (reference, solution, solution)
-    parts = tuple(
-        {**{k: v for k, v in source.items() if k != "comparisons"}, "comparisons": {}}
-        for source in sources
-    )
-    for key in dict.fromkeys([*databases_a, *databases_b]):
-        split = split_database(_mapping(databases_a.get(key)), _mapping(databases_b.get(key)))
-        for part, entry in zip(parts, split, strict=True):
-            part["comparisons"][key] = entry
-    return dict(zip(PARTS, parts, strict=True))
+    with tempfile.TemporaryDirectory(prefix="pytest-scoring-diff-of-diffs-") as folder:
+        store = DiffStore(Path(folder) / "rows.db")
+        try:
+            store.add_lists(REFERENCE, reference, LISTS)
+            store.add_lists(SOLUTION, solution, LISTS)
+            return SplitDiffs(dict(reference), dict(solution), store, complete=False).parts()
+        finally:
+            store.close()

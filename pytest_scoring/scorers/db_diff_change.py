@@ -3,6 +3,10 @@
 The reference side (copy the checkout, snapshot, copy the tests in, run pytest, snapshot) runs
 in a background thread started at session start, so it overlaps the solution's own tests; the
 scorer joins it when the session is scored, diffs, and applies the selector to ``after_only``.
+
+Both diffs stream their rows into a SQLite file (:mod:`pytest_scoring.db.diff_store`) where
+the diff-of-diffs is split; the selector reads ``after_only`` back row by row, so memory does
+not grow with the number of changed rows (issue 12).
 """
 
 from __future__ import annotations
@@ -19,9 +23,13 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.db.diff import diff_snapshots
+from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.db.diff_shape import cap_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
+from pytest_scoring.db.diff_store import REFERENCE
+from pytest_scoring.db.diff_store import SOLUTION
+from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
@@ -75,11 +83,15 @@ class ReferenceSide:
 
 @dataclass
 class Diffs:
-    """The three diffs every ``db_diff_change`` scorer of a session shares (row lists complete)."""
+    """The diffs every ``db_diff_change`` scorer of a session shares.
 
-    reference: dict[str, Any]
-    solution: dict[str, Any]
-    of_diffs: dict[str, Any]
+    ``split.reference`` and ``split.solution`` keep at most :data:`FILE_MAX_ROWS` example rows
+    per list; every row is in ``split``'s store, from which ``file_parts`` (the diff-of-diffs
+    with examples) and the selectors' ``after_only`` are read.
+    """
+
+    split: SplitDiffs
+    file_parts: dict[str, Any]
     metadata: dict[str, Any]
 
 
@@ -94,6 +106,8 @@ class ReferenceRerun:
         self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
         self._cancel = threading.Event()
         self._workdir = Path(tempfile.mkdtemp(prefix="pytest-scoring-reference-"))
+        self._store: DiffStore | None = None
+        self._store_dir: Path | None = None
         self._side: ReferenceSide | None = None
         self._error: BaseException | None = None
         self._diffs: Diffs | None = None
@@ -158,18 +172,27 @@ class ReferenceRerun:
         return self._diffs
 
     def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
-        from pytest_scoring.db.diff_of_diffs import diff_of_diffs
-
         metadata = {**self._metadata(side, context), "solution_duration": duration}
         problem = side.run.failure(self.timeout)
         if problem is not None:
             raise ReferenceRunError(problem, metadata)
-        patterns = self.settings.db_patterns
         root = self.settings.root
         solution_final = read_in_place(root, self._databases(root))
-        reference = diff_snapshots(side.initial, side.final, max_rows=None, db_patterns=patterns)
-        solution = diff_snapshots(side.initial, solution_final, max_rows=None, db_patterns=patterns)
-        return Diffs(reference, solution, diff_of_diffs(reference, solution), metadata)
+        self._store_dir = Path(tempfile.mkdtemp(prefix="pytest-scoring-diffs-"))
+        self._store = DiffStore(self._store_dir / "rows.db")
+        split = split_runs(
+            side.initial, side.final, solution_final, self.settings.db_patterns, self._store
+        )
+        return Diffs(split, split.parts(FILE_MAX_ROWS), metadata)
+
+    def close(self) -> None:
+        """Remove the stored rows (after every scorer has scored)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._store_dir is not None:
+            shutil.rmtree(self._store_dir, ignore_errors=True)
+            self._store_dir = None
 
     def _metadata(self, side: ReferenceSide, context: ScoringContext) -> dict[str, Any]:
         reference_tally = side.run.tally or {}
@@ -188,6 +211,26 @@ class ReferenceRerun:
             "reference_exit_code": side.run.exit_code,
             "reference_timed_out": side.run.timed_out,
         }
+
+
+def split_runs(
+    initial: Snapshot,
+    reference_final: Snapshot,
+    solution_final: Snapshot,
+    db_patterns: Sequence[str],
+    store: DiffStore,
+) -> SplitDiffs:
+    """Diff both runs from the initial state, every row into ``store``, and split them.
+
+    The two diffs keep :data:`FILE_MAX_ROWS` examples per list; the store keeps every row.
+    """
+    reference, solution = (
+        diff_snapshots(initial, final, FILE_MAX_ROWS, db_patterns, row_sink=store.sink(side))
+        for final, side in ((reference_final, REFERENCE), (solution_final, SOLUTION))
+    )
+    store.add_lists(REFERENCE, reference, ["schema"])
+    store.add_lists(SOLUTION, solution, ["schema"])
+    return SplitDiffs(reference, solution, store, complete=True)
 
 
 def reset_solution_databases(settings: ScoringSettings) -> None:
@@ -257,17 +300,17 @@ class DiffChangeScorer:
             diffs = rerun.diffs(context)
         except ReferenceRunError as error:
             return error_score(self.type, str(error), **error.metadata)
-        context.report_files["reference_diff.json"] = cap_diff(diffs.reference, FILE_MAX_ROWS)
+        context.report_files["reference_diff.json"] = cap_diff(diffs.split.reference, FILE_MAX_ROWS)
         context.report_files["diff_of_diffs.json"] = cap_diff_of_diffs(
-            diffs.of_diffs, FILE_MAX_ROWS
+            diffs.file_parts, FILE_MAX_ROWS
         )
-        after_only = diffs.of_diffs["after_only"]
+        after_only = diffs.split.part_for_selectors("after_only")
         metadata = {
             "selector": self.selector.source if self.selector else None,
             **diffs.metadata,
-            "reference_diff": cap_diff(diffs.reference, METADATA_LIST_CAP),
-            "solution_diff": cap_diff(diffs.solution, METADATA_LIST_CAP),
-            "diff_of_diffs": cap_diff_of_diffs(diffs.of_diffs, METADATA_LIST_CAP),
+            "reference_diff": cap_diff(diffs.split.reference, METADATA_LIST_CAP),
+            "solution_diff": cap_diff(diffs.split.solution, METADATA_LIST_CAP),
+            "diff_of_diffs": cap_diff_of_diffs(diffs.file_parts, METADATA_LIST_CAP),
         }
         if self.selector is None:
             verdict = Verdict(has_changes(after_only))

@@ -1,0 +1,295 @@
+"""The rows of two diffs kept in a SQLite file, and split there into the diff-of-diffs parts.
+
+``db_diff_change`` compares two diffs whose row lists may each hold millions of rows
+(issue 12). Held as Python objects they cost gigabytes; here every row is written once to
+a SQLite file on disk as JSON with a digest of its canonical form, the split into
+``before_only`` / ``after_only`` / ``shared`` is two window-function statements, and each
+part's rows are read back on demand, streamed. Memory stays flat however many rows changed.
+
+* Added and removed rows and schema column entries compare by the digest of their canonical
+  form, as multisets: of ``n`` equal rows on one side and ``m`` on the other, ``min(n, m)``
+  are shared and the rest stay with their side.
+* Changed rows are stored whole once, plus one line per changed column with the digests of
+  the row's key and of the column's ``(old_value, new_value)``: a column whose key and pair
+  the other diff also has is shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import sqlite3
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+#: The two diffs: A, from the reference run, and B, from the scored repository's.
+REFERENCE: Final = 0
+SOLUTION: Final = 1
+#: The parts, numbered as :data:`PARTS` lists them.
+PARTS: Final = ("before_only", "after_only", "shared")
+SHARED: Final = 2
+#: The lists of a table entry, by plane (``rows_changed`` pairs by key; the rest are
+#: compared as multisets of whole entries).
+LISTS: Final = {
+    "data": ("rows_added", "rows_removed", "rows_changed"),
+    "schema": ("columns_added", "columns_removed", "columns_changed"),
+}
+_BATCH: Final = 2000
+#: The store's page cache: what it may hold in memory (SQLite spills the rest to the file).
+_CACHE_KIB: Final = 16_000
+
+_SCHEMA: Final = """
+CREATE TABLE tables (id INTEGER PRIMARY KEY, db TEXT NOT NULL, name TEXT NOT NULL);
+CREATE TABLE items (side INTEGER, t INTEGER, list TEXT, digest BLOB, body TEXT);
+CREATE TABLE changed_rows (id INTEGER PRIMARY KEY, body TEXT);
+CREATE TABLE changes (side INTEGER, t INTEGER, row INTEGER, key_digest BLOB, col TEXT,
+    pair_digest BLOB);
+"""
+#: Each item's part: a row the other side also has (counted as a multiset) is shared, kept
+#: from B; the rest stay with their side.
+_SPLIT_ITEMS: Final = """
+CREATE TABLE item_parts AS SELECT part, t, list, id FROM (
+    SELECT id, t, list, CASE WHEN n <= CASE side WHEN 0 THEN in_b ELSE in_a END
+        THEN CASE side WHEN 1 THEN 2 END ELSE side END AS part
+    FROM (
+        SELECT rowid AS id, side, t, list,
+            row_number() OVER (PARTITION BY t, list, digest, side ORDER BY rowid) AS n,
+            sum(side = 0) OVER same AS in_a, sum(side = 1) OVER same AS in_b
+        FROM items WINDOW same AS (PARTITION BY t, list, digest)
+    )
+) WHERE part IS NOT NULL;
+CREATE INDEX item_parts_order ON item_parts (part, t, list, id);
+"""
+#: Each changed column's part: shared when both sides have the same key, column and pair.
+_SPLIT_CHANGES: Final = """
+CREATE TABLE change_parts AS SELECT part, t, row, id FROM (
+    SELECT rowid AS id, t, row,
+        CASE WHEN min(side) OVER same = 0 AND max(side) OVER same = 1
+            THEN CASE side WHEN 1 THEN 2 END ELSE side END AS part
+    FROM changes WINDOW same AS (PARTITION BY t, key_digest, col, pair_digest)
+) WHERE part IS NOT NULL;
+CREATE INDEX change_parts_order ON change_parts (part, t, row, id);
+"""
+
+Json = dict[str, Any]
+#: Receives one differing row of a diff as it is computed: database, table, list, row, times.
+RowSink = Callable[[str, str, str, Json, int], None]
+
+
+#: The canonical text digested: sorted keys, no spaces (one encoder, built once).
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
+
+
+def _normal(value: Any) -> Any:
+    """``value`` with equal values made identical: ``true`` → 1, ``1.0`` → 1, null members gone.
+
+    Two values compare equal as selectors compare them (docs/selectors.md) exactly when their
+    normal forms are identical. (Exact type tests: this runs for every stored value.)
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _normal(item) for key, item in value.items() if item is not None}
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is bool:
+        return int(value)
+    if kind is list:
+        return [_normal(item) for item in value]
+    return value
+
+
+def digest(value: Any) -> bytes:
+    """16 bytes that two values share exactly when they are equal as selectors compare them."""
+    text = _CANONICAL.encode(_normal(value))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _iterable(value: object) -> Iterable[Any]:
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return ()
+    return value
+
+
+def tables_of(diff: Mapping[str, Any], plane: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+    """``(database, table, entry)`` for every table of one plane of a diff."""
+    for relpath, entry in _mapping(diff.get("comparisons")).items():
+        planes = _mapping(_mapping(entry).get("comparisons"))
+        for name, table in _mapping(_mapping(planes.get(plane)).get("tables")).items():
+            yield str(relpath), str(name), _mapping(table)
+
+
+class DiffStore:
+    """Two diffs' rows in a SQLite file (:meth:`add`…), then split (:meth:`split`), then read.
+
+    :param path: the file; its folder must be private to the caller (it is created anew).
+    """
+
+    def __init__(self, path: Path):
+        self.connection = sqlite3.connect(path, isolation_level=None)
+        for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE"):
+            self.connection.execute(f"PRAGMA {pragma}")
+        self.connection.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")
+        self.connection.executescript(_SCHEMA)
+        self.connection.execute("BEGIN")
+        self._table_ids: dict[tuple[str, str], int] = {}
+        self._items: list[tuple[Any, ...]] = []
+        self._changed_rows: list[tuple[int, str]] = []
+        self._changes: list[tuple[Any, ...]] = []
+        self._row_numbers = itertools.count(1)
+        self._split = False
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _table_id(self, relpath: str, table: str) -> int:
+        key = (relpath, table)
+        if key not in self._table_ids:
+            cursor = self.connection.execute(
+                "INSERT INTO tables (db, name) VALUES (?, ?)", (relpath, table)
+            )
+            self._table_ids[key] = int(cursor.lastrowid or 0)
+        return self._table_ids[key]
+
+    def add(self, side: int, relpath: str, table: str, list_name: str, item: Any) -> None:
+        """One entry of a list of one table: a row, a changed row or a schema column entry."""
+        if self._split:
+            raise RuntimeError("the store was already split")
+        number = self._table_id(relpath, table)
+        if list_name == "rows_changed":
+            self._add_changed(side, number, _mapping(item))
+        else:
+            body = json.dumps(item)
+            self._items.append((side, number, list_name, digest(item), body))
+        if len(self._items) + len(self._changed_rows) >= _BATCH:
+            self._flush()
+
+    def _add_changed(self, side: int, table: int, row: Mapping[str, Any]) -> None:
+        number = next(self._row_numbers)
+        self._changed_rows.append((number, json.dumps(row)))
+        key_digest = digest(row.get("key"))
+        for column, pair in _mapping(row.get("changes")).items():
+            self._changes.append((side, table, number, key_digest, column, digest(pair)))
+
+    def add_lists(self, side: int, diff: Mapping[str, Any], planes: Iterable[str]) -> None:
+        """Every list of every table of the given planes of a JSON diff."""
+        for plane in planes:
+            for relpath, table, entry in tables_of(diff, plane):
+                for list_name in LISTS[plane]:
+                    for item in _iterable(entry.get(list_name)):
+                        self.add(side, relpath, table, list_name, item)
+
+    def sink(self, side: int) -> RowSink:
+        """A receiver of one diff's rows as :func:`~pytest_scoring.db.diff.diff_snapshots`
+        computes them, so that no row list is ever held whole."""
+
+        def receive(relpath: str, table: str, kind: str, row: Json, times: int) -> None:
+            for _ in range(times):
+                self.add(side, relpath, table, f"rows_{kind}", row)
+
+        return receive
+
+    def _flush(self) -> None:
+        self.connection.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?)", self._items)
+        self.connection.executemany("INSERT INTO changed_rows VALUES (?, ?)", self._changed_rows)
+        self.connection.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?)", self._changes)
+        self._items.clear()
+        self._changed_rows.clear()
+        self._changes.clear()
+
+    def split(self) -> None:
+        """Give every stored entry its part (once, after the last :meth:`add`)."""
+        if self._split:
+            return
+        self._flush()
+        self.connection.execute("COMMIT")
+        self.connection.executescript(_SPLIT_ITEMS + _SPLIT_CHANGES)
+        self._split = True
+
+    # --- reading ------------------------------------------------------------------------
+
+    def counts(self) -> dict[tuple[int, str, str, str], int]:
+        """``{(part, database, table, list): entries}`` for every non-empty list of a part."""
+        self.split()
+        sql = (
+            "SELECT p.part, t.db, t.name, p.list, count(*) FROM item_parts AS p "
+            "JOIN tables AS t ON t.id = p.t GROUP BY p.part, p.t, p.list "
+            "UNION ALL SELECT p.part, t.db, t.name, 'rows_changed', count(DISTINCT p.row) "
+            "FROM change_parts AS p JOIN tables AS t ON t.id = p.t GROUP BY p.part, p.t"
+        )
+        return {
+            (part, relpath, table, list_name): count
+            for part, relpath, table, list_name, count in self.connection.execute(sql)
+        }
+
+    def rows(
+        self, part: int, relpath: str, table: str, list_name: str, limit: int | None = None
+    ) -> Iterator[Any]:
+        """The entries of one list of one table in one part, streamed in the order stored."""
+        self.split()
+        number = self._table_ids.get((relpath, table))
+        if number is None or limit == 0:
+            return
+        if list_name == "rows_changed":
+            yield from self._changed_part(part, number, limit)
+            return
+        cursor = self.connection.execute(
+            "SELECT i.body FROM item_parts AS p JOIN items AS i ON i.rowid = p.id "
+            "WHERE p.part = ? AND p.t = ? AND p.list = ? ORDER BY p.id LIMIT ?",
+            (part, number, list_name, -1 if limit is None else limit),
+        )
+        with contextlib.closing(cursor):
+            for (body,) in cursor:
+                yield json.loads(body)
+
+    def _changed_part(self, part: int, table: int, limit: int | None) -> Iterator[Json]:
+        cursor = self.connection.execute(
+            "SELECT p.row, r.body, c.col FROM change_parts AS p "
+            "JOIN changes AS c ON c.rowid = p.id JOIN changed_rows AS r ON r.id = p.row "
+            "WHERE p.part = ? AND p.t = ? ORDER BY p.row, p.id",
+            (part, table),
+        )
+        with contextlib.closing(cursor):
+            grouped = itertools.groupby(cursor, key=lambda line: line[0])
+            for count, (_row, lines) in enumerate(grouped):
+                if limit is not None and count >= limit:
+                    return
+                yield _changed_row(list(lines))
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _changed_row(lines: list[tuple[Any, ...]]) -> Json:
+    """A stored changed row keeping only the columns of this part (``row, body, column``)."""
+    row: Json = json.loads(lines[0][1])
+    kept = {column for _row, _body, column in lines}
+    changes = _mapping(row.get("changes"))
+    return {**row, "changes": {name: changes[name] for name in changes if name in kept}}
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """Every entry of one list of one part, read afresh from the store on each iteration.
+
+    What selectors see of a part: every row, with memory flat however many rows there are.
+    """
+
+    store: DiffStore
+    part: int
+    relpath: str
+    table: str
+    list_name: str
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.store.rows(self.part, self.relpath, self.table, self.list_name)
