@@ -10,6 +10,8 @@ memory running out. The limits are documented in docs/configuration.md.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,14 +40,20 @@ def label(source: str) -> str:
     return "<stdin>" if source == STDIN else source
 
 
-def read_bytes(source: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+def read_bytes(source: str, limit: int = MAX_DOCUMENT_BYTES, regular_only: bool = False) -> bytes:
     """At most ``limit`` bytes of file ``source`` (``-``: standard input).
 
-    :raises DocumentError: when it cannot be read or is larger than ``limit``.
+    :param regular_only: refuse a named file that is a device, a FIFO or a folder, before
+        reading anything. It is opened non-blocking and checked with ``fstat``, so a FIFO
+        nobody writes to cannot make the caller wait (``pytest-scoring match``, issue 12).
+    :raises DocumentError: when it cannot be read, is no regular file (``regular_only``) or
+        is larger than ``limit``.
     """
     try:
         if source == STDIN:
             data = sys.stdin.buffer.read(limit + 1)
+        elif regular_only:
+            data = _read_regular(source, limit + 1)
         else:
             with Path(source).open("rb") as stream:
                 data = stream.read(limit + 1)
@@ -54,6 +62,29 @@ def read_bytes(source: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     if len(data) > limit:
         raise DocumentError(f"{label(source)}: larger than {limit:,} bytes, the most read")
     return data
+
+
+def _read_regular(source: str, size: int) -> bytes:
+    """At most ``size`` bytes of ``source`` when it is a regular file."""
+    descriptor = os.open(source, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as stream:
+        kind = _not_regular(os.fstat(descriptor).st_mode)
+        if kind is not None:
+            raise DocumentError(f"{source}: cannot read {kind}: give a JSON file or '-'")
+        return stream.read(size)
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file that is no regular file is (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 def decode(data: bytes, source: str) -> str:
@@ -67,9 +98,9 @@ def decode(data: bytes, source: str) -> str:
         raise DocumentError(f"{label(source)}: not UTF-8 text (byte {error.start})") from None
 
 
-def read_document(source: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+def read_document(source: str, limit: int = MAX_DOCUMENT_BYTES, regular_only: bool = False) -> str:
     """The text of file ``source`` (``-``: standard input), at most ``limit`` bytes."""
-    return decode(read_bytes(source, limit), source)
+    return decode(read_bytes(source, limit, regular_only), source)
 
 
 def check_shape(document: Any, source: str, max_values: int | None = None) -> Any:

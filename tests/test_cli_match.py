@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +153,34 @@ def test_match_prints_the_selectors_warnings_on_stderr(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stdout == "no match\n"
     assert result.stderr.startswith("pytest-scoring: warning: selector.rows: the target excludes")
+
+
+# --- hostile inputs: devices, FIFOs, huge files (issue 12) ------------------------------
+
+
+def run_match(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The real command in a child process: a regression that blocks fails, never hangs."""
+    command = [sys.executable, "-m", "pytest_scoring", "match", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, timeout=120, check=False)
+
+
+def test_a_device_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    result = run_match("/dev/zero", write(tmp_path / "s.json", ROLE))
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines() == [
+        "pytest-scoring: error: /dev/zero: cannot read a device: give a JSON file or '-'"
+    ]
+
+
+def test_a_fifo_nobody_writes_to_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "diff.json"
+    os.mkfifo(fifo)
+    result = run_match(str(fifo), write(tmp_path / "s.json", ROLE))
+    assert result.returncode == 2
+    assert b"cannot read a FIFO" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_standard_input_from_a_pipe_is_still_read(tmp_path: Path) -> None:
+    result = run_match("-", write(tmp_path / "s.json", ROLE), stdin=json.dumps(SOLUTION).encode())
+    assert (result.returncode, result.stdout.strip()) == (0, b"match")

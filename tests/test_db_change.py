@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -114,7 +115,12 @@ def test_a_selector_sees_a_change_beyond_the_examples_kept_in_the_report(
     assert all(row["key"]["id"] != 1499 for row in users["rows_changed"])
 
 
-def test_megabyte_values_are_capped_in_the_score_metadata_but_kept_in_diff_json(
+def users_in(diff: dict[str, Any]) -> dict[str, Any]:
+    table: dict[str, Any] = diff["comparisons"]["data/app.db"]["comparisons"]["data"]["tables"]
+    return table["users"]
+
+
+def test_megabyte_values_are_stubs_in_metadata_and_diff_json_but_selectors_see_them_whole(
     repo: pytest.Pytester,
 ) -> None:
     write_test(repo, "UPDATE users SET password = printf('%.*c', 2000000, 'x') WHERE id = 1")
@@ -122,15 +128,26 @@ def test_megabyte_values_are_capped_in_the_score_metadata_but_kept_in_diff_json(
         repo, selector({"rows": {"changed": {"where": {"password": {"$regex": "^x{1000}"}}}}})
     )
     assert db_change["value"] == "C"
-    tables = db_change["metadata"]["diff"]["comparisons"]["data/app.db"]["comparisons"]["data"]
-    users = tables["tables"]["users"]
+    users = users_in(db_change["metadata"]["diff"])
     (change,) = users["rows_changed"]
-    new_value = change["changes"]["password"]["new_value"]
-    assert len(new_value) < 20_000 and new_value.endswith("more characters cut]")
+    stub = change["changes"]["password"]["new_value"]
+    assert stub["$truncated"] == 2_000_000
+    assert stub["sha256"] == hashlib.sha256(b"x" * 2_000_000).hexdigest()
+    assert stub["head"] == "x" * 10_000
     assert users["truncated"] is True
-    diff = json.loads((report_folder(repo) / "diff.json").read_text())
-    kept = diff["comparisons"]["data/app.db"]["comparisons"]["data"]["tables"]["users"]
-    assert len(kept["rows_changed"][0]["changes"]["password"]["new_value"]) == 2_000_000
+    in_file = users_in(json.loads((report_folder(repo) / "diff.json").read_text()))
+    assert in_file["rows_changed"][0]["changes"]["password"]["new_value"] == stub
+    assert (report_folder(repo) / "diff.json").stat().st_size < 100_000
+
+
+def test_the_value_cap_is_the_evaluators_to_set(repo: pytest.Pytester) -> None:
+    write_test(repo, "UPDATE users SET password = printf('%.*c', 20000, 'x') WHERE id = 1")
+    score(repo, "--score-value-cap=30000")
+    in_file = users_in(json.loads((report_folder(repo) / "diff.json").read_text()))
+    assert in_file["rows_changed"][0]["changes"]["password"]["new_value"] == "x" * 20_000
+    result = repo.runpytest("--score-db-diff", "--score-value-cap=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--score-value-cap*at least 1*"])
 
 
 def test_an_invalid_selector_stops_the_session_before_any_test_runs(

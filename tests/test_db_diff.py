@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import re
 import sqlite3
 from collections import Counter
@@ -454,14 +455,16 @@ def test_a_column_added_with_a_value_shows_as_a_change_from_null(tmp_path: Path)
     ]
 
 
-def test_a_capped_diff_keeps_a_huge_blob_as_a_shorter_valid_base64_prefix(tmp_path: Path) -> None:
+def test_a_capped_diff_keeps_a_huge_blob_as_a_stub_with_its_size_hash_and_head(
+    tmp_path: Path,
+) -> None:
     script = "CREATE TABLE files (id INTEGER PRIMARY KEY, body BLOB);"
+    blob = b"\x01" * 1_000_000
     before = make_db(tmp_path / "b.db", script)
-    after = make_db(
-        tmp_path / "a.db", script, ("INSERT INTO files VALUES (1, ?)", (b"\x01" * 1_000_000,))
-    )
-    files = table_diff(cap_diff(diff_paths(before, after), 10), "files")
-    encoded = files["rows_added"][0]["body"]["$blob"]
-    assert 0 < len(encoded) <= 10_000
-    assert base64.b64decode(encoded, validate=True) == b"\x01" * len(base64.b64decode(encoded))
+    after = make_db(tmp_path / "a.db", script, ("INSERT INTO files VALUES (1, ?)", (blob,)))
+    files = table_diff(cap_diff(diff_paths(before, after), 10, value_cap=9_000), "files")
+    stub = files["rows_added"][0]["body"]
+    assert stub["$truncated"] == 1_000_000
+    assert stub["sha256"] == hashlib.sha256(blob).hexdigest()
+    assert base64.b64decode(stub["head"]["$blob"], validate=True) == blob[:9_000]
     assert files["truncated"] is True

@@ -4,6 +4,8 @@ plugin, 2 from the command line), never an internal error (exit 3) nor a traceba
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,10 +95,24 @@ def test_match_refuses_hostile_json_with_exit_2(
     assert output.count("\n") == 1 and message in output
 
 
-def test_match_stops_reading_an_endless_file(tmp_path: Path) -> None:
+def test_match_refuses_an_endless_device_before_reading_it(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text("{}")
     code, output = match("/dev/zero", str(tmp_path / "s.json"))
     assert code == 2
-    assert (
-        output == "pytest-scoring: error: /dev/zero: larger than 268,435,456 bytes, the most read\n"
+    assert output == (
+        "pytest-scoring: error: /dev/zero: cannot read a device: give a JSON file or '-'\n"
     )
+
+
+def test_match_stops_reading_endless_standard_input(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_text("{}")
+    with Path("/dev/zero").open("rb") as zeros:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest_scoring", "match", "-", str(tmp_path / "s.json")],
+            stdin=zeros,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert result.stderr.endswith(b"<stdin>: larger than 268,435,456 bytes, the most read\n")

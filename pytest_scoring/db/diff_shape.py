@@ -5,11 +5,12 @@ These work on the JSON shape alone, so they serve a diff from a file as well as 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from typing import Final
 
-from pytest_scoring.scorers.score import METADATA_TEXT_CAP
-from pytest_scoring.scorers.score import cap_text
+from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
+from pytest_scoring.scorers.score import cap_values
 
 
 def diff_errors(diff: dict[str, Any]) -> list[str]:
@@ -63,12 +64,14 @@ def summary_table(diff: dict[str, Any]) -> Any:
 _ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")
 
 
-def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
+def cap_diff(
+    diff: dict[str, Any], max_rows: int, value_cap: int = DEFAULT_VALUE_CAP
+) -> dict[str, Any]:
     """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact).
 
-    Each kept value is capped too (text to :data:`METADATA_TEXT_CAP` characters with a note
-    of how much was cut, a BLOB to a valid base64 prefix of that length): a hostile repository
-    writing megabyte values must not blow up every score's metadata and report file.
+    Each kept text or BLOB over ``value_cap`` bytes becomes a ``{"$truncated": …}`` stub
+    (:func:`~pytest_scoring.scorers.score.cap_value`): a hostile repository writing
+    megabyte values must not blow up every score's metadata and report file.
     ``truncated`` is true when rows or values were cut.
     """
     capped = {**diff, "comparisons": {}}
@@ -77,32 +80,38 @@ def cap_diff(diff: dict[str, Any], max_rows: int) -> dict[str, Any]:
         if data is None:
             capped["comparisons"][key] = entry
             continue
-        tables = {name: _cap_table(table, max_rows) for name, table in data["tables"].items()}
+        tables = {
+            name: _cap_table(table, max_rows, value_cap) for name, table in data["tables"].items()
+        }
         comparisons = {**entry["comparisons"], "data": {**data, "tables": tables}}
         capped["comparisons"][key] = {**entry, "comparisons": comparisons}
     return capped
 
 
-def _cap_table(table: dict[str, Any], max_rows: int) -> dict[str, Any]:
+def _cap_table(table: dict[str, Any], max_rows: int, value_cap: int) -> dict[str, Any]:
     cut = any(len(table.get(name, [])) > max_rows for name in _ROW_LISTS)
-    lists = {name: _cap_values(table.get(name, [])[:max_rows]) for name in _ROW_LISTS}
-    values_cut = lists != {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
+    kept = {name: table.get(name, [])[:max_rows] for name in _ROW_LISTS}
+    lists = {name: cap_values(rows, value_cap) for name, rows in kept.items()}
+    values_cut = lists != kept
     return {**table, **lists, "truncated": bool(table.get("truncated")) or cut or values_cut}
 
 
-def _cap_values(item: Any) -> Any:
-    """``item`` (rows, changes, values) with every long text or BLOB value capped."""
-    if isinstance(item, str):
-        return cap_text(item)
-    if isinstance(item, list):
-        return [_cap_values(element) for element in item]
-    if not isinstance(item, dict):
-        return item
-    if list(item) == ["$blob"] and isinstance(item["$blob"], str):
-        encoded = item["$blob"]
-        cap = METADATA_TEXT_CAP - METADATA_TEXT_CAP % 4
-        return item if len(encoded) <= cap else {"$blob": encoded[:cap]}
-    return {key: _cap_values(value) for key, value in item.items()}
+def json_size(content: Any) -> int:
+    """Bytes of ``content`` as a report file holds it (the report writer's encoding)."""
+    return len(json.dumps(content, indent=2, default=str).encode("utf-8", "surrogatepass"))
+
+
+def fit_diff(diff: dict[str, Any], max_rows: int, value_cap: int, max_bytes: int) -> dict[str, Any]:
+    """:func:`cap_diff` with as many examples (up to ``max_rows``) as fit in ``max_bytes``.
+
+    Examples are halved until the JSON fits; counts stay exact and ``truncated`` says so.
+    """
+    rows = max_rows
+    while True:
+        capped = cap_diff(diff, rows, value_cap)
+        if rows == 0 or json_size(capped) <= max_bytes:
+            return capped
+        rows //= 2
 
 
 def has_changes(diff: dict[str, Any]) -> bool:
@@ -114,6 +123,16 @@ def has_changes(diff: dict[str, Any]) -> bool:
     return False
 
 
-def cap_diff_of_diffs(parts: dict[str, Any], max_rows: int) -> dict[str, Any]:
+def cap_diff_of_diffs(
+    parts: dict[str, Any], max_rows: int, value_cap: int = DEFAULT_VALUE_CAP
+) -> dict[str, Any]:
     """:func:`cap_diff` applied to each part (``before_only``, ``after_only``, ``shared``)."""
-    return {name: cap_diff(part, max_rows) for name, part in parts.items()}
+    return {name: cap_diff(part, max_rows, value_cap) for name, part in parts.items()}
+
+
+def fit_diff_of_diffs(
+    parts: dict[str, Any], max_rows: int, value_cap: int, max_bytes: int
+) -> dict[str, Any]:
+    """:func:`fit_diff` applied to each part, a third of ``max_bytes`` each."""
+    share = max_bytes // len(parts) if parts else max_bytes
+    return {name: fit_diff(part, max_rows, value_cap, share) for name, part in parts.items()}

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
@@ -42,6 +43,7 @@ STEERING_SETTINGS: Final = (
     "score_selector_timeout",
     "score_expected_tests",
     "score_strict",
+    "score_value_cap",
 )
 #: Hidden flag ``run`` passes: steering options count only from the command line.
 COMMAND_LINE_ONLY: Final = "--score-command-line-only"
@@ -78,6 +80,8 @@ class ScoringSettings:
     db_reset: bool = False
     #: Folders the evaluator leaves out of discovery and the reference copy (absolute).
     db_exclude: list[Path] = field(default_factory=list)
+    #: The longest text or BLOB (bytes) report data files and diffs in metadata keep whole.
+    value_cap: int = DEFAULT_VALUE_CAP
     #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
     selection: list[str] = field(default_factory=list)
     #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
@@ -154,6 +158,17 @@ def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[st
             raise OptionError(f"{what}: {prefix} is mapped twice")
         mapping[prefix] = root / local
     return mapping
+
+
+def value_cap_type(text: str) -> int:
+    """``--score-value-cap``: a whole number of bytes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes of at least 1")
+    return value
 
 
 def load_json_argument(text: str, what: str, base: Path) -> Any:
@@ -287,6 +302,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="Test scores are N when these integrity signals occur; default outcome_changed, "
         "patched, plugin_disabled, early_end",
     )
+    group.addoption(
+        "--score-value-cap",
+        dest="score_value_cap",
+        metavar="BYTES",
+        type=value_cap_type,
+        help=f"Longest text or BLOB a report data file keeps whole, default {DEFAULT_VALUE_CAP}",
+    )
     group.addoption("--score-tally-output", dest="score_tally_output", help=argparse.SUPPRESS)
     group.addoption(
         COMMAND_LINE_ONLY,
@@ -312,6 +334,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
     parser.addini("score_expected_tests", "As --score-expected-tests", default=None)
     parser.addini("score_strict", "As --score-strict=KIND,…|all|default", default=None)
+    parser.addini("score_value_cap", "As --score-value-cap", default=None)
 
 
 def remember_command_line(config: pytest.Config, parser: pytest.Parser) -> None:
@@ -459,6 +482,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
         db_exclude=_path_list_setting(config, "score_db_exclude"),
+        value_cap=_value_cap(_option_or_ini(config, "score_value_cap")),
         selection=_selection(config),
         tally_output=_command_line_path(config, "score_tally_output"),
         expected_source=_path_setting(config, "score_expected_tests").path(),
@@ -504,6 +528,17 @@ def _selection(config: pytest.Config) -> list[str]:
         value = config.getoption(name, default="")
         args += [flag, value] if value else []
     return args
+
+
+def _value_cap(value: int | str | None) -> int:
+    if value is None or isinstance(value, int):
+        return DEFAULT_VALUE_CAP if value is None else value
+    if not value.strip():
+        return DEFAULT_VALUE_CAP
+    try:
+        return value_cap_type(value)
+    except argparse.ArgumentTypeError as error:
+        raise pytest.UsageError(f"score_value_cap (ini): {error}") from None
 
 
 def _fail_under(value: float | str | None) -> float | None:

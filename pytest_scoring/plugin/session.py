@@ -185,7 +185,9 @@ class ScoringSession:
         )
         _last_result = self.result
         try:
-            self.report_path = write_report(self.result, self.settings.report_root)
+            self.report_path = write_report(
+                self.result, self.settings.report_root, self.settings.value_cap
+            )
         except ScoringError as error:
             self.report_error = str(error)
         self._publish_markdown(self.result)

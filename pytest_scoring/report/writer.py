@@ -18,6 +18,10 @@ from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import write_scan_results
+from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
+from pytest_scoring.scorers.score import REPORT_FILE_CAP
+from pytest_scoring.scorers.score import cap_value
+from pytest_scoring.scorers.score import cap_values
 
 
 def encode_json(content: Any) -> str:
@@ -25,8 +29,21 @@ def encode_json(content: Any) -> str:
     return json.dumps(content, indent=2, default=str) + "\n"
 
 
-def write_report(result: SessionResult, report_root: Path) -> Path:
+def encode_data_file(content: Any, value_cap: int = DEFAULT_VALUE_CAP) -> str:
+    """JSON text for a data file (``diff.json``…): values over ``value_cap`` bytes are stubbed,
+    and a text over :data:`REPORT_FILE_CAP` is replaced by one stub of itself (docs/report.md)."""
+    text = encode_json(cap_values(content, value_cap))
+    if len(text) > REPORT_FILE_CAP:  # ASCII (non-ASCII is escaped): characters are bytes
+        text = encode_json(cap_value(text, value_cap))
+    return text
+
+
+def write_report(
+    result: SessionResult, report_root: Path, value_cap: int = DEFAULT_VALUE_CAP
+) -> Path:
     """Write ``report_root/scan_id=<id>/`` and return its path.
+
+    :param value_cap: the longest text or BLOB (bytes) a data file keeps whole.
 
     :raises ReportError: when the report root cannot be created or written, or a value
         cannot be encoded (JSON, Parquet); nothing half-written is left behind.
@@ -37,14 +54,17 @@ def write_report(result: SessionResult, report_root: Path) -> Path:
         report_root.mkdir(parents=True, exist_ok=True)
         building.mkdir()
         texts = {SCORES_FILE: encode_json(result.scores_json())}
-        texts.update((name, encode_json(content)) for name, content in result.files.items())
+        texts.update(
+            (name, encode_data_file(content, value_cap)) for name, content in result.files.items()
+        )
         for name, text in texts.items():
             (building / name).write_text(text, encoding="utf-8")
         # The page pastes the text just written: no second encoding of the report.
         write_page(building, texts)
         write_scan_results(building, result)
         building.rename(final)
-    except (OSError, ValueError, TypeError) as error:  # ValueError/TypeError: encoding
+    # ValueError/TypeError: encoding; RecursionError: a document that holds itself
+    except (OSError, ValueError, TypeError, RecursionError) as error:
         shutil.rmtree(building, ignore_errors=True)
         raise ReportError(
             f"cannot write the report under {report_root}: {type(error).__name__}: {error}"

@@ -19,6 +19,7 @@ from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff import stream_cut_rows
 from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.discovery import discover
@@ -35,6 +36,7 @@ from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.metrics import accuracy
 from pytest_scoring.scorers.metrics import stderr
 from pytest_scoring.scorers.score import METADATA_LIST_CAP
+from pytest_scoring.scorers.score import REPORT_FILE_CAP
 from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import error_score
@@ -192,7 +194,10 @@ class DbChangeScorer:
         if databases.before is None:
             return error_score(self.type, databases.start_error)
         diff = databases.diff(shared=not self.interim_score)
-        context.report_files["diff.json"] = diff
+        value_cap = databases.settings.value_cap
+        context.report_files["diff.json"] = fit_diff(
+            diff, DEFAULT_MAX_ROWS, value_cap, REPORT_FILE_CAP
+        )
         summary = diff_summary(diff)
         metadata: dict[str, Any] = {
             "selector": self.selector.source if self.selector else None,
@@ -203,7 +208,7 @@ class DbChangeScorer:
                 for relpath, entry in diff["comparisons"].items()
                 if "error" in entry
             },
-            "diff": cap_diff(diff, METADATA_LIST_CAP),
+            "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
         if self.selector is None:
             verdict = Verdict(has_changes(diff))

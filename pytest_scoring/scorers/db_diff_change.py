@@ -26,6 +26,8 @@ from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.db.diff_shape import cap_diff_of_diffs
+from pytest_scoring.db.diff_shape import fit_diff
+from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
@@ -55,6 +57,7 @@ from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.metrics import accuracy
 from pytest_scoring.scorers.metrics import stderr
 from pytest_scoring.scorers.score import METADATA_LIST_CAP
+from pytest_scoring.scorers.score import REPORT_FILE_CAP
 from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import cap_list
@@ -300,17 +303,20 @@ class DiffChangeScorer:
             diffs = rerun.diffs(context)
         except ReferenceRunError as error:
             return error_score(self.type, str(error), **error.metadata)
-        context.report_files["reference_diff.json"] = cap_diff(diffs.split.reference, FILE_MAX_ROWS)
-        context.report_files["diff_of_diffs.json"] = cap_diff_of_diffs(
-            diffs.file_parts, FILE_MAX_ROWS
+        value_cap = rerun.settings.value_cap
+        context.report_files["reference_diff.json"] = fit_diff(
+            diffs.split.reference, FILE_MAX_ROWS, value_cap, REPORT_FILE_CAP
+        )
+        context.report_files["diff_of_diffs.json"] = fit_diff_of_diffs(
+            diffs.file_parts, FILE_MAX_ROWS, value_cap, REPORT_FILE_CAP
         )
         after_only = diffs.split.part_for_selectors("after_only")
         metadata = {
             "selector": self.selector.source if self.selector else None,
             **diffs.metadata,
-            "reference_diff": cap_diff(diffs.split.reference, METADATA_LIST_CAP),
-            "solution_diff": cap_diff(diffs.split.solution, METADATA_LIST_CAP),
-            "diff_of_diffs": cap_diff_of_diffs(diffs.file_parts, METADATA_LIST_CAP),
+            "reference_diff": cap_diff(diffs.split.reference, METADATA_LIST_CAP, value_cap),
+            "solution_diff": cap_diff(diffs.split.solution, METADATA_LIST_CAP, value_cap),
+            "diff_of_diffs": cap_diff_of_diffs(diffs.file_parts, METADATA_LIST_CAP, value_cap),
         }
         if self.selector is None:
             verdict = Verdict(has_changes(after_only))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import math
 from typing import Any
 from typing import Final
@@ -18,6 +21,14 @@ NOANSWER: Final = "N"
 METADATA_LIST_CAP: Final = 100
 #: How many characters a text in score metadata keeps (stdout, stderr…).
 METADATA_TEXT_CAP: Final = 10_000
+
+#: The longest text or BLOB, in bytes, that report files and diffs in score metadata keep
+#: whole (``--score-value-cap``); a longer one is replaced by :func:`cap_value`'s stub.
+DEFAULT_VALUE_CAP: Final = 10_000
+#: The largest data file a report holds (``diff.json``, ``reference_diff.json``,
+#: ``diff_of_diffs.json``): 64 MiB. The database scorers cut examples to fit under it; a
+#: file that still would not fit is written as one ``{"$truncated": …}`` stub.
+REPORT_FILE_CAP: Final = 64 * 1024 * 1024
 
 Value = str | int | float | bool
 
@@ -104,3 +115,47 @@ def cap_text(text: str, limit: int = METADATA_TEXT_CAP) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n… [{plural(len(text) - limit, 'more character')} cut]"
+
+
+def _stub(data: bytes, head: Any) -> dict[str, Any]:
+    return {"$truncated": len(data), "sha256": hashlib.sha256(data).hexdigest(), "head": head}
+
+
+def cap_value(value: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
+    """A text or ``{"$blob": …}`` value over ``cap`` bytes as a stub; anything else as it is.
+
+    The stub ``{"$truncated": bytes, "sha256": hex, "head": …}`` keeps the full size, a hash
+    of the full value (to compare it with a value seen elsewhere) and its first ``cap``
+    bytes: text for a text, ``{"$blob": base64}`` for a BLOB (docs/report.md).
+    """
+    if isinstance(value, str):
+        if len(value) * 4 <= cap:  # at most 4 bytes per character: no need to encode
+            return value
+        data = value.encode("utf-8", "surrogatepass")
+        if len(data) <= cap:
+            return value
+        return _stub(data, data[:cap].decode("utf-8", "ignore"))
+    if isinstance(value, dict) and list(value) == ["$blob"] and isinstance(value["$blob"], str):
+        encoded = value["$blob"]
+        if len(encoded) <= cap:  # base64 is longer than its bytes
+            return value
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except binascii.Error:
+            return cap_value(encoded, cap)
+        if len(data) <= cap:
+            return value
+        return _stub(data, {"$blob": base64.b64encode(data[:cap]).decode("ascii")})
+    return value
+
+
+def cap_values(item: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
+    """``item`` (a JSON document) with every text and BLOB over ``cap`` bytes stubbed."""
+    capped = cap_value(item, cap)
+    if capped is not item:
+        return capped
+    if isinstance(item, list):
+        return [cap_values(element, cap) for element in item]
+    if isinstance(item, dict):
+        return {key: cap_values(value, cap) for key, value in item.items()}
+    return item

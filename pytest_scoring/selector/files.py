@@ -5,7 +5,8 @@ The diff file is a diff (``{"comparisons": …}``, as ``diff.json`` or ``pytest-
 of which the ``after_only`` part is matched — what ``db_diff_change`` looks at. ``-`` reads
 standard input (for one of the two files). A diff file is read up to :data:`MAX_DIFF_BYTES`,
 a selector file up to the configuration limit; a SQLite database given as the diff file is
-named as such, with the command that makes a diff of it.
+named as such, with the command that makes a diff of it. A named file must be a regular
+file: a device or a FIFO is refused without blocking.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def read_diff_file(source: str) -> Any:
 
     :raises ScoringError: naming the file when it is a database, unreadable or not JSON.
     """
-    data = read_bytes(source, MAX_DIFF_BYTES)
+    data = read_bytes(source, MAX_DIFF_BYTES, regular_only=True)
     if data.startswith(SQLITE_HEADER):
         raise ScoringError(
             f"{label(source)}: a SQLite database, not a diff; make a diff with "
@@ -72,7 +73,7 @@ def selector_from_file(source: str) -> Selector:
 
     :raises SelectorError: naming the file and the path inside the selector.
     """
-    document = parse_json(read_document(source), source)
+    document = parse_json(read_document(source, regular_only=True), source)
     try:
         return parse_selector(document)
     except SelectorError as error:
