@@ -86,6 +86,8 @@ RowSink = Callable[[str, str, str, Json, int], None]
 
 #: The canonical text digested: sorted keys, no spaces (one encoder, built once).
 _CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
+#: A stored entry as JSON (diffs hold no cycles: no need to look for them).
+_BODY: Final = json.JSONEncoder(check_circular=False)
 
 
 def _normal(value: Any) -> Any:
@@ -149,6 +151,7 @@ class DiffStore:
         self._changes: list[tuple[Any, ...]] = []
         self._row_numbers = itertools.count(1)
         self._split = False
+        self._counts: dict[tuple[int, str, str, str], int] | None = None
 
     # --- writing ------------------------------------------------------------------------
 
@@ -169,14 +172,14 @@ class DiffStore:
         if list_name == "rows_changed":
             self._add_changed(side, number, _mapping(item))
         else:
-            body = json.dumps(item)
+            body = _BODY.encode(item)
             self._items.append((side, number, list_name, digest(item), body))
         if len(self._items) + len(self._changed_rows) >= _BATCH:
             self._flush()
 
     def _add_changed(self, side: int, table: int, row: Mapping[str, Any]) -> None:
         number = next(self._row_numbers)
-        self._changed_rows.append((number, json.dumps(row)))
+        self._changed_rows.append((number, _BODY.encode(row)))
         key_digest = digest(row.get("key"))
         for column, pair in _mapping(row.get("changes")).items():
             self._changes.append((side, table, number, key_digest, column, digest(pair)))
@@ -221,16 +224,19 @@ class DiffStore:
     def counts(self) -> dict[tuple[int, str, str, str], int]:
         """``{(part, database, table, list): entries}`` for every non-empty list of a part."""
         self.split()
+        if self._counts is not None:
+            return self._counts
         sql = (
             "SELECT p.part, t.db, t.name, p.list, count(*) FROM item_parts AS p "
             "JOIN tables AS t ON t.id = p.t GROUP BY p.part, p.t, p.list "
             "UNION ALL SELECT p.part, t.db, t.name, 'rows_changed', count(DISTINCT p.row) "
             "FROM change_parts AS p JOIN tables AS t ON t.id = p.t GROUP BY p.part, p.t"
         )
-        return {
+        self._counts = {
             (part, relpath, table, list_name): count
             for part, relpath, table, list_name, count in self.connection.execute(sql)
         }
+        return self._counts
 
     def rows(
         self, part: int, relpath: str, table: str, list_name: str, limit: int | None = None
