@@ -422,7 +422,7 @@ def test_the_references_plain_update_of_the_same_row_is_shared_not_after_only(
         return result
 
     (shared,) = users("shared")["rows_changed"]
-    assert shared["key"] == {"id": 1}
+    assert (shared["key"], shared["paired_by"]) == ({"id": 1}, ["username"])
     assert shared["changes"]["password_hash"] == {"old_value": "h0", "new_value": "h1"}
     after_only = users("after_only")["rows_changed"]
     assert all("password_hash" not in row["changes"] for row in after_only)
