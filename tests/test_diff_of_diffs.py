@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from diff_samples import change
 from diff_samples import column
 from diff_samples import data_table
@@ -200,3 +201,34 @@ def test_a_change_only_the_solution_makes_is_after_only_on_real_databases(
     assert not password.matches(parts["after_only"])
     assert password.matches(parts["shared"]) and not role.matches(parts["shared"])
     assert not parse_selector({}).matches(parts["before_only"])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "shared"),
+    [
+        (1, 1.0, True),
+        (True, 1, True),
+        ("1", 1, False),
+        (None, None, True),
+        ({"$blob": "AAE="}, {"$blob": "AAE="}, True),
+        ({"$blob": "AAE="}, {"$blob": "AAI="}, False),
+        ({"$blob": "AAE="}, "AAE=", False),
+        (2**70, 2**70, True),
+        (
+            {"$truncated": 9, "sha256": "ab", "head": "x"},
+            {"head": "x", "sha256": "ab", "$truncated": 9},
+            True,
+        ),
+        ([1, 2], [1, 2.0], True),
+    ],
+)
+def test_changed_values_are_shared_exactly_when_selectors_find_them_equal(
+    old: Any, new: Any, shared: bool
+) -> None:
+    reference = one_table(changed=[change({"id": 3}, password=("x", old))])
+    solution = one_table(changed=[change({"id": 3}, password=("x", new))])
+    parts = diff_of_diffs(reference, solution)
+    assert bool(users(parts, "shared")["rows_changed"]) is shared
+    if not shared:
+        (row,) = users(parts, "after_only")["rows_changed"]
+        assert row["changes"]["password"]["new_value"] == new

@@ -9,13 +9,18 @@ part's rows are read back on demand, streamed. Memory stays flat however many ro
 * Added and removed rows and schema column entries compare by the digest of their canonical
   form, as multisets: of ``n`` equal rows on one side and ``m`` on the other, ``min(n, m)``
   are shared and the rest stay with their side.
-* Changed rows are stored whole once, plus one line per changed column with the digests of
-  the row's key and of the column's ``(old_value, new_value)``: a column whose key and pair
-  the other diff also has is shared.
+* Changed rows are stored one line per changed column, with the canonical form of the row's
+  key and the old and new values as SQLite values: a column whose key, old and new value
+  the other diff also has is shared. SQLite's own equality is the selectors' here (``1``
+  equals ``1.0``, ``'1'`` differs from ``1``, NULL equals NULL in a partition), so values
+  need no encoding on the way in, and the common case, millions of changed rows, costs
+  little more than writing them.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import itertools
@@ -49,9 +54,8 @@ _CACHE_KIB: Final = 16_000
 _SCHEMA: Final = """
 CREATE TABLE tables (id INTEGER PRIMARY KEY, db TEXT NOT NULL, name TEXT NOT NULL);
 CREATE TABLE items (side INTEGER, t INTEGER, list TEXT, digest BLOB, body TEXT);
-CREATE TABLE changed_rows (id INTEGER PRIMARY KEY, body TEXT);
-CREATE TABLE changes (side INTEGER, t INTEGER, row INTEGER, key_digest BLOB, col TEXT,
-    pair_digest BLOB);
+CREATE TABLE changed_rows (id INTEGER PRIMARY KEY, key TEXT, extra TEXT);
+CREATE TABLE changes (side INTEGER, t INTEGER, row INTEGER, key TEXT, col TEXT, old, new);
 """
 #: Each item's part: a row the other side also has (counted as a multiset) is shared, kept
 #: from B; the rest stay with their side.
@@ -74,7 +78,7 @@ CREATE TABLE change_parts AS SELECT part, t, row, id FROM (
     SELECT rowid AS id, t, row,
         CASE WHEN min(side) OVER same = 0 AND max(side) OVER same = 1
             THEN CASE side WHEN 1 THEN 2 END ELSE side END AS part
-    FROM changes WINDOW same AS (PARTITION BY t, key_digest, col, pair_digest)
+    FROM changes WINDOW same AS (PARTITION BY t, key, col, old, new)
 ) WHERE part IS NOT NULL;
 CREATE INDEX change_parts_order ON change_parts (part, t, row, id);
 """
@@ -114,7 +118,38 @@ def digest(value: Any) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+#: Starts a BLOB that stands for a JSON value SQLite cannot hold (an object, a list, an
+#: integer past 64 bits). Diffs computed by SQLite never have one; diffs read from files may.
+_JSON_MARK: Final = b"\x00pytest-scoring-json:"
+_INT64: Final = range(-(2**63), 2**63)
+
+
+def _stored(value: Any) -> Any:
+    """A changed column's value as SQLite holds it: equal values stay equal, ``{"$blob"}``
+    becomes the BLOB it stands for."""
+    kind = type(value)
+    if value is None or kind is str or kind is float or (kind is int and value in _INT64):
+        return value
+    if kind is bool:
+        return int(value)
+    if kind is dict and list(value) == ["$blob"] and isinstance(value["$blob"], str):
+        with contextlib.suppress(binascii.Error):
+            return base64.b64decode(value["$blob"], validate=True)
+    return _JSON_MARK + _CANONICAL.encode(_normal(value)).encode("utf-8", "surrogatepass")
+
+
+def _loaded(value: Any) -> Any:
+    """A stored value as JSON again (the inverse of :func:`_stored`, up to equality)."""
+    if not isinstance(value, bytes):
+        return value
+    if value.startswith(_JSON_MARK):
+        return json.loads(value[len(_JSON_MARK) :].decode("utf-8", "surrogatepass"))
+    return {"$blob": base64.b64encode(value).decode("ascii")}
+
+
 def _mapping(value: object) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC check (once per stored row)
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -147,7 +182,7 @@ class DiffStore:
         self.connection.execute("BEGIN")
         self._table_ids: dict[tuple[str, str], int] = {}
         self._items: list[tuple[Any, ...]] = []
-        self._changed_rows: list[tuple[int, str]] = []
+        self._changed_rows: list[tuple[int, str, str | None]] = []
         self._changes: list[tuple[Any, ...]] = []
         self._row_numbers = itertools.count(1)
         self._split = False
@@ -179,10 +214,16 @@ class DiffStore:
 
     def _add_changed(self, side: int, table: int, row: Mapping[str, Any]) -> None:
         number = next(self._row_numbers)
-        self._changed_rows.append((number, _BODY.encode(row)))
-        key_digest = digest(row.get("key"))
+        key = row.get("key")
+        extra = {name: value for name, value in row.items() if name not in ("key", "changes")}
+        self._changed_rows.append(
+            (number, _BODY.encode(key), _BODY.encode(extra) if extra else None)
+        )
+        canonical = _CANONICAL.encode(_normal(key))
         for column, pair in _mapping(row.get("changes")).items():
-            self._changes.append((side, table, number, key_digest, column, digest(pair)))
+            values = _mapping(pair)
+            old, new = _stored(values.get("old_value")), _stored(values.get("new_value"))
+            self._changes.append((side, table, number, canonical, column, old, new))
 
     def add_lists(self, side: int, diff: Mapping[str, Any], planes: Iterable[str]) -> None:
         """Every list of every table of the given planes of a JSON diff."""
@@ -204,8 +245,10 @@ class DiffStore:
 
     def _flush(self) -> None:
         self.connection.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?)", self._items)
-        self.connection.executemany("INSERT INTO changed_rows VALUES (?, ?)", self._changed_rows)
-        self.connection.executemany("INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?)", self._changes)
+        self.connection.executemany("INSERT INTO changed_rows VALUES (?, ?, ?)", self._changed_rows)
+        self.connection.executemany(
+            "INSERT INTO changes VALUES (?, ?, ?, ?, ?, ?, ?)", self._changes
+        )
         self._items.clear()
         self._changed_rows.clear()
         self._changes.clear()
@@ -260,7 +303,7 @@ class DiffStore:
 
     def _changed_part(self, part: int, table: int, limit: int | None) -> Iterator[Json]:
         cursor = self.connection.execute(
-            "SELECT p.row, r.body, c.col FROM change_parts AS p "
+            "SELECT p.row, r.key, r.extra, c.col, c.old, c.new FROM change_parts AS p "
             "JOIN changes AS c ON c.rowid = p.id JOIN changed_rows AS r ON r.id = p.row "
             "WHERE p.part = ? AND p.t = ? ORDER BY p.row, p.id",
             (part, table),
@@ -277,11 +320,13 @@ class DiffStore:
 
 
 def _changed_row(lines: list[tuple[Any, ...]]) -> Json:
-    """A stored changed row keeping only the columns of this part (``row, body, column``)."""
-    row: Json = json.loads(lines[0][1])
-    kept = {column for _row, _body, column in lines}
-    changes = _mapping(row.get("changes"))
-    return {**row, "changes": {name: changes[name] for name in changes if name in kept}}
+    """One changed row from its stored columns (``row, key, extra, column, old, new``)."""
+    _row, key, extra, *_ = lines[0]
+    changes = {
+        column: {"old_value": _loaded(old), "new_value": _loaded(new)}
+        for *_, column, old, new in lines
+    }
+    return {"key": json.loads(key), "changes": changes, **json.loads(extra or "{}")}
 
 
 @dataclass(frozen=True)
