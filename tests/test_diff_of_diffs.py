@@ -15,8 +15,8 @@ from diff_samples import diff
 from diff_samples import schema_table
 
 from pytest_scoring.db.diff import diff_paths
-from pytest_scoring.db.diff_of_diffs import PARTS
 from pytest_scoring.db.diff_of_diffs import diff_of_diffs
+from pytest_scoring.db.diff_store import PARTS
 from pytest_scoring.selector.language import parse_selector
 
 
