@@ -426,3 +426,45 @@ def test_the_references_plain_update_of_the_same_row_is_shared_not_after_only(
     assert shared["changes"]["password_hash"] == {"old_value": "h0", "new_value": "h1"}
     after_only = users("after_only")["rows_changed"]
     assert all("password_hash" not in row["changes"] for row in after_only)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, username TEXT UNIQUE, h);",
+        'CREATE TABLE t ("rowid", username TEXT UNIQUE, h);',
+    ],
+    ids=["keyed", "by content"],
+)
+def test_the_unique_pass_grows_with_the_rows_not_their_square(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schema: str
+) -> None:
+    """Counted in SQLite instructions, not seconds: twice the rows is about twice the work."""
+    from pytest_scoring.db import diff as diff_module
+
+    connect = diff_module._connect
+
+    def work(rows: int) -> int:
+        numbers = (
+            f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {rows})"
+        )
+        fill = f"INSERT INTO t {numbers} SELECT i, 'u' || i, 0 FROM s;"
+        again = f"DELETE FROM t; INSERT INTO t {numbers} SELECT i + {rows}, 'u' || i, 1 FROM s;"
+        before, after = make_pair(tmp_path / str(rows), schema + fill, again)
+        steps = 0
+
+        def counting(timeout: float) -> sqlite3.Connection:
+            def tick() -> int:
+                nonlocal steps
+                steps += 1
+                return 0
+
+            connection = connect(timeout)
+            connection.set_progress_handler(tick, 1000)
+            return connection
+
+        monkeypatch.setattr(diff_module, "_connect", counting)
+        assert table(diff_paths(before, after), "t")["counts"]["changed"] == rows
+        return steps
+
+    assert work(8_000) < 3 * work(4_000)

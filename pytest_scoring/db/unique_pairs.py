@@ -32,6 +32,7 @@ from pytest_scoring.db.row_sql import join
 from pytest_scoring.db.row_sql import json_value
 from pytest_scoring.db.row_sql import side
 from pytest_scoring.db.row_sql import stream
+from pytest_scoring.db.schema import ROWID
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import UniqueIndex
 from pytest_scoring.db.schema import quote
@@ -55,7 +56,13 @@ class _TempTables:
         self.names: list[str] = []
 
     def create(self, columns: Sequence[str], *indexed: Sequence[str]) -> str:
-        """A new table with untyped columns (values keep their SQLite type) and indexes."""
+        """A new table and indexes on it.
+
+        :param columns: column definitions: a name (untyped: values keep their SQLite type)
+            or ``name AFFINITY`` for a column compared with a typed one, whose index SQLite
+            uses only when both sides have the same affinity.
+        :param indexed: column names of each index.
+        """
         name = f"pytest_scoring_pairs_{next(_NAMES)}"
         self.connection.execute(f"CREATE TEMP TABLE {quote(name)} ({', '.join(columns)})")
         self.names.append(name)
@@ -143,10 +150,19 @@ class KeyedPairs(_Pass):
         self._value_of = {column: f"c{i}" for i, column in enumerate(names)}
         self.removed = ""
 
+    def _typed(self, names: Sequence[str]) -> list[str]:
+        """Key column definitions with the key's affinities (the rowid's: INTEGER)."""
+        affinities = ["INTEGER" if col == ROWID else self.before.affinity(col) for col in self.key]
+        return [f"{name} {affinity}" for name, affinity in zip(names, affinities, strict=True)]
+
     def __enter__(self) -> KeyedPairs:
-        self.removed = self.temp.create([*self._keys, *self._value_of.values()], self._keys)
+        self.removed = self.temp.create(
+            [*self._typed(self._keys), *self._value_of.values()], self._keys
+        )
         self.pairs = self.temp.create(
-            [*self._removed_keys, *self._added_keys, "idx"], self._removed_keys, self._added_keys
+            [*self._typed(self._removed_keys), *self._typed(self._added_keys), "idx"],
+            self._removed_keys,
+            self._added_keys,
         )
         old_keys = [f"o.{quote(col)}" for col in self.key]
         values = [f"o.{quote(col)}" for col in self._value_of]
@@ -253,7 +269,7 @@ class ContentPairs(_Pass):
     def __enter__(self) -> ContentPairs:
         pairs = [f"{v}, {t}" for v, t in zip(self._values, self._types, strict=True)]
         self.rows = self.temp.create([*pairs, "net"])
-        self.pairs = self.temp.create(["r0", "a0", "idx"], ["r0"], ["a0"])
+        self.pairs = self.temp.create(["r0 INTEGER", "a0 INTEGER", "idx"], ["r0"], ["a0"])
         self.connection.execute(f"INSERT INTO {self.rows} {self.grouped}")
         for number, index in enumerate(self.uniques):
             self._pair(number, index)
