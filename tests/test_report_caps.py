@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from diff_samples import diff
 
 from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import json_size
-from pytest_scoring.report.writer import write_data_file
+from pytest_scoring.report.writer import encode_data_file
 from pytest_scoring.scorers.score import cap_value
 from pytest_scoring.scorers.score import cap_values
 
@@ -60,22 +59,18 @@ def test_a_diff_too_large_for_its_file_keeps_fewer_examples_and_exact_counts() -
     assert users["truncated"] is True
 
 
-def test_a_data_file_that_still_would_not_fit_is_one_stub(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_data_file_that_still_would_not_fit_is_one_stub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("pytest_scoring.report.writer.REPORT_FILE_CAP", 50_000)
-    path = tmp_path / "diff.json"
-    write_data_file(path, many_rows(100, 1_000), value_cap=10_000)
-    stub = json.loads(path.read_text())
-    assert path.stat().st_size < 12_000
+    text = encode_data_file(many_rows(100, 1_000), value_cap=10_000)
+    stub = json.loads(text)
+    assert len(text) < 12_000
     assert stub["$truncated"] > 50_000
     assert stub["head"].startswith("{")
 
 
-def test_a_data_file_caps_every_value(tmp_path: Path) -> None:
-    path = tmp_path / "diff.json"
-    write_data_file(path, many_rows(3, 50_000), value_cap=1_000)
-    users = json.loads(path.read_text())["comparisons"]["app.db"]["comparisons"]["data"]
+def test_a_data_file_caps_every_value() -> None:
+    text = encode_data_file(many_rows(3, 50_000), value_cap=1_000)
+    users = json.loads(text)["comparisons"]["app.db"]["comparisons"]["data"]
     bodies = [row["body"] for row in users["tables"]["users"]["rows_added"]]
     assert [body["$truncated"] for body in bodies] == [50_000] * 3
-    assert path.stat().st_size < 10_000
+    assert len(text) < 10_000
