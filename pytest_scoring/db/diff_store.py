@@ -38,9 +38,8 @@ from typing import Final
 #: The two diffs: A, from the reference run, and B, from the scored repository's.
 REFERENCE: Final = 0
 SOLUTION: Final = 1
-#: The parts, numbered as :data:`PARTS` lists them.
+#: The parts; a stored entry's part is its position here.
 PARTS: Final = ("before_only", "after_only", "shared")
-SHARED: Final = 2
 #: The lists of a table entry, by plane (``rows_changed`` pairs by key; the rest are
 #: compared as multisets of whole entries).
 LISTS: Final = {
@@ -159,7 +158,7 @@ def _iterable(value: object) -> Iterable[Any]:
     return value
 
 
-def tables_of(diff: Mapping[str, Any], plane: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
+def _tables_of(diff: Mapping[str, Any], plane: str) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """``(database, table, entry)`` for every table of one plane of a diff."""
     for relpath, entry in _mapping(diff.get("comparisons")).items():
         planes = _mapping(_mapping(entry).get("comparisons"))
@@ -228,7 +227,7 @@ class DiffStore:
     def add_lists(self, side: int, diff: Mapping[str, Any], planes: Iterable[str]) -> None:
         """Every list of every table of the given planes of a JSON diff."""
         for plane in planes:
-            for relpath, table, entry in tables_of(diff, plane):
+            for relpath, table, entry in _tables_of(diff, plane):
                 for list_name in LISTS[plane]:
                     for item in _iterable(entry.get(list_name)):
                         self.add(side, relpath, table, list_name, item)
