@@ -15,6 +15,8 @@ from processes import all_gone
 from processes import wait_until
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import check_reference_dir
@@ -170,10 +172,20 @@ def test_the_timeout_defaults_to_ten_minutes() -> None:
     assert reference_timeout({}) == 600
 
 
+def run_in(
+    folder: Path, args: list[str], timeout: float, cancel: threading.Event | None = None
+) -> ChildRun:
+    children = ChildRunner()
+    try:
+        return run_child(children, folder, args, timeout, cancel=cancel)
+    finally:
+        children.close()
+
+
 @pytest.mark.slow
 def test_the_child_run_reports_its_outcomes(tmp_path: Path) -> None:
     write(tmp_path / "test_x.py", "def test_ok():\n    pass\n\ndef test_ko():\n    assert 0\n")
-    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
+    run = run_in(tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
     assert run.failure(HANG_GUARD) is None
     assert run.tally is not None
     assert run.tally["counts"]["passed"] == run.tally["counts"]["failed"] == 1
@@ -182,29 +194,30 @@ def test_the_child_run_reports_its_outcomes(tmp_path: Path) -> None:
 
 def test_a_child_past_its_timeout_is_killed_and_says_so(tmp_path: Path) -> None:
     write(tmp_path / "test_hang.py", "import time\ndef test_hang():\n    time.sleep(600)\n")
-    run = run_child(tmp_path, tmp_path, [], timeout=1)
+    run = run_in(tmp_path, [], timeout=1)
     assert run.timed_out
     assert run.failure(1) == "the reference run timed out after 1 s and was killed"
     all_gone(tmp_path)
 
 
-def test_a_cancelled_child_is_killed_with_its_whole_group(tmp_path: Path) -> None:
+def test_a_cancelled_child_is_killed_with_everything_it_started(tmp_path: Path) -> None:
     started = tmp_path / "grandchild-started"
     write(
         tmp_path / "test_hang.py",
         "import subprocess, time\n"
         "def test_hang():\n"
-        "    subprocess.Popen(['sleep', '600'])\n"
+        "    subprocess.Popen(['setsid', 'sleep', '600'])\n"
         f"    open({str(started)!r}, 'w').close()\n"
         "    time.sleep(600)\n",
     )
     cancel = threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        running = pool.submit(run_child, tmp_path, tmp_path, [], HANG_GUARD, cancel)
+        running = pool.submit(run_in, tmp_path, [], HANG_GUARD, cancel)
         wait_until(lambda: started.exists() or running.done(), "the grandchild to start")
         cancel.set()
         run = running.result()
-    assert run.timed_out, run.output
+    assert run.tally is None
+    assert run.failure(HANG_GUARD) == "the reference run was killed by SIGKILL before it finished"
     all_gone(tmp_path)
 
 
@@ -213,5 +226,5 @@ def test_a_child_that_kills_itself_is_a_failure_with_the_signal(tmp_path: Path) 
         tmp_path / "test_die.py",
         "import os, signal\ndef test_die():\n    os.kill(os.getpid(), signal.SIGKILL)\n",
     )
-    run = run_child(tmp_path, tmp_path, [], timeout=HANG_GUARD)
+    run = run_in(tmp_path, [], timeout=HANG_GUARD)
     assert run.failure(HANG_GUARD) == "the reference run was killed by SIGKILL before it finished"

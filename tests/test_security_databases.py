@@ -114,3 +114,29 @@ def test_a_database_a_test_replaces_with_a_fifo_is_an_error_not_a_hang(
     (report,) = (pytester.path / "scores").glob("scan_id=*/scores.json")
     db_change = json.loads(report.read_text())["scores"]["db_change"]
     assert "app.db is not a regular file" in json.dumps(db_change)
+
+
+def test_each_repository_has_its_own_reset_store_under_a_shared_report_root(
+    pytester: pytest.Pytester,
+) -> None:
+    for name, value in (("first", 1), ("second", 2)):
+        make_db(pytester.path / name / "app.db")
+        with contextlib.closing(sqlite3.connect(pytester.path / name / "app.db")) as db:
+            db.execute("UPDATE t SET x = ?", (value,))
+            db.commit()
+        (pytester.path / name / "pytest.ini").write_text("[pytest]\n")
+        (pytester.path / name / "test_app.py").write_text(
+            "import sqlite3\nfrom pathlib import Path\n\n"
+            "def test_own_data():\n"
+            "    db = sqlite3.connect(Path(__file__).with_name('app.db'))\n"
+            f"    assert db.execute('SELECT x FROM t').fetchall() == [({value},)]\n"
+        )
+        result = pytester.runpytest(
+            name,
+            "--score-db-diff",
+            "--score-db-reset",
+            f"--score-report={pytester.path / 'shared'}",
+        )
+        result.assert_outcomes(passed=1)
+    stores = sorted(path.name for path in (pytester.path / "shared" / ".db-reset").iterdir())
+    assert [store.rsplit("-", 1)[0] for store in stores] == ["first", "second"]

@@ -15,6 +15,7 @@ from processes import HANG_GUARD
 
 from pytest_scoring import file_contents_scorer
 from pytest_scoring.errors import ConfigError
+from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import copy_test_files
 from pytest_scoring.reference.copy import copy_tree
@@ -77,13 +78,20 @@ def test_a_fifo_swapped_in_after_the_walk_is_unreadable_not_waited_on(tmp_path: 
 
 
 @pytest.mark.slow
-def test_a_tally_overwritten_by_a_copied_conftest_counts_as_no_result(tmp_path: Path) -> None:
+def test_a_copied_conftest_that_silences_the_probe_counts_as_no_result(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("def test_ok():\n    pass\n")
     (tmp_path / "conftest.py").write_text(
-        "def pytest_unconfigure(config):\n"
-        "    with open(config.getoption('score_tally_output'), 'w') as tally:\n"
-        '        tally.write(\'{"counts": {"passed": 1}, "collected": 5}\')\n'
+        "import pytest\n\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_configure(config):\n"
+        "    for plugin in list(config.pluginmanager.get_plugins()):\n"
+        "        if type(plugin).__name__ == 'Probe':\n"
+        "            config.pluginmanager.unregister(plugin)\n"
     )
-    run = run_child(tmp_path, tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
+    children = ChildRunner()
+    try:
+        run = run_child(children, tmp_path, ["-p", "no:cacheprovider"], timeout=HANG_GUARD)
+    finally:
+        children.close()
     assert run.tally is None
     assert run.failure(HANG_GUARD) == "the reference run ended (exit status 0) without results"

@@ -244,16 +244,25 @@ def _inside(root: Path, path: Path) -> bool:
     return resolve_inside(path.parent, root.resolve()) is not None and not path.is_symlink()
 
 
-def reset_databases(root: Path, relpaths: Sequence[str], store: Path) -> list[str]:
+def reset_databases(
+    root: Path, relpaths: Sequence[str], store: Path, base: Path | None = None
+) -> list[str]:
     """Restore databases to their first-seen state kept in ``store`` (``--score-db-reset``).
 
     A database seen for the first time is stored as it is now. Databases whose path
     leaves ``root`` through a symlink are never written.
 
+    :param base: the folder the store lives in (the report root): neither the store nor a
+        folder between them may be a symlink.
     :returns: the relative paths restored from the store.
     """
-    if store.is_symlink():
-        raise OSError(f"{store} is a symlink; the reset store is never written through one")
+    for folder in (store, *store.parents):
+        if folder == base:
+            break
+        if folder.is_symlink():
+            raise OSError(f"{folder} is a symlink; the reset store is never written through one")
+        if base is None:
+            break
     known = _read_manifest(store / _MANIFEST)
     restored = [relpath for relpath in known if _restore(root, relpath, store / relpath)]
     new = [relpath for relpath in relpaths if relpath not in known]

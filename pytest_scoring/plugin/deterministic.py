@@ -7,6 +7,10 @@ and ``secrets.token_bytes`` / ``token_hex`` / ``token_urlsafe`` draw from a gene
 the current test's id, reseeded before each test: the n-th token of a test is the same in both
 runs whatever the test order or the xdist worker. ``os.urandom`` (and so ``uuid.uuid4``) stays
 real. Everything is restored when the session ends.
+
+This module needs only the standard library and pytest and keeps to Python 3.8 syntax: under
+``pytest-scoring run`` it is copied beside the launcher and loaded with ``-p`` in the child,
+whichever interpreter runs the tests (docs/reference.md).
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ class DeterministicGenerators:
         self._saved: list[tuple[Any, str, Callable[..., Any]]] = []
 
     def token_bytes(self, nbytes: int | None = None) -> bytes:
-        return self._random.randbytes(DEFAULT_ENTROPY if nbytes is None else nbytes)
+        size = DEFAULT_ENTROPY if nbytes is None else nbytes
+        # What ``Random.randbytes`` (Python 3.9+) computes, written out for Python 3.8.
+        return self._random.getrandbits(size * 8).to_bytes(size, "little") if size else b""
 
     def token_hex(self, nbytes: int | None = None) -> str:
         return self.token_bytes(nbytes).hex()
@@ -78,6 +84,11 @@ class DeterministicGenerators:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.reseed(item.nodeid)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Loaded by name with ``-p`` (in a child of ``pytest-scoring run``): patch at once."""
+    install_deterministic(config)
 
 
 def install_deterministic(config: pytest.Config) -> None:

@@ -1,4 +1,9 @@
-"""Hooks that pytest-scoring adds to pytest, for other plugins and ``conftest.py`` files."""
+"""Hooks that pytest-scoring adds to pytest, for other plugins and ``conftest.py`` files.
+
+Under ``pytest-scoring run`` they are called by the evaluator's own plugin manager
+(:mod:`pytest_scoring.evaluation.hooks`), never in the child, where this file is only copied so
+that a ``conftest.py`` implementing them still loads. It keeps to Python 3.8 syntax for that.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,9 @@ def pytest_scoring_session_scored(
 ) -> None:
     """Called on the controller once the session is scored and its report written.
 
-    :param config: the pytest config.
+    :param config: the pytest config; under ``pytest-scoring run``, the evaluator's options
+        (:class:`~pytest_scoring.evaluation.options.EvaluatorOptions`, whose ``getoption``
+        gives the ``--score-*`` options by ``dest``).
     :param result: scores, metrics inputs and test outcomes of the session.
     :param report_path: the ``scan_id=…`` folder, or None when it could not be written.
 
@@ -41,7 +48,10 @@ def pytest_scoring_scorers(config: pytest.Config) -> Mapping[str, Callable[..., 
     may raise :class:`~pytest_scoring.errors.ConfigError` with a ``"<parameter>: <what is
     wrong>"`` message to reject a value.
 
-    :param config: the pytest config.
+    :param config: the pytest config; under ``pytest-scoring run``, the evaluator's options
+        (:class:`~pytest_scoring.evaluation.options.EvaluatorOptions`). There only plugins of
+        the evaluator's side are asked: installed ones and ``run --plugin MODULE``, never the
+        scored repository's ``conftest.py``.
     :returns: ``{type_name: factory}``, or None to add nothing.
 
     .. versionadded:: 0.1

@@ -1,12 +1,15 @@
 """The plugin's options and ini settings, combined into one :class:`ScoringSettings`.
 
 Command-line options win over ini settings (the scored repository's ``pytest.ini``,
-``tox.ini`` or ``pyproject.toml``), which win over the defaults.
+``tox.ini`` or ``pyproject.toml``), which win over the defaults. :func:`resolve_settings` reads
+them through :class:`OptionSource`: a pytest config in process (:class:`PytestOptions`), or the
+evaluator's own command line under ``pytest-scoring run``, where no ini file is read at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import tempfile
 from collections.abc import Iterable
@@ -16,6 +19,7 @@ from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
+from typing import Protocol
 
 import pytest
 
@@ -27,8 +31,7 @@ DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
 DEFAULT_REPORT_ROOT: Final = "scores"
 #: The settings that choose what is measured (scorers, selector, databases, reference, report,
-#: gate). Under ``pytest-scoring run`` only the evaluator's command line sets them: the scored
-#: repository's ini settings are emptied and its ``addopts`` do not count.
+#: gate); :attr:`ScoringSettings.explicit` names those given as command-line options.
 STEERING_SETTINGS: Final = (
     "score_config",
     "score_selector",
@@ -45,9 +48,75 @@ STEERING_SETTINGS: Final = (
     "score_strict",
     "score_value_cap",
 )
-#: Hidden flag ``run`` passes: steering options count only from the command line.
-COMMAND_LINE_ONLY: Final = "--score-command-line-only"
-_COMMAND_LINE_OPTIONS: Final = pytest.StashKey[argparse.Namespace]()
+#: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
+#: one store per scored repository.
+RESET_STORE: Final = ".db-reset"
+
+
+class OptionSource(Protocol):
+    """Where the options and ini settings come from: a pytest config or ``run``'s options."""
+
+    @property
+    def rootpath(self) -> Path:
+        """The scored repository's root."""
+        ...
+
+    @property
+    def invocation_dir(self) -> Path:
+        """Where the command was started (relative option paths start there)."""
+        ...
+
+    @property
+    def inipath(self) -> Path | None:
+        """The ini file read, if any (relative ini paths start in its folder)."""
+        ...
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        """An option's value by its ``dest``."""
+        ...
+
+    def getini(self, name: str) -> Any:
+        """An ini setting's value (its default when it is not set)."""
+        ...
+
+
+class OptionGroup(Protocol):
+    """What :func:`add_options` calls on an option group (pytest's, or an argparse adapter)."""
+
+    def addoption(self, *opts: str, **attrs: Any) -> None: ...
+
+
+class OptionParser(Protocol):
+    """What :func:`add_options` calls on a parser (``pytest.Parser``, or ``run``'s adapter)."""
+
+    def getgroup(self, name: str, description: str = "") -> OptionGroup: ...
+
+    def addini(self, name: str, help: str, type: Any = None, default: Any = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class PytestOptions:
+    """A pytest config as an :class:`OptionSource`."""
+
+    config: pytest.Config
+
+    @property
+    def rootpath(self) -> Path:
+        return Path(self.config.rootpath)
+
+    @property
+    def invocation_dir(self) -> Path:
+        return Path(self.config.invocation_params.dir)
+
+    @property
+    def inipath(self) -> Path | None:
+        return self.config.inipath
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return self.config.getoption(name, default)
+
+    def getini(self, name: str) -> Any:
+        return self.config.getini(name)
 
 
 @dataclass
@@ -84,12 +153,26 @@ class ScoringSettings:
     value_cap: int = DEFAULT_VALUE_CAP
     #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
     selection: list[str] = field(default_factory=list)
-    #: Hidden: where a reference rerun writes its outcomes (JSON) instead of a report.
-    tally_output: Path | None = None
     #: ``--score-expected-tests``: the SOURCE of the expected set (docs/scoring.md).
     expected_source: Path | None = None
     #: ``--score-strict``: integrity signal kinds that make the test scores ``N``.
     strict: frozenset[str] = frozenset()
+    #: The scored repository as the evaluator named it, when ``root`` is a private copy of it
+    #: (``pytest-scoring run``).
+    repository: Path | None = None
+    #: Where snapshots go (default: under the report root; ``run``: its private area).
+    scratch: Path | None = None
+
+    def reset_store(self) -> Path:
+        """The ``--score-db-reset`` store of this repository: under the report root, keyed by
+        the repository's resolved path, so that no two repositories ever share one."""
+        repository = (self.repository or self.root).resolve()
+        key = hashlib.sha256(str(repository).encode("utf-8", "surrogateescape")).hexdigest()
+        return self.report_root / RESET_STORE / f"{repository.name or 'root'}-{key[:16]}"
+
+    def scratch_folder(self) -> Path:
+        """Where the evaluator's working files (snapshot copies) go."""
+        return self.report_root if self.scratch is None else self.scratch
 
     def excluded_folders(self, tree: Path | None = None) -> list[Path]:
         """The folders no walk of ``tree`` enters: the report root and the evaluator's
@@ -105,12 +188,6 @@ class ScoringSettings:
             if resolved.is_relative_to(root):
                 folders.append(tree / resolved.relative_to(root))
         return folders
-
-    def rerun_args(self) -> list[str]:
-        """The arguments that repeat the database options and test selection in another run."""
-        args = [f"--score-db-pattern={pattern}" for pattern in self.db_patterns]
-        deterministic = ["--score-deterministic"] if self.deterministic else []
-        return [*args, *deterministic, *self.selection]
 
 
 def fail_under_type(text: str) -> float:
@@ -185,7 +262,7 @@ def load_json_argument(text: str, what: str, base: Path) -> Any:
         raise pytest.UsageError(f"{what}: {error}") from None
 
 
-def add_options(parser: pytest.Parser) -> None:
+def add_options(parser: OptionParser) -> None:
     """Register the ``--score-*`` options and their ini twins."""
     group = parser.getgroup("scoring", "score the session (pytest-scoring)")
     group.addoption(
@@ -309,13 +386,6 @@ def add_options(parser: pytest.Parser) -> None:
         type=value_cap_type,
         help=f"Longest text or BLOB a report data file keeps whole, default {DEFAULT_VALUE_CAP}",
     )
-    group.addoption("--score-tally-output", dest="score_tally_output", help=argparse.SUPPRESS)
-    group.addoption(
-        COMMAND_LINE_ONLY,
-        action="store_true",
-        dest="score_command_line_only",
-        help=argparse.SUPPRESS,
-    )
 
     parser.addini("score", "Score the session (as --score)", type="bool", default=False)
     parser.addini("score_db_diff", "As --score-db-diff", type="bool", default=False)
@@ -337,23 +407,8 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("score_value_cap", "As --score-value-cap", default=None)
 
 
-def remember_command_line(config: pytest.Config, parser: pytest.Parser) -> None:
-    """Under ``run``, keep the options as the evaluator typed them, before pytest mixes in the
-    scored repository's ``addopts``: a repository must not choose what is measured."""
-    args = [str(arg) for arg in config.invocation_params.args]
-    if COMMAND_LINE_ONLY in args:
-        config.stash[_COMMAND_LINE_OPTIONS] = parser.parse_known_args(args)
-
-
-def _option(config: pytest.Config, name: str) -> Any:
-    command_line = config.stash.get(_COMMAND_LINE_OPTIONS, None)
-    if command_line is not None and name in STEERING_SETTINGS:
-        return getattr(command_line, name)
-    return config.getoption(name)
-
-
-def _option_or_ini(config: pytest.Config, name: str) -> Any:
-    value = _option(config, name)
+def _option_or_ini(config: OptionSource, name: str) -> Any:
+    value = config.getoption(name)
     return value if value not in (None, [], False) else config.getini(name)
 
 
@@ -370,27 +425,27 @@ class _PathSetting:
         return None if not self.text else self.base / self.text
 
 
-def _path_setting(config: pytest.Config, name: str) -> _PathSetting:
+def _path_setting(config: OptionSource, name: str) -> _PathSetting:
     """An option is relative to the folder pytest was started in; an ini setting to the ini
     file's folder, as pytest resolves its own ini paths (``-o`` too; the start folder when
     there is no ini file). So ``cd tests && pytest`` finds the same files (docs/report.md)."""
-    value = _option(config, name)
+    value = config.getoption(name)
     if value:
         flag = "--" + name.replace("_", "-")
-        return _PathSetting(str(value), Path(config.invocation_params.dir), flag)
+        return _PathSetting(str(value), config.invocation_dir, flag)
     return _PathSetting(config.getini(name) or None, _ini_folder(config), f"{name} (ini)")
 
 
-def _path_list_setting(config: pytest.Config, name: str) -> list[Path]:
+def _path_list_setting(config: OptionSource, name: str) -> list[Path]:
     """A repeatable path option or its ``linelist`` ini twin, resolved as :func:`_path_setting`."""
-    values = _option(config, name)
+    values = config.getoption(name)
     if values:
-        return [Path(config.invocation_params.dir, value) for value in values]
+        return [Path(config.invocation_dir, value) for value in values]
     return [_ini_folder(config) / value for value in config.getini(name)]
 
 
-def _ini_folder(config: pytest.Config) -> Path:
-    return Path(config.inipath.parent if config.inipath else config.invocation_params.dir)
+def _ini_folder(config: OptionSource) -> Path:
+    return Path(config.inipath.parent if config.inipath else config.invocation_dir)
 
 
 def split_config_argument(text: str, base: Path) -> tuple[Path, str | None]:
@@ -411,15 +466,15 @@ def split_config_argument(text: str, base: Path) -> tuple[Path, str | None]:
     return base / text[:position], text[position + 1 :]
 
 
-def _given(config: pytest.Config) -> frozenset[str]:
+def _given(config: OptionSource) -> frozenset[str]:
     """The steering settings given as command-line options."""
     return frozenset(
-        name for name in STEERING_SETTINGS if _option(config, name) not in (None, [], False)
+        name for name in STEERING_SETTINGS if config.getoption(name) not in (None, [], False)
     )
 
 
-def _path_map(config: pytest.Config, root: Path) -> dict[str, Path]:
-    pairs = _option(config, "score_path_maps")
+def _path_map(config: OptionSource, root: Path) -> dict[str, Path]:
+    pairs = config.getoption("score_path_maps")
     if not pairs:
         try:
             pairs = [path_map_type(line) for line in config.getini("score_path_maps")]
@@ -440,7 +495,7 @@ def _selector_timeout(value: float | str | None) -> float | None:
         raise pytest.UsageError(f"score_selector_timeout (ini): {error}") from None
 
 
-def resolve_settings(config: pytest.Config) -> ScoringSettings:
+def resolve_settings(config: OptionSource) -> ScoringSettings:
     """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values.
 
     Options that only matter to scorers that do not run turn on what they need (see
@@ -458,9 +513,7 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
     )
     settings = ScoringSettings(
         root=root,
-        enabled=bool(
-            _option_or_ini(config, "score") or report.text or config.getoption("score_tally_output")
-        ),
+        enabled=bool(_option_or_ini(config, "score") or report.text),
         db_diff=bool(_option_or_ini(config, "score_db_diff")),
         selector=(
             None
@@ -484,9 +537,8 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         value_cap=_value_cap(_option_or_ini(config, "score_value_cap")),
         selection=_selection(config),
-        tally_output=_command_line_path(config, "score_tally_output"),
         expected_source=_path_setting(config, "score_expected_tests").path(),
-        strict=_strict(_option(config, "score_strict"), config.getini("score_strict")),
+        strict=_strict(config.getoption("score_strict"), config.getini("score_strict")),
     )
     if (
         settings.fail_under is not None
@@ -500,14 +552,9 @@ def resolve_settings(config: pytest.Config) -> ScoringSettings:
         or {"score_test_patterns", "score_db_patterns"} & settings.explicit
     ):
         settings.enabled = True
-    if settings.enabled and settings.tally_output is None:
+    if settings.enabled:
         check_report_root(settings.report_root)
     return settings
-
-
-def _command_line_path(config: pytest.Config, name: str) -> Path | None:
-    value = config.getoption(name)
-    return None if not value else Path(config.invocation_params.dir, value)
 
 
 def check_report_root(report_root: Path) -> None:
@@ -522,7 +569,7 @@ def check_report_root(report_root: Path) -> None:
         ) from None
 
 
-def _selection(config: pytest.Config) -> list[str]:
+def _selection(config: OptionSource) -> list[str]:
     args: list[str] = []
     for flag, name in (("-k", "keyword"), ("-m", "markexpr")):
         value = config.getoption(name, default="")

@@ -21,6 +21,7 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.clone import clone_file
 from pytest_scoring.fs.paths import resolve_inside
 from pytest_scoring.fs.walk import TreeWalk
 
@@ -83,7 +84,8 @@ def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
     """Copy ``source`` to the new folder ``dest`` without writing to ``source``.
 
     Copies what the one walk sees (:mod:`pytest_scoring.fs.walk`: all but version control and
-    ``exclude``): folders, regular files, and symlinks that stay inside, as links.
+    ``exclude``): folders, regular files (as reflinks where the file system allows), and
+    symlinks that stay inside, as links.
     """
     source = source.resolve()
     dest.mkdir(parents=True, exist_ok=True)
@@ -94,7 +96,7 @@ def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
         elif entry.is_symlink:
             _copy_symlink(entry.path, source, target)
         elif entry.is_file:
-            shutil.copy2(entry.path, target)
+            clone_file(entry.path, target)
 
 
 @dataclass

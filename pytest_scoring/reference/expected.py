@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -24,6 +23,7 @@ import pytest
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.fs.walk import TreeWalk
+from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import copy_tree
@@ -164,11 +164,14 @@ def run_source_folder(
     found = _read_cache(cached)
     if found is not None:
         return found
-    with tempfile.TemporaryDirectory(prefix="pytest-scoring-expected-") as workdir:
-        copy = Path(workdir) / "copy"
+    children = ChildRunner()  # the evaluator's own folder: run as the evaluator's user
+    try:
+        copy = children.folder("expected") / "copy"
         copy_tree(folder, copy)
         timeout = reference_timeout()
-        run = run_child(copy, Path(workdir), FOLDER_ARGS, timeout)
+        run = run_child(children, copy, FOLDER_ARGS, timeout)
+    finally:
+        children.close()
     failure = run.failure(timeout)
     if failure is not None or run.tally is None:
         reason = (failure or "no results").replace("the reference run", "the run")

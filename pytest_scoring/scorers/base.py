@@ -27,6 +27,7 @@ from pytest_scoring.scorers.score import error_score
 if TYPE_CHECKING:
     from pytest_scoring.plugin.integrity import Signal
     from pytest_scoring.plugin.options import ScoringSettings
+    from pytest_scoring.process.children import ChildRunner
 
 
 @runtime_checkable
@@ -72,11 +73,20 @@ class ScoringContext:
     strict: frozenset[str] = frozenset()
     #: False when the session did not end as pytest meant it to (interrupted, ``pytest.exit``).
     complete: bool = True
+    #: How scorers start processes (the reference rerun, ``sandbox_state`` commands): the
+    #: evaluation's user, environment and supervisor.
+    children: ChildRunner = field(default_factory=lambda: _default_children())
 
     @property
     def path_map(self) -> dict[str, Path]:
         """Sandbox path prefixes and their local folders (``--score-path-map``, ``paths:``)."""
         return self.settings.path_map if self.settings is not None else {}
+
+
+def _default_children() -> ChildRunner:
+    from pytest_scoring.process.children import ChildRunner
+
+    return ChildRunner()
 
 
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:

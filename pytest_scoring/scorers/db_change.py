@@ -30,6 +30,7 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
@@ -53,8 +54,6 @@ from pytest_scoring.text import plural
 SCORER_TYPE: Final = "db_change"
 #: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
 RESOURCE: Final = "databases"
-#: Folder under the report root keeping the first-seen databases for ``--score-db-reset``.
-RESET_STORE: Final = ".db-reset"
 _COUNTS: Final = ("added", "removed", "changed")
 
 
@@ -79,8 +78,10 @@ def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
 class SessionDatabases:
     """The session's databases: the start snapshot, the finish state and their diff."""
 
-    def __init__(self, settings: ScoringSettings):
+    def __init__(self, settings: ScoringSettings, guard: FileGuard | None = None):
         self.settings = settings
+        #: Fingerprints the start snapshot, under ``pytest-scoring run``.
+        self.guard = guard
         #: The committed state at session start (``None`` until :meth:`start`).
         self.before: Snapshot | None = None
         #: Why the start snapshot could not be taken, for the scores that needed it.
@@ -97,7 +98,7 @@ class SessionDatabases:
         if RESOURCE not in context.resources:
             if context.settings is None:
                 raise DatabaseError("database scoring needs the session's settings")
-            context.resources[RESOURCE] = cls(context.settings)
+            context.resources[RESOURCE] = cls(context.settings, context.children.guard)
         databases: SessionDatabases = context.resources[RESOURCE]
         return databases
 
@@ -120,18 +121,22 @@ class SessionDatabases:
         """
         if self.before is not None:
             return
-        root, report_root = self.settings.root, self.settings.report_root
+        root, scratch = self.settings.root, self.settings.scratch_folder()
         try:
             if self.settings.db_reset:
-                reset_databases(root, self.discover(), report_root / RESET_STORE)
-            report_root.mkdir(parents=True, exist_ok=True)
-            self._workdir = Path(tempfile.mkdtemp(prefix=".db-snapshots-", dir=report_root))
+                reset_databases(
+                    root, self.discover(), self.settings.reset_store(), self.settings.report_root
+                )
+            scratch.mkdir(parents=True, exist_ok=True)
+            self._workdir = Path(tempfile.mkdtemp(prefix=".db-snapshots-", dir=scratch))
         except (OSError, sqlite3.Error) as error:
-            self.start_error = f"cannot snapshot databases under {report_root}: {error}"
+            self.start_error = f"cannot snapshot databases under {scratch}: {error}"
             raise DatabaseError(self.start_error) from None
         self.before = take_snapshot(
             root, self.discover(), self._workdir / "before", source="session start"
         )
+        if self.guard is not None:
+            self.guard.add_files(self.before.files.values())
 
     def after(self) -> Snapshot:
         """The finish state, read in place (read-only, in one transaction per database)."""

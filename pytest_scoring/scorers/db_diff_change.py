@@ -7,13 +7,15 @@ scorer joins it when the session is scored, diffs, and applies the selector to `
 Both diffs stream their rows into a SQLite file (:mod:`pytest_scoring.db.diff_store`) where
 the diff-of-diffs is split; the selector reads ``after_only`` back row by row, so memory does
 not grow with the number of changed rows (issue 12).
+
+The rerun is a child of the evaluation's :class:`~pytest_scoring.process.children.ChildRunner`:
+supervised, as the children's user, in a copy that user owns.
 """
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -29,6 +31,7 @@ from pytest_scoring.db.diff_shape import cap_diff_of_diffs
 from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
+from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
@@ -42,6 +45,7 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.plugin.options import DEFAULT_TEST_PATTERNS
 from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.child import run_child
@@ -101,14 +105,23 @@ class Diffs:
 class ReferenceRerun:
     """The reference side of one session, run in the background from session start."""
 
-    def __init__(self, settings: ScoringSettings, patterns: Sequence[str], timeout: float):
+    def __init__(
+        self,
+        settings: ScoringSettings,
+        patterns: Sequence[str],
+        timeout: float,
+        children: ChildRunner,
+    ):
         self.settings = settings
         self.patterns = list(patterns)
         self.timeout = timeout
+        self.children = children
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
         self._cancel = threading.Event()
-        self._workdir = Path(tempfile.mkdtemp(prefix="pytest-scoring-reference-"))
+        #: The evaluator's files (the initial snapshot), and the copy the rerun may write.
+        self._workdir = children.folder("reference")
+        self._checkout = children.workspace("reference-checkout")
         self._store: DiffStore | None = None
         self._store_dir: Path | None = None
         self._side: ReferenceSide | None = None
@@ -120,7 +133,7 @@ class ReferenceRerun:
 
     def _work(self) -> None:
         try:
-            self._side = self._run(self._workdir)
+            self._side = self._run(self._workdir, self._checkout / "checkout")
         except Exception as error:  # surfaced when a scorer asks for the result
             self._error = error
 
@@ -129,21 +142,30 @@ class ReferenceRerun:
         excluded = self.settings.excluded_folders(root)
         return find_databases(root, self.settings.db_patterns, excluded)
 
-    def _run(self, workdir: Path) -> ReferenceSide:
+    def _run(self, workdir: Path, copy: Path) -> ReferenceSide:
         assert self.settings.reference is not None
-        copy = workdir / "checkout"
-        # The report root and our own folder are never copied (a reference above /tmp…).
+        # The report root and our own folders are never copied (a reference above /tmp…).
         reference = self.settings.reference
         excluded = self.settings.excluded_folders(reference)
-        copy_tree(reference, copy, exclude=[self.settings.report_root, workdir, *excluded])
+        own = [self.settings.report_root, workdir, copy.parent]
+        copy_tree(reference, copy, exclude=[*own, *excluded])
         initial = take_snapshot(
             copy, self._databases(copy), workdir / "initial", source=str(self.settings.reference)
         )
+        if self.children.guard is not None:
+            self.children.guard.add_files(initial.files.values())
         tests = copy_test_files(
             self.settings.root, self.patterns, copy, exclude=self.settings.excluded_folders()
         )
-        args = self.settings.rerun_args()
-        run = run_child(copy, workdir, args, self.timeout, self._cancel)
+        self.children.give(copy)
+        run = run_child(
+            self.children,
+            copy,
+            self.settings.selection,
+            self.timeout,
+            deterministic=self.settings.deterministic,
+            cancel=self._cancel,
+        )
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
 
@@ -172,6 +194,7 @@ class ReferenceRerun:
                 self._diffs = self._compare(self._join(), context, solution_duration)
             finally:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+                shutil.rmtree(self._checkout, ignore_errors=True)
         return self._diffs
 
     def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
@@ -181,7 +204,7 @@ class ReferenceRerun:
             raise ReferenceRunError(problem, metadata)
         root = self.settings.root
         solution_final = read_in_place(root, self._databases(root))
-        self._store_dir = Path(tempfile.mkdtemp(prefix="pytest-scoring-diffs-"))
+        self._store_dir = self.children.folder("diffs")
         self._store = DiffStore(self._store_dir / "rows.db")
         split = split_runs(
             side.initial, side.final, solution_final, self.settings.db_patterns, self._store
@@ -189,7 +212,13 @@ class ReferenceRerun:
         return Diffs(split, split.parts(FILE_MAX_ROWS), metadata)
 
     def close(self) -> None:
-        """Remove the stored rows (after every scorer has scored)."""
+        """After every scorer has scored: end the rerun if it still runs (scoring stopped
+        early), remove its folders and the stored rows."""
+        self._cancel.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        shutil.rmtree(self._checkout, ignore_errors=True)
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -213,6 +242,7 @@ class ReferenceRerun:
             "reference_duration": side.run.duration,
             "reference_exit_code": side.run.exit_code,
             "reference_timed_out": side.run.timed_out,
+            "reference_output": side.run.output if side.run.failure(self.timeout) else "",
         }
 
 
@@ -243,12 +273,10 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
 
     :raises DatabaseError: when the databases cannot be restored.
     """
-    from pytest_scoring.scorers.db_change import RESET_STORE
-
-    root, report_root = settings.root, settings.report_root
+    root = settings.root
     relpaths = find_databases(root, settings.db_patterns, settings.excluded_folders())
     try:
-        reset_databases(root, relpaths, report_root / RESET_STORE)
+        reset_databases(root, relpaths, settings.reset_store(), settings.report_root)
     except (OSError, sqlite3.Error) as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
@@ -284,14 +312,15 @@ class DiffChangeScorer:
     def start(self, context: ScoringContext) -> None:
         """Launch the reference rerun (shared by scorers with the same test patterns)."""
         settings = context.settings
-        if settings is None or settings.tally_output is not None:
-            return  # no settings, or this is itself a reference rerun: never recurse
+        if settings is None:
+            return
         if settings.reference is None:
             raise ScoringError(NEEDS_REFERENCE)
         if self._resource_key() not in context.resources:
             if settings.db_reset:
                 reset_solution_databases(settings)
-            rerun = ReferenceRerun(settings, self.test_patterns, reference_timeout())
+            timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
+            rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children)
             context.resources[self._resource_key()] = rerun
             rerun.start()
 
@@ -326,6 +355,14 @@ class DiffChangeScorer:
                 verdict = self.selector.evaluate(after_only, budget)
             except SelectorTimeout as error:
                 return error_score(self.type, str(error), **metadata)
+        lost = lost_databases(diffs.split.solution)
+        if not verdict.matched and lost:
+            return error_score(
+                self.type,
+                f"cannot tell what the session did: {'; '.join(lost.values())}",
+                lost_databases=lost,
+                **metadata,
+            )
         return make_score(
             bool_value(verdict.matched),
             self.type,

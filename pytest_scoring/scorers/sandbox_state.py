@@ -1,16 +1,18 @@
 """``sandbox_state``: does a shell command succeed in the repository? (docs/configuration.md)
 
-The command runs only because the evaluator configured it. It runs in a new session (its
-own process group) so that, past its timeout, the shell and everything it started are
-killed together; output goes to temporary files, so a chatty or stuck child never blocks
-the scorer and only the first part is ever read back.
+The command runs only because the evaluator configured it. Like every child of the evaluator
+it runs through the supervisor (docs/security.md): past its timeout, and when it exits, the
+shell and everything it started are killed, background processes included. Under
+``pytest-scoring run`` it runs in the private copy, as the children's user. Output goes to
+temporary files, so a chatty or stuck child never blocks the scorer and only the first part is
+ever read back.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import subprocess
+import signal
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,7 @@ from typing import final
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.fs.paths import locate
 from pytest_scoring.fs.paths import unmapped_hint
-from pytest_scoring.process import kill_group
+from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.metrics import accuracy
@@ -49,30 +51,27 @@ def _read_back(stream: IO[bytes]) -> tuple[str, int]:
     return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]", size
 
 
-def run_command(command: str, cwd: Path, timeout: float | None) -> dict[str, Any]:
-    """Run ``command`` with ``/bin/sh -c`` in ``cwd``: exit code, output, whether it timed out."""
+def run_command(
+    command: str, cwd: Path, timeout: float | None, children: ChildRunner | None = None
+) -> dict[str, Any]:
+    """Run ``command`` with ``/bin/sh -c`` in ``cwd``: exit code, output, whether it timed out.
+
+    A command killed by a signal has the negative signal number as its exit code, as
+    :mod:`subprocess` reports it.
+    """
+    children = children or ChildRunner()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            [SHELL, "-c", command],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
-        try:
-            exit_code: int | None = process.wait(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            exit_code, timed_out = None, True
-        # Also ends what the command left running in the background.
-        kill_group(process.pid)
-        process.wait()
+        ended = children.run_command([SHELL, "-c", command], cwd, timeout, out, err)
         stdout, stdout_bytes = _read_back(out)
         stderr_text, stderr_bytes = _read_back(err)
+    exit_code = ended.exit_code
+    if ended.signal is not None and not ended.timed_out:
+        exit_code = -signal.Signals[ended.signal].value
+    problem = {} if ended.error is None else {"error": ended.error}
     return {
+        **problem,
         "exit_code": exit_code,
-        "timed_out": timed_out,
+        "timed_out": ended.timed_out,
         "stdout": stdout,
         "stderr": stderr_text,
         "stdout_bytes": stdout_bytes,
@@ -101,8 +100,10 @@ class SandboxStateScorer:
         if not cwd.is_dir():
             hint = unmapped_hint(self.cwd or ".", context.path_map)
             return error_score(self.type, f"cwd {self.cwd!r} is not a folder{hint}", **parameters)
-        outcome = run_command(self.command, cwd, self.timeout)
+        outcome = run_command(self.command, cwd, self.timeout, context.children)
         metadata = {**parameters, **outcome}
+        if "error" in outcome:
+            return error_score(self.type, outcome["error"], **parameters)
         if outcome["timed_out"] and self.timeout is not None:
             explanation = f"killed after its timeout of {self.timeout:g} s"
             return make_score(INCORRECT, self.type, explanation=explanation, metadata=metadata)

@@ -1,0 +1,291 @@
+"""How one evaluation starts the scored repository's processes (docs/security.md).
+
+A :class:`ChildRunner` knows the interpreter, the user, the environment and the limits the
+children get, and keeps their folders: the launch kit (launcher, probe and deterministic plugin,
+copied where only the evaluator can write), a private home and temporary folder, logs. Every
+child goes through a supervisor: :meth:`ChildRunner.start_pytest` for a pytest session that
+streams its outcomes through the probe, :meth:`ChildRunner.run_command` for a shell command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import IO
+from typing import Final
+
+from pytest_scoring.fs.guard import FileGuard
+from pytest_scoring.process import launch
+from pytest_scoring.process.environment import captured_environment
+from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.process.stream import StreamReader
+from pytest_scoring.process.supervisor import ChildExit
+from pytest_scoring.process.supervisor import ChildSpec
+from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.process.supervisor import Supervisor
+from pytest_scoring.scorers.outcomes import OutcomeTally
+
+_PACKAGE: Final = Path(__file__).resolve().parent.parent
+#: The files of the launch kit: where each comes from in the package.
+KIT_FILES: Final = {
+    launch.LAUNCHER: _PACKAGE / "process" / "launch.py",
+    f"{launch.PROBE}.py": _PACKAGE / "probe.py",
+    f"{launch.DETERMINISTIC}.py": _PACKAGE / "plugin" / "deterministic.py",
+    f"{launch.HOOKSPECS}.py": _PACKAGE / "plugin" / "hookspecs.py",
+}
+#: The probe's channel: an inherited descriptor, named in this variable.
+PROBE_FD_VARIABLE: Final = "PYTEST_SCORING_PROBE_FD"
+#: Longest wait after SIGINT before a pytest child is killed.
+MAX_GRACE: Final = 30.0
+
+
+def grace_period(timeout: float) -> float:
+    """How long pytest may take to end after SIGINT: a quarter of the timeout, 2 to 30 s."""
+    return min(MAX_GRACE, max(2.0, timeout / 4))
+
+
+@dataclass
+class PytestChild:
+    """A pytest session running in a supervised child, and what its probe said so far."""
+
+    supervisor: Supervisor
+    reader: StreamReader
+    log: Path
+    #: Told how the child ended (the runner keeps every child's containment).
+    on_exit: Callable[[ChildExit], object] = lambda ended: None
+
+    @property
+    def state(self) -> ProbeState:
+        return self.reader.state
+
+    def wait(
+        self,
+        on_progress: Callable[[ProbeState, bool], object] = lambda state, done: None,
+        cancel: threading.Event | None = None,
+    ) -> ChildExit:
+        """Wait for the child's whole tree to be gone, then for the end of its stream.
+
+        Ctrl-C while waiting is passed on (pytest stops and ends its session); a second one
+        kills the child's tree at once.
+
+        :param on_progress: called now and then with what the probe said so far, and once
+            more at the end with ``done`` true.
+        :param cancel: when set, the child is killed at once (the evaluation was interrupted).
+        """
+        cancel = cancel or threading.Event()
+        interrupts = 0
+        try:
+            while self.supervisor.running():
+                try:
+                    on_progress(self.state, False)
+                    if cancel.wait(0.2):
+                        self.supervisor.kill()
+                except KeyboardInterrupt:
+                    interrupts += 1
+                    (self.supervisor.interrupt if interrupts == 1 else self.supervisor.kill)()
+        finally:
+            if self.supervisor.running():  # an exception (Ctrl-C) while waiting: end it now
+                self.supervisor.kill()
+            ended = self.supervisor.wait()
+            self.reader.join()
+            self.on_exit(ended)
+        on_progress(self.state, True)
+        return ended
+
+
+@dataclass
+class ChildRunner:
+    """The interpreter, user, environment, limits and folders of an evaluation's children."""
+
+    #: The interpreter of pytest children (``run --python``; default: this one).
+    python: str = field(default_factory=lambda: sys.executable)
+    #: Who the children run as (None: the evaluator's own user).
+    user: ChildUser | None = None
+    limits: Limits = field(default_factory=Limits)
+    #: The environment the evaluator started with (never what the repository set since).
+    environment: dict[str, str] = field(default_factory=captured_environment)
+    #: Where the runner keeps its folders (None: a temporary folder made on first use).
+    area: Path | None = None
+    #: Give children a private ``HOME`` and ``TMPDIR`` (``run``: nothing of one repository is
+    #: seen by another); in process they keep the evaluator's.
+    private_folders: bool = False
+    #: The longest any child may run (``run --timeout`` leaves time to score); None: no cap.
+    time_limit: float | None = None
+    #: Fingerprints of the evaluator's files, checked before scoring (``run`` only).
+    guard: FileGuard | None = None
+    #: How every child so far ended (their containment goes into the report).
+    exits: list[ChildExit] = field(default_factory=list)
+    _owned_area: bool = False
+    _kit: Path | None = None
+    _homes: tuple[Path, Path] | None = None
+    _count: int = 0
+
+    def folder(self, name: str) -> Path:
+        """A new folder only the evaluator can read (snapshots, logs, pristine copies)."""
+        if self.area is None:
+            self.area = Path(tempfile.mkdtemp(prefix="pytest-scoring-"))
+            self._owned_area = True
+        self._count += 1
+        folder = self.area / f"{name}-{self._count}"
+        folder.mkdir(mode=0o700)
+        return folder
+
+    def workspace(self, name: str) -> Path:
+        """A new folder the children's user owns and may write (a copy they run in)."""
+        folder = self.folder(name)
+        if self.area is not None and self.user is not None:
+            # The area lets the children's user through, without listing it.
+            self.area.chmod(0o711)
+        self.give(folder)
+        return folder
+
+    def give(self, tree: Path) -> None:
+        """Hand ``tree`` (a copy made by the evaluator) to the children's user."""
+        if self.user is None:
+            return
+        os.lchown(tree, self.user.uid, self.user.gid)
+        for folder, folders, files in os.walk(tree):
+            for name in (*folders, *files):
+                os.lchown(os.path.join(folder, name), self.user.uid, self.user.gid)
+
+    def kit(self) -> Path:
+        """The launch kit: launcher, probe and deterministic plugin, readable, not writable."""
+        if self._kit is None:
+            kit = self.folder("kit")
+            for name, source in KIT_FILES.items():
+                shutil.copyfile(source, kit / name)
+                (kit / name).chmod(0o644)
+            kit.chmod(0o755)
+            if self.area is not None and self.user is not None:
+                self.area.chmod(0o711)
+            self._kit = kit
+        return self._kit
+
+    def _home_and_tmp(self) -> tuple[Path, Path]:
+        if self._homes is None:
+            self._homes = (self.workspace("home"), self.workspace("tmp"))
+        return self._homes
+
+    def child_environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The evaluator's captured environment, with the children's private folders."""
+        environment = dict(self.environment)
+        if self.private_folders:
+            home, tmp = self._home_and_tmp()
+            environment.update(HOME=str(home), TMPDIR=str(tmp))
+        environment.pop(PROBE_FD_VARIABLE, None)
+        return {**environment, **(extra or {})}
+
+    def launcher_command(self, *options: str) -> list[str]:
+        """``python <kit>/_pytest_scoring_launch.py OPTIONS``."""
+        return [self.python, str(self.kit() / launch.LAUNCHER), *options]
+
+    def start_pytest(
+        self,
+        cwd: Path,
+        args: Sequence[str],
+        timeout: float | None,
+        *,
+        deterministic: bool = False,
+        ignored_options: Sequence[str] = (),
+        grace: float | None = None,
+        tally: OutcomeTally | None = None,
+    ) -> PytestChild:
+        """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
+
+        :param tally: where the outcomes go (default: a new one, in the child's state).
+        """
+        options = ["--deterministic"] if deterministic else []
+        options += [f"{launch.IGNORE}{name}" for name in ignored_options]
+        argv = [*self.launcher_command(*options), "--", *args]
+        log = self.folder("pytest") / "output.txt"
+        read_end, write_end = os.pipe()
+        try:
+            with _new_file(log) as output:
+                spec = ChildSpec(
+                    argv=argv,
+                    cwd=cwd,
+                    env=self.child_environment({PROBE_FD_VARIABLE: str(write_end)}),
+                    stdout=output.fileno(),
+                    stderr=output.fileno(),
+                    timeout=timeout,
+                    grace=grace_period(timeout or 0) if grace is None else grace,
+                    user=self.user,
+                    limits=self.limits,
+                    pass_fds=[write_end],
+                )
+                supervisor = Supervisor(spec)
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)  # the child holds it now: the stream ends when its tree does
+        state = ProbeState(root=cwd, tally=tally or OutcomeTally())
+        reader = StreamReader(read_end, state)
+        return PytestChild(supervisor, reader, log, self.exits.append)
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        timeout: float | None,
+        stdout: IO[bytes],
+        stderr: IO[bytes],
+    ) -> ChildExit:
+        """Run a command to its end (killed with its whole tree at ``timeout``)."""
+        spec = ChildSpec(
+            argv=argv,
+            cwd=cwd,
+            env=self.child_environment(),
+            stdout=stdout.fileno(),
+            stderr=stderr.fileno(),
+            timeout=timeout,
+            user=self.user,
+            limits=self.limits,
+        )
+        supervisor = Supervisor(spec)
+        try:
+            ended = supervisor.wait()
+        except BaseException:  # Ctrl-C or the scoring deadline while the command runs
+            supervisor.kill()
+            self.exits.append(supervisor.wait())
+            raise
+        self.exits.append(ended)
+        return ended
+
+    def containment_problems(self) -> list[str]:
+        """Why some child was not fully contained (empty when every one was)."""
+        return sorted(
+            {ended.containment_reason or "" for ended in self.exits if ended.containment != "full"}
+        )
+
+    def close(self) -> None:
+        """Remove the folders this runner made."""
+        if self._owned_area and self.area is not None:
+            shutil.rmtree(self.area, ignore_errors=True)
+            self.area, self._owned_area, self._kit, self._homes = None, False, None, None
+
+
+def _new_file(path: Path) -> IO[bytes]:
+    """A new file only the evaluator can read (the child writes through the descriptor)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    return os.fdopen(os.open(path, flags, stat.S_IRUSR | stat.S_IWUSR), "wb")
+
+
+def read_tail(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of a log, as text."""
+    with contextlib.suppress(OSError), path.open("rb") as log:
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - limit))
+        return log.read().decode("utf-8", "replace")
+    return ""

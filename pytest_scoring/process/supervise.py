@@ -1,0 +1,280 @@
+"""The supervisor: one small process that contains every child the evaluator starts.
+
+Started as ``python -m pytest_scoring.process.supervise`` by
+:mod:`pytest_scoring.process.supervisor`. :func:`main` runs only there, never in the evaluator's
+own process: a subreaper there would reap, and so steal the exit statuses of, the evaluator's
+other children. It reads what to run as one JSON object on standard input, then:
+
+1. becomes a *child subreaper* (Linux ``prctl(PR_SET_CHILD_SUBREAPER)``): every process the
+   child starts that is orphaned, ``setsid`` daemons included, is re-parented to it instead of
+   to init, so none can leave its tree;
+2. starts the child in a session of its own, as another user when asked (the evaluator runs as
+   root), with its standard output and error on the descriptors it was given, and the resource
+   limits (file size, address space, open files) lowered for good;
+3. forwards SIGINT to the child's process group, and at the deadline sends SIGINT itself and
+   SIGKILL after the grace period; SIGTERM kills at once;
+4. when the child has exited, SIGKILLs every process left in its tree and reaps them, looking
+   through ``/proc`` again until none is left;
+5. writes ``{exit_code, signal, timed_out, interrupted, duration, containment, …}`` as one JSON
+   line on standard output and exits.
+
+Its first line on standard output, once the child runs and signals are watched, is
+``{"started": pid}`` (or ``{"error": …}`` when the child could not start): the evaluator sends
+no signal before it.
+
+Elsewhere than on Linux it kills the child's process group at the end and says containment was
+partial. Standard library only: it starts fast and trusts nothing beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import Any
+from typing import Final
+
+PR_SET_PDEATHSIG: Final = 1
+PR_SET_CHILD_SUBREAPER: Final = 36
+#: Resource limits a specification may set, by key.
+LIMITS: Final = {
+    "fsize": resource.RLIMIT_FSIZE,
+    "as": resource.RLIMIT_AS,
+    "nofile": resource.RLIMIT_NOFILE,
+}
+#: How long the final sweep keeps killing (a process stuck in the kernel cannot die at once).
+SWEEP_LIMIT: Final = 30.0
+#: Longest wait between two looks at the child (signals wake the supervisor earlier).
+TICK: Final = 0.5
+_WATCHED: Final = (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM)
+
+
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+_LIBC: Final = _libc()
+
+
+def become_subreaper() -> str | None:
+    """Make orphaned descendants this process's children; why not, or None when it worked."""
+    if _LIBC is None:
+        return f"no subreaper on {sys.platform}: only the child's process group is killed"
+    if _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
+    """What runs in the child between fork and exec (after the user was switched)."""
+
+    def prepare() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would be inherited
+        for key, value in limits.items():
+            _, hard = resource.getrlimit(LIMITS[key])
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(LIMITS[key], (value, value))
+        if _LIBC is not None:  # the child dies with the supervisor, should that ever be killed
+            _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+    return prepare
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` in the process tree, read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                # "pid (comm) state ppid …": comm may hold spaces and parentheses.
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class Supervision:
+    """One child and everything it starts, watched until all of it is gone."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.started = time.monotonic()
+        self.child: subprocess.Popen[bytes] | None = None
+        self.status: int | None = None
+        self.timed_out = False
+        self.interrupted = False
+        self._interrupted_at: float | None = None
+        self._killed = False
+        self.subreaper_problem: str | None = None
+
+    def start(self, subreaper_problem: str | None) -> None:
+        spec = self.spec
+        user = spec.get("user") or {}
+        passed = [int(fd) for fd in spec.get("pass_fds", [])]
+        outputs = {int(spec["stdout_fd"]), int(spec["stderr_fd"])}
+        try:
+            self.child = subprocess.Popen(
+                spec["argv"],
+                cwd=spec["cwd"],
+                env=spec["env"],
+                stdin=subprocess.DEVNULL,
+                stdout=int(spec["stdout_fd"]),
+                stderr=int(spec["stderr_fd"]),
+                pass_fds=passed,
+                start_new_session=True,
+                user=user.get("uid"),
+                group=user.get("gid"),
+                extra_groups=[] if user else None,
+                preexec_fn=_prepare_child(spec.get("limits") or {}),
+            )
+        finally:
+            for fd in {*passed, *outputs} - {0, 1, 2}:  # the child holds them now
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.subreaper_problem = subreaper_problem
+
+    def watch(self) -> None:
+        """Wait for the child to exit, forwarding SIGINT and keeping the deadline."""
+        assert self.child is not None
+        timeout, grace = self.spec.get("timeout"), float(self.spec.get("grace", 0))
+        deadline = None if timeout is None else self.started + float(timeout)
+        while not self._reap():
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and self._interrupted_at is None:
+                self.timed_out = True
+                self._interrupt(now)
+            if self._interrupted_at is not None and now >= self._interrupted_at + grace:
+                self._kill()
+            wake = [TICK]
+            if deadline is not None and self._interrupted_at is None:
+                wake.append(deadline - now)
+            elif self._interrupted_at is not None and not self._killed:
+                wake.append(self._interrupted_at + grace - now)
+            received = signal.sigtimedwait(_WATCHED, max(0.0, min(wake)))
+            if received is None or received.si_signo == signal.SIGCHLD:
+                continue
+            if received.si_signo == signal.SIGTERM or self._interrupted_at is not None:
+                self._kill()  # a second interrupt does not wait for the grace period
+            else:
+                self.interrupted = True
+                self._interrupt(time.monotonic())
+
+    def _interrupt(self, now: float) -> None:
+        assert self.child is not None
+        self._interrupted_at = now
+        _signal_group(self.child.pid, signal.SIGINT)
+
+    def _kill(self) -> None:
+        assert self.child is not None
+        if not self._killed:
+            self._killed = True
+            _signal_group(self.child.pid, signal.SIGKILL)
+            _signal_all(descendants(os.getpid()) if _LIBC is not None else [], signal.SIGKILL)
+
+    def _reap(self) -> bool:
+        """Reap every exited child (orphans included); True once the main child is done."""
+        assert self.child is not None
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid == self.child.pid:
+                self.status = status
+                self.child.returncode = os.waitstatus_to_exitcode(status)
+        return self.status is not None
+
+    def sweep(self) -> int:
+        """SIGKILL and reap every process left in the tree; how many could not be ended."""
+        assert self.child is not None
+        if _LIBC is None:
+            _signal_group(self.child.pid, signal.SIGKILL)
+            return 0
+        give_up = time.monotonic() + SWEEP_LIMIT
+        while True:
+            self._reap()
+            left = descendants(os.getpid())
+            if not left or time.monotonic() > give_up:
+                return len(left)
+            _signal_all(left, signal.SIGKILL)
+            signal.sigtimedwait([signal.SIGCHLD], 0.05)
+
+    def outcome(self, survivors: int) -> dict[str, Any]:
+        exit_code, signal_name = None, None
+        if self.status is not None and os.WIFEXITED(self.status):
+            exit_code = os.WEXITSTATUS(self.status)
+        elif self.status is not None and os.WIFSIGNALED(self.status):
+            signal_name = signal.Signals(os.WTERMSIG(self.status)).name
+        problems = [self.subreaper_problem] if self.subreaper_problem else []
+        if survivors:
+            problems.append(f"{survivors} process(es) of the child's tree could not be killed")
+        return {
+            "exit_code": exit_code,
+            "signal": signal_name,
+            "timed_out": self.timed_out,
+            "interrupted": self.interrupted,
+            "duration": round(time.monotonic() - self.started, 3),
+            "containment": "partial" if problems else "full",
+            "containment_reason": "; ".join(problems) or None,
+        }
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    for watched in _WATCHED:  # delivered only through sigtimedwait, never as an exception
+        signal.signal(watched, lambda *args: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+    supervision = Supervision(spec)
+    try:
+        supervision.start(become_subreaper())
+    except (OSError, subprocess.SubprocessError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        _answer({"error": f"cannot start {spec['argv'][0]}: {reason}"})
+        return 0
+    assert supervision.child is not None
+    _answer({"started": supervision.child.pid})
+    supervision.watch()
+    _answer(supervision.outcome(supervision.sweep()))
+    return 0
+
+
+def _answer(outcome: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(outcome) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

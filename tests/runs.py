@@ -1,0 +1,82 @@
+"""Helpers for tests that score a repository with ``pytest-scoring run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from click.testing import Result
+
+from pytest_scoring.cli.main import main
+
+#: Long enough for any loaded machine; no test waits for it to pass.
+GENEROUS = 600.0
+#: Debian's interpreter: other users can run it (a pyenv interpreter under /root is closed).
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+def run_cli(*args: str | Path) -> Result:
+    """``pytest-scoring run ARGS`` in this process."""
+    return CliRunner().invoke(main, ["run", *map(str, args)])
+
+
+def start_run(*args: str | Path) -> subprocess.Popen[str]:
+    """``pytest-scoring run ARGS`` as a process of its own (to send it signals)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest_scoring", "run", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def shown_report(output: str) -> Path:
+    """The report folder a run's output names."""
+    found = re.findall(r"^report: (.+)$", output, flags=re.MULTILINE)
+    assert found, output
+    return Path(found[-1].strip())
+
+
+def scores_json(folder: Path) -> dict[str, Any]:
+    content: dict[str, Any] = json.loads((folder / "scores.json").read_text())
+    return content
+
+
+def only_report(report_root: Path) -> dict[str, Any]:
+    (folder,) = report_root.glob("scan_id=*")
+    return scores_json(folder)
+
+
+def make_fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    path.chmod(0o666)
+    return path
+
+
+def wait_for_ready(path: Path) -> None:
+    """Block until a child wrote to the FIFO ``path``: a rendezvous, never a sleep.
+
+    Our own write end stays open meanwhile, so that the read end shows data, never its end.
+    """
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    writer = os.open(path, os.O_WRONLY)
+    try:
+        readable, _, _ = select.select([reader], [], [], GENEROUS)
+        assert readable, "the child never got ready"
+    finally:
+        os.close(writer)
+        os.close(reader)
+
+
+def system_python_with_pytest() -> bool:
+    if not SYSTEM_PYTHON.exists():
+        return False
+    check = [SYSTEM_PYTHON, "-c", "import pytest"]
+    return subprocess.run(check, capture_output=True, check=False).returncode == 0

@@ -1,0 +1,194 @@
+"""The probe, the launcher and the stream: what a child pytest reports, from any interpreter."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runs import SYSTEM_PYTHON
+from runs import system_python_with_pytest
+
+from pytest_scoring.process.children import KIT_FILES
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.process.stream import MAX_LINE
+from pytest_scoring.process.stream import ProbeState
+
+SUITE = """
+import pytest
+
+def test_passes(record_property):
+    record_property("answer", 42)
+
+def test_fails():
+    assert 1 == 2
+
+@pytest.mark.xfail(reason="known")
+def test_expected_failure():
+    assert False
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("no server")
+
+def test_setup_error(broken):
+    pass
+"""
+
+
+needs_system_pytest = pytest.mark.skipif(
+    not system_python_with_pytest(),
+    reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
+)
+
+
+def runtime_imports(tree: ast.Module) -> set[str]:
+    """The modules a file imports when it runs (``if TYPE_CHECKING:`` blocks left out)."""
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom):
+                found.add(inner.module or "")
+            elif isinstance(inner, ast.Import):
+                found.update(alias.name for alias in inner.names)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(KIT_FILES))
+def test_the_files_copied_into_a_child_are_python_3_8_and_need_only_pytest(name: str) -> None:
+    source = KIT_FILES[name].read_text(encoding="utf-8")
+    tree = ast.parse(source, feature_version=(3, 8))
+    foreign = {module.split(".")[0] for module in runtime_imports(tree)} - {
+        *sys.stdlib_module_names,
+        "pytest",
+        "bcrypt",  # patched only when the scored code has it (ImportError is expected)
+    }
+    assert foreign == set(), name
+
+
+def run_suite(repo: Path, *args: str, python: str | None = None) -> ProbeState:
+    runner = ChildRunner() if python is None else ChildRunner(python=python)
+    try:
+        child = runner.start_pytest(repo, ["-p", "no:cacheprovider", *args], timeout=600)
+        ended = child.wait()
+        assert ended.error is None, ended.error
+        return child.state
+    finally:
+        runner.close()
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    return tmp_path
+
+
+def test_the_stream_holds_every_outcome_the_collected_ids_and_the_end(suite: Path) -> None:
+    state = run_suite(suite)
+    outcomes = {record["nodeid"]: record["outcome"] for record in state.tally.records()}
+    assert outcomes == {
+        "test_suite.py::test_passes": "passed",
+        "test_suite.py::test_fails": "failed",
+        "test_suite.py::test_expected_failure": "xfailed",
+        "test_suite.py::test_setup_error": "error",
+    }
+    assert state.collected == 4
+    assert state.exit_status() == 1
+    assert state.start is not None and state.start["rootdir"] == str(suite)
+    (passed,) = [r for r in state.tally.records() if r["outcome"] == "passed"]
+    assert passed["user_properties"] == [["answer", 42]]
+
+
+def test_under_xdist_each_phase_arrives_once_from_the_controller(suite: Path) -> None:
+    state = run_suite(suite, "-n", "2")
+    assert state.tally.counts()["total"] == 3
+    assert state.rejected == 0
+    assert state.progress().done == 4
+
+
+def test_a_collection_error_is_an_error_with_pytests_text(tmp_path: Path) -> None:
+    (tmp_path / "test_broken.py").write_text("import no_such_module_anywhere\n")
+    state = run_suite(tmp_path)
+    assert state.tally.counts()["error"] == 1
+    (error,) = state.collect_errors
+    assert "No module named 'no_such_module_anywhere'" in error["longrepr"]
+
+
+def test_ids_are_relative_to_the_repository_whatever_rootdir_pytest_picks(tmp_path: Path) -> None:
+    (tmp_path / "backend" / "tests").mkdir(parents=True)
+    (tmp_path / "backend" / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "backend" / "tests" / "test_api.py").write_text("def test_api():\n    pass\n")
+    state = run_suite(tmp_path, "backend/tests")
+    assert [record["nodeid"] for record in state.tally.records()] == [
+        "backend/tests/test_api.py::test_api"
+    ]
+
+
+def test_a_repositorys_own_pytest_module_is_never_what_runs(tmp_path: Path) -> None:
+    (tmp_path / "pytest.py").write_text("raise SystemExit('planted pytest')\n")
+    (tmp_path / "_pytest_scoring_probe.py").write_text("raise SystemExit('planted probe')\n")
+    (tmp_path / "app.py").write_text("VALUE = 1\n")
+    (tmp_path / "test_flat.py").write_text("import app\n\ndef test_flat():\n    assert app.VALUE\n")
+    state = run_suite(tmp_path)
+    assert (state.tally.counts()["passed"], state.tally.counts()["total"]) == (1, 1)
+
+
+def test_lines_that_are_not_the_probes_are_counted_and_left_out(tmp_path: Path) -> None:
+    forger = f"""
+import json, os
+
+def test_forges():
+    out = os.fdopen(int(os.environ["PYTEST_SCORING_PROBE_FD"]), "w", closefd=False)
+    out.write("not json\\n")
+    out.write(json.dumps({{"type": "phase", "nodeid": 3, "when": "call"}}) + "\\n")
+    out.write("x" * {MAX_LINE + 10} + "\\n")
+    out.flush()
+"""
+    (tmp_path / "test_forger.py").write_text(forger)
+    state = run_suite(tmp_path)
+    assert state.rejected == 3
+    assert state.tally.counts()["passed"] == 1
+
+
+@needs_system_pytest
+def test_another_interpreter_with_an_older_pytest_reports_the_same(suite: Path) -> None:
+    state = run_suite(suite, python=str(SYSTEM_PYTHON))
+    assert state.start is not None and state.start["pytest"].startswith("7.")
+    assert state.tally.counts()["total"] == 3
+    assert state.tally.counts()["xfailed"] == 1
+
+
+def test_the_probe_writes_to_a_file_when_the_environment_names_one(
+    suite: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    kit = tmp_path_factory.mktemp("kit")
+    for name, source in KIT_FILES.items():
+        shutil.copyfile(source, kit / name)
+    stream = kit / "stream.jsonl"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "_pytest_scoring_probe",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ],
+        cwd=suite,
+        env={**environment, "PYTHONPATH": str(kit), "PYTEST_SCORING_PROBE_FILE": str(stream)},
+        check=False,
+        capture_output=True,
+    )
+    kinds = [json.loads(line)["type"] for line in stream.read_text().splitlines()]
+    assert kinds[0] == "start" and kinds[-1] == "end"
+    assert kinds.count("phase") == 11  # no call phase after a setup error
