@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pytest_scoring.errors import ReportError
     from pytest_scoring.errors import ScoringError
     from pytest_scoring.errors import SelectorError
-    from pytest_scoring.plugin.session import last_result
+    from pytest_scoring.evaluation.scoring import last_result
     from pytest_scoring.report.reader import ScanResults
     from pytest_scoring.report.reader import results_df
     from pytest_scoring.report.result import SessionResult
@@ -78,7 +78,7 @@ _EXPORTS = {
     "diff_snapshots": "pytest_scoring.db.diff",
     "error_score": "pytest_scoring.scorers.score",
     "file_contents_scorer": "pytest_scoring.scorers.file_contents",
-    "last_result": "pytest_scoring.plugin.session",
+    "last_result": "pytest_scoring.evaluation.scoring",
     "make_score": "pytest_scoring.scorers.score",
     "mean": "pytest_scoring.scorers.metrics",
     "parse_selector": "pytest_scoring.selector.language",

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+# Imported now, when pytest loads the plugin: it keeps the environment as it is before any
+# conftest.py of the scored repository can change it (docs/security.md).
+from pytest_scoring.process import environment  # noqa: F401
+
 
 def is_xdist_worker(config: pytest.Config) -> bool:
     """True inside a pytest-xdist worker process."""
@@ -25,13 +29,6 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from pytest_scoring.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
-
-
-@pytest.hookimpl
-def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser) -> None:
-    from pytest_scoring.plugin.options import remember_command_line
-
-    remember_command_line(early_config, parser)
 
 
 @pytest.hookimpl

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from typing import Any
 from typing import Final
 
 import pytest
@@ -12,6 +13,7 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
 from pytest_scoring.plugin.integrity import IntegrityWatch
+from pytest_scoring.plugin.options import PytestOptions
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
 from pytest_scoring.plugin.session import PLUGIN_NAME
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from pytest_scoring.reference.expected import ExpectedTests
 
 
-def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scorer]:
+def build_scorers(hooks: Any, hook_config: object, settings: ScoringSettings) -> list[Scorer]:
     """The scorers this session runs, built (and validated) before any test runs.
 
     Without ``--score-config``: the test scorers. With it: exactly the file's scorers, the
@@ -36,12 +38,16 @@ def build_scorers(config: pytest.Config, settings: ScoringSettings) -> list[Scor
     ``selector`` or ``test_patterns`` take the command line's, and its ``paths:`` table
     fills the sandbox paths ``--score-path-map`` leaves out. Then the options add what they
     need (:func:`_option_scorers`).
+
+    :param hooks: the pluggy hook relay that answers ``pytest_scoring_scorers`` (pytest's in
+        process, the evaluator's own under ``run``).
+    :param hook_config: its ``config`` argument (pytest's config, or ``run``'s options).
     """
     _check_command_line_patterns(settings.test_patterns)
     if settings.config_file is None:
         scorers = default_test_scorers()
     else:
-        scorers = _configured_scorers(config, settings, settings.config_file)
+        scorers = _configured_scorers(hooks, hook_config, settings, settings.config_file)
     scorers = [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
     copies_tests = any(scorer.type == "db_diff_change" for scorer in scorers)
     if "score_test_patterns" in settings.explicit and not copies_tests:
@@ -64,13 +70,13 @@ def _check_command_line_patterns(patterns: list[str]) -> None:
 
 
 def _configured_scorers(
-    config: pytest.Config, settings: ScoringSettings, config_file: Path
+    hooks: Any, hook_config: object, settings: ScoringSettings, config_file: Path
 ) -> list[Scorer]:
     from pytest_scoring.plugin.options import path_map
     from pytest_scoring.scorers.config_file import load_configuration
     from pytest_scoring.scorers.registry import scorer_types
 
-    types = scorer_types(config.hook.pytest_scoring_scorers(config=config))
+    types = scorer_types(hooks.pytest_scoring_scorers(config=hook_config))
     command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
     loaded = load_configuration(config_file, types, command_line, settings.config_entry)
     from_file = path_map(
@@ -89,7 +95,7 @@ def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
     ``db_change`` rather than being ignored (a reference rerun adds nothing)."""
     if settings.db_diff:
         return "db_change" not in present
-    if present & DATABASE_TYPES or settings.tally_output is not None:
+    if present & DATABASE_TYPES:
         return False
     return (
         settings.selector is not None
@@ -105,9 +111,7 @@ def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer
 
     added: list[Scorer] = []
     try:
-        # A reference rerun (tally_output) must not start a reference run of its own.
-        rerun = settings.tally_output is not None
-        if settings.reference is not None and not rerun and "db_diff_change" not in present:
+        if settings.reference is not None and "db_diff_change" not in present:
             added.append(db_diff_change_scorer(settings.selector, settings.test_patterns))
         if _wants_db_change(settings, present | {scorer.type for scorer in added}):
             added.insert(0, db_change_scorer(settings.selector))
@@ -116,12 +120,23 @@ def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer
     return added
 
 
+def check_scorer_settings(settings: ScoringSettings, scorers: list[Scorer]) -> None:
+    """What the scorers need of the settings, checked before any test runs.
+
+    :raises ScoringError: e.g. ``db_diff_change`` without a readable reference.
+    """
+    if any(scorer.type == "db_diff_change" for scorer in scorers):
+        from pytest_scoring.scorers.db_diff_change import check_reference_setting
+
+        check_reference_setting(settings)
+
+
 def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     """Validate the options and, on the controller, register the scoring session.
 
     :raises pytest.UsageError: for any bad option or configuration, before tests run.
     """
-    settings = resolve_settings(config)
+    settings = resolve_settings(PytestOptions(config))
     if settings.deterministic:
         # Every process patches its own generators: controller, xdist workers, reference rerun.
         from pytest_scoring.plugin.deterministic import install_deterministic
@@ -130,16 +145,12 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     if not settings.enabled:
         return
     watch = IntegrityWatch(config, repository_root(config), _guarded_functions())
-    if settings.tally_output is None:  # a reference rerun reports outcomes only
-        _register(config, watch, f"{PLUGIN_NAME}-integrity")
+    _register(config, watch, f"{PLUGIN_NAME}-integrity")
     if is_worker:
         return
     try:
-        scorers = build_scorers(config, settings)
-        if settings.tally_output is None and any(s.type == "db_diff_change" for s in scorers):
-            from pytest_scoring.scorers.db_diff_change import check_reference_setting
-
-            check_reference_setting(settings)
+        scorers = build_scorers(config.hook, config, settings)
+        check_scorer_settings(settings, scorers)
         expected = _expected_tests(config, settings)
     except ScoringError as error:
         raise pytest.UsageError(str(error)) from None
@@ -160,6 +171,7 @@ def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> Expecte
 
 def _guarded_functions() -> list[tuple[str, object, str]]:
     """Our functions that decide a verdict: replacing one at run time is ``patched``."""
+    from pytest_scoring.evaluation.scoring import Evaluation
     from pytest_scoring.plugin import integrity
     from pytest_scoring.scorers import outcomes
     from pytest_scoring.scorers import tests
@@ -174,7 +186,8 @@ def _guarded_functions() -> list[tuple[str, object, str]]:
         ("percent_passing", tests, "percent_passing"),
         ("TestScorer.score", tests.TestScorer, "score"),
         ("ScoringSession.pytest_runtest_logreport", ScoringSession, "pytest_runtest_logreport"),
-        ("ScoringSession._score", ScoringSession, "_score"),
+        ("ScoringSession.pytest_sessionfinish", ScoringSession, "pytest_sessionfinish"),
+        ("Evaluation.score", Evaluation, "score"),
         ("outcome_changed", integrity, "outcome_changed"),
         ("IntegrityWatch.check_report", integrity.IntegrityWatch, "check_report"),
     ]

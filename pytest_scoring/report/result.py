@@ -54,6 +54,9 @@ class SessionResult:
     files: dict[str, Any] = field(default_factory=dict)
     #: Integrity signals ``{"kind", "detail", "file"}`` (docs/scoring.md#integrity).
     integrity: list[Signal] = field(default_factory=list)
+    #: Further top-level keys of ``scores.json`` (``containment`` and ``run`` under
+    #: ``pytest-scoring run``).
+    extra: dict[str, Any] = field(default_factory=dict)
     scan_id: str = field(default_factory=new_scan_id)
     created: str = field(default_factory=now_iso)
 
@@ -78,4 +81,5 @@ class SessionResult:
             "metrics": self.metrics(),
             "tests": self.tests,
             "errors": self.errors,
+            **self.extra,
         }

@@ -1,0 +1,354 @@
+"""The core of every evaluation: start, tally, score, report, summarise — without pytest.
+
+:class:`Evaluation` is what the plugin's session (``pytest --score``) and ``pytest-scoring run``
+share, and what scoring many repositories in one scan reuses: it holds no pytest state. Hooks
+(``pytest_scoring_session_scored``) are called through a pluggy relay that the caller gives:
+pytest's in process, the evaluator's own plugin manager under ``run``.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
+
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.fs.guard import CHANGED
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
+from pytest_scoring.report.markdown import publish_markdown
+from pytest_scoring.report.markdown import score_markdown
+from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.terminal import fail_under_line
+from pytest_scoring.report.terminal import score_line
+from pytest_scoring.report.writer import write_report
+from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.base import run_scorer
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import error_score
+from pytest_scoring.scorers.tests import percent_passing
+
+_last_result: SessionResult | None = None
+
+
+def last_result() -> SessionResult | None:
+    """The result of the last session scored in this process (``pytest.main`` callers)."""
+    return _last_result
+
+
+class ScoringTimedOut(BaseException):
+    """Raised in the main thread when scoring runs past ``run --timeout``.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: no scorer's ``except Exception`` may
+    swallow it.
+    """
+
+
+@contextlib.contextmanager
+def scoring_deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`ScoringTimedOut` in the main thread once ``seconds`` have passed.
+
+    The signal (SIGALRM) goes to the main thread itself, so that a scorer blocked in a system
+    call (a read that never returns) is woken by it. Outside the main thread the deadline is
+    an interrupt instead (``KeyboardInterrupt``).
+    """
+    armed, lock = [True], threading.Lock()
+    main = threading.main_thread()
+    in_main = threading.current_thread() is main
+
+    def expire(*args: object) -> None:
+        if armed[0]:
+            armed[0] = False
+            raise ScoringTimedOut
+
+    def fire() -> None:
+        with lock:
+            if not armed[0]:
+                return
+            if in_main:
+                signal.pthread_kill(main.ident or 0, signal.SIGALRM)
+            else:
+                _thread.interrupt_main()
+
+    previous = signal.signal(signal.SIGALRM, expire) if in_main else None
+    timer = threading.Timer(max(0.0, seconds), fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            armed[0] = False
+        timer.cancel()
+        if in_main:
+            # A SIGALRM sent but not yet delivered must never meet the default action
+            # (which ends the process): take it out while blocked, then restore.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            signal.sigtimedwait([signal.SIGALRM], 0)
+            signal.signal(signal.SIGALRM, previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@runtime_checkable
+class StartsWithSession(Protocol):
+    """A scorer that must act when the session starts (take snapshots, launch a rerun)."""
+
+    def start(self, context: ScoringContext) -> None: ...
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    """One line of the end-of-session summary; ``problem`` lines are shown in red."""
+
+    text: str
+    problem: bool = False
+
+
+class HookRelay(Protocol):
+    """pluggy's ``HookRelay``: ``relay.pytest_scoring_session_scored(...)``."""
+
+    def __getattr__(self, name: str) -> Any: ...
+
+
+class Evaluation:
+    """One scored repository: its scorers, its outcomes, its result and report."""
+
+    def __init__(
+        self,
+        settings: ScoringSettings,
+        scorers: Sequence[Scorer],
+        *,
+        hooks: HookRelay | None = None,
+        hook_config: object = None,
+        children: ChildRunner | None = None,
+        tally: OutcomeTally | None = None,
+    ):
+        """:param hooks: where ``pytest_scoring_session_scored`` is called (None: nowhere).
+        :param hook_config: the ``config`` argument of our hooks (pytest's config in process,
+            ``run``'s options object under ``run``).
+        :param children: how children (reference rerun, commands) are started.
+        :param tally: where the outcomes go (with its id prefix and expected set, if any).
+        """
+        self.settings = settings
+        self.scorers = list(scorers)
+        self.hooks = hooks
+        self.hook_config = hook_config
+        self.tally = tally or OutcomeTally()
+        self.context = ScoringContext(
+            root=settings.root,
+            tally=self.tally,
+            settings=settings,
+            strict=settings.strict,
+            children=children or ChildRunner(),
+        )
+        #: The test session was interrupted (Ctrl-C, a timeout): the report is incomplete.
+        self.interrupted = False
+        #: Why scoring stopped before every scorer ran (Ctrl-C, the deadline), if it did.
+        self.stopped: str | None = None
+        #: Why every score is "N" although the run is complete (changed evaluator files,
+        #: partial containment under ``--strict``).
+        self.withheld: str | None = None
+        #: Private path → the name the report uses instead (``run``'s copy → REPO).
+        self.names: dict[str, str] = {}
+        #: Extra top-level keys of ``scores.json`` (``run``: ``containment``, ``run``).
+        self.extra: dict[str, Any] = {}
+        self.result: SessionResult | None = None
+        self.report_path: Path | None = None
+        self.report_error: str | None = None
+        self.summary_error: str | None = None
+        self.junit_error: str | None = None
+
+    def start(self) -> None:
+        """Let the scorers act before any test runs (snapshots, the reference rerun)."""
+        for scorer in self.scorers:
+            if isinstance(scorer, StartsWithSession):
+                try:
+                    scorer.start(self.context)
+                except ScoringError as error:
+                    # The scorer will see the missing resource and score "N" with this reason.
+                    self.context.errors.append(
+                        {"scanner": scorer.name, "error": str(error), "traceback": ""}
+                    )
+
+    def score(self) -> SessionResult:
+        """Run every scorer in order; Ctrl-C or the deadline stops it, never losing the rest.
+
+        Scorers that did not run score ``"N"`` with the reason, and the result is incomplete.
+        Every score is ``"N"`` when :attr:`withheld` says why (changed evaluator files, partial
+        containment under ``--strict``).
+        """
+        global _last_result
+        self.context.complete = not self.interrupted
+        self._stoppable(self._check_evaluator_files)
+        scores = {scorer.name: self._score_one(scorer) for scorer in self.scorers}
+        if self.stopped is not None:
+            self.context.errors.append({"scanner": "", "error": self.stopped, "traceback": ""})
+        self._stoppable(self._close_resources)
+        crashed = any(error["traceback"] for error in self.context.errors)
+        self.result = SessionResult(
+            repository=str(self.settings.repository or self.settings.root),
+            scorers=self.scorers,
+            scores=_renamed(scores, self.names),
+            tests=_renamed(self.tally.to_json(), self.names),
+            complete=not (self.interrupted or crashed or self.stopped),
+            errors=_renamed(self.context.errors, self.names),
+            files=_renamed(self.context.report_files, self.names),
+            integrity=_renamed(self.context.integrity, self.names),
+            extra=_renamed(self.extra, self.names),
+        )
+        _last_result = self.result
+        return self.result
+
+    def _stoppable(self, step: Callable[[], None]) -> None:
+        """Run ``step``; Ctrl-C or the deadline during it stops the scoring."""
+        try:
+            step()
+        except KeyboardInterrupt:
+            self.stopped = self.stopped or "scoring was interrupted (Ctrl-C)"
+        except ScoringTimedOut:
+            self.stopped = self.stopped or "scoring ran past the timeout"
+
+    def _check_evaluator_files(self) -> None:
+        guard = self.context.children.guard
+        changed = guard.changed() if guard is not None else []
+        if changed:
+            self.withheld = f"{CHANGED}: {', '.join(changed)}"
+
+    def _score_one(self, scorer: Scorer) -> Score:
+        if self.stopped is None and self.withheld is None:
+            outcome: list[Score] = []
+            self._stoppable(lambda: outcome.append(run_scorer(scorer, self.context)))
+            if outcome:
+                return outcome[0]
+        score = error_score(scorer.type, self.stopped or self.withheld or "")
+        self.context.scores[scorer.name] = score
+        return score
+
+    def _close_resources(self) -> None:
+        """Remove snapshot copies, end a reference rerun still running, remove our folders."""
+        for resource in self.context.resources.values():
+            close = getattr(resource, "close", None)
+            if callable(close):
+                close()
+        self.context.children.close()
+
+    def report(self, junit_xml: Path | None = None) -> Path | None:
+        """Write the report folder, add the scores to ``junit_xml``, call the hook.
+
+        Ctrl-C waits until the folder is written: an interrupt never leaves half a report.
+        """
+        assert self.result is not None, "score() first"
+        with _interrupts_held():
+            try:
+                self.report_path = write_report(
+                    self.result, self.settings.report_root, self.settings.value_cap
+                )
+            except ScoringError as error:
+                self.report_error = str(error)
+            self._publish_markdown(self.result)
+            if junit_xml is not None:
+                self._add_junit_properties(junit_xml, self.result)
+        if self.hooks is not None:
+            self.hooks.pytest_scoring_session_scored(
+                config=self.hook_config, result=self.result, report_path=self.report_path
+            )
+        return self.report_path
+
+    def _publish_markdown(self, result: SessionResult) -> None:
+        """The score table as Markdown, to ``--score-markdown`` and GitHub's step summary.
+
+        The evaluator writes it (under ``run`` too): the scored repository's processes never
+        learn where GitHub's summary file is.
+        """
+        if self.settings.markdown is None and not os.environ.get(GITHUB_SUMMARY_ENV):
+            return
+        text = score_markdown(result.scores_json(), self.report_path)
+        try:
+            publish_markdown(text, self.settings.markdown)
+        except ScoringError as error:
+            self.summary_error = str(error)
+
+    def _add_junit_properties(self, path: Path, result: SessionResult) -> None:
+        from pytest_scoring.report.junit import add_score_properties
+
+        try:
+            add_score_properties(path, result.scores)
+        except ScoringError as error:
+            self.junit_error = str(error)
+
+    def below_fail_under(self) -> bool:
+        """``--score-fail-under`` not reached, or the session did not complete."""
+        threshold = self.settings.fail_under
+        if threshold is None:
+            return False
+        return not self.context.complete or percent_passing(self.tally) < threshold
+
+    def score_lines(self, explained: bool = True) -> list[str]:
+        """``name: value  (explanation)``, one per score."""
+        if self.result is None:
+            return []
+        return [score_line(name, score, explained) for name, score in self.result.scores.items()]
+
+    def status_lines(self, fail_under_flag: str) -> list[SummaryLine]:
+        """The report path, what went wrong writing it or its summaries, the gate.
+
+        :param fail_under_flag: how the gate is named to the user (``--score-fail-under``).
+        """
+        lines = []
+        if self.report_path is not None:
+            lines.append(SummaryLine(f"score report: {self.report_path}"))
+        problems = (
+            ("score report NOT written", self.report_error),
+            ("score summary NOT written", self.summary_error),
+            ("scores NOT added to JUnit XML", self.junit_error),
+        )
+        lines += [SummaryLine(f"{what}: {why}", True) for what, why in problems if why]
+        threshold = self.settings.fail_under
+        if threshold is not None and self.below_fail_under():
+            percent, complete = percent_passing(self.tally), self.context.complete
+            text = fail_under_line(percent, threshold, fail_under_flag, complete)
+            lines.append(SummaryLine(text, True))
+        return lines
+
+
+def _renamed(value: Any, names: Mapping[str, str]) -> Any:
+    """``value`` with every private path in its text replaced by its public name."""
+    if not names:
+        return value
+    if isinstance(value, str):
+        for private, public in names.items():
+            value = value.replace(private, public)
+        return value
+    if isinstance(value, list):
+        return [_renamed(item, names) for item in value]
+    if isinstance(value, dict):
+        return {_renamed(key, names): _renamed(item, names) for key, item in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (and the scoring deadline's signal) until the block is done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGALRM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
