@@ -22,9 +22,15 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 
+# Imported now, when the command line loads: the children of ``run`` get the environment as
+# it is before anything else runs (docs/security.md).
+from pytest_scoring.process import environment  # noqa: F401
+
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 #: Exit status for bad input, for every command.
 EXIT_BAD_INPUT = 2
+#: Exit status of ``run`` stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -178,11 +184,8 @@ def _show_page(folder: Path, open_page: bool) -> None:
 
 
 def _publish_step_summary(folder: Path) -> None:
-    """Append the score table to GitHub's step summary when running there (``run``, ``junit``).
-
-    ``run`` does it here, in the evaluator's process, from the finished report: the scored
-    repository's processes never learn where that file is.
-    """
+    """Append the score table to GitHub's step summary when running there (``junit``; ``run``
+    publishes it in its evaluation, as the plugin does)."""
     from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
     from pytest_scoring.report.markdown import publish_markdown
     from pytest_scoring.report.markdown import score_markdown
@@ -289,7 +292,12 @@ def _check_path_maps(
     "(repeatable)",
 )
 @click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change / db_diff_change")
-@report_root_option
+@click.option(
+    "--report",
+    "report_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Report root outside REPO (default ./scores); the report goes into a new scan_id=… folder",
+)
 @click.option(
     "--timeout",
     default=3600.0,
@@ -301,6 +309,31 @@ def _check_path_maps(
 @fail_under_option
 @expected_tests_option
 @strict_option
+@click.option(
+    "--user",
+    metavar="NAME",
+    help="User the repository's processes run as (root only; default nobody)",
+)
+@click.option(
+    "--plugin",
+    "plugins",
+    multiple=True,
+    metavar="MODULE",
+    help="Module or .py file whose pytest_scoring_* hooks add scorer types (repeatable)",
+)
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="Interpreter of the repository's tests; it needs only pytest (default: this one)",
+)
+@click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="KIND=SIZE",
+    help="Resource limit of the children: fsize, as or nofile, e.g. as=8G (repeatable)",
+)
 @click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 @reports_user_errors
@@ -311,27 +344,35 @@ def run(
     config: str | None,
     path_maps: tuple[str, ...],
     selector: str | None,
-    report_root: Path,
+    report_root: Path | None,
     timeout: float,
     fail_under: float | None,
     expected_tests: str | None,
     strict: str | None,
+    user: str | None,
+    plugins: tuple[str, ...],
+    python: str | None,
+    keep: bool,
+    limits: tuple[str, ...],
     pytest_args: tuple[str, ...],
 ) -> None:
-    """Score the repository REPO from outside: pytest runs there with the plugin.
+    """Score the repository REPO from outside, as the trusted evaluator.
 
-    Arguments after -- go to pytest. Shows progress while the runs go on, then the scores.
+    pytest runs in a private copy of REPO, in a contained child (as the user nobody when run
+    as root); the evaluator takes the snapshots, scores and writes its own report.
+    Arguments after -- go to pytest, except --score-* options, which are the evaluator's.
+    Shows progress while the runs go on, then the scores.
 
     Example: pytest-scoring run examples/solution-attack --reference examples/reference
-    --config examples/scorers.yaml -- -x
+    --config examples/scorers.yaml -- --score-deterministic -x
 
     Example: pytest-scoring run REPO --config fixtures.yaml#database-auth/change-password
     --path-map /repo=.
     """
+    from pytest_scoring.cli.progress import ProgressDisplay
     from pytest_scoring.cli.runner import RunRequest
-    from pytest_scoring.cli.runner import percent_passing_in
     from pytest_scoring.cli.runner import run_repository
-    from pytest_scoring.report.reader import read_scores
+    from pytest_scoring.evaluation.options import parse_limits
 
     strict_kinds(strict)
     request = RunRequest(
@@ -345,22 +386,27 @@ def run(
         pytest_args,
         path_maps,
         strict,
+        expected_tests,
+        user=user,
+        plugins=plugins,
+        python=python,
+        keep=keep,
+        limits=parse_limits(limits),
     )
-    with (
-        request.expected_tests_file(expected_tests),
-        _console().status(f"pytest in {repo}") as status,
-    ):
-        result = run_repository(
-            request, lambda progress: status.update(f"pytest in {repo}: {progress.describe()}")
-        )
+    with ProgressDisplay(_console(), repo) as progress:
+        result = run_repository(request, progress.update, progress.say)
+    if result.pytest_error is not None:
+        click.echo(result.pytest_error, err=True)
     if result.report is None:
-        raise ScoringError(result.failure())
-    if result.timed_out:
-        click.echo(f"timed out after {timeout:g} s: the report holds what ran", err=True)
+        raise ScoringError(result.evaluation.report_error or "no report was written")
     ctx.invoke(show, report=str(result.report))
-    _publish_step_summary(result.report)
-    content = read_scores(result.report)
-    exit_if_below(percent_passing_in(content), fail_under, content.get("complete") is True)
+    for line in result.summary_lines(timeout):
+        click.echo(line)
+    if result.pytest_error is not None:
+        sys.exit(EXIT_BAD_INPUT)
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    exit_if_below(result.percent_passing(), fail_under, result.evaluation.context.complete)
 
 
 @main.command()

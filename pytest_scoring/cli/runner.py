@@ -1,70 +1,90 @@
-"""Backend of ``pytest-scoring run``: score a repository from outside (docs/cli.md).
+"""Backend of ``pytest-scoring run``: the evaluator scores a repository from outside (docs/cli.md).
 
-pytest runs in the repository in a subprocess with the plugin, in its own process group. At
-the wall-clock timeout the group gets SIGINT, so pytest stops, scores what ran and writes an
-incomplete report; if it is still there after a grace period, the group is killed. The
-reference rerun (``--reference``) gets a shorter timeout of its own so that its result (or the
-reason it has none) still makes it into the report.
+The outer process is the evaluator and owns everything that decides a score; the scored
+repository's code runs only in children that a supervisor contains (docs/security.md):
+
+1. the options are read from the evaluator's command line alone, the scorers built, every
+   module the evaluator will use imported;
+2. a private area is made; the reference checkout is copied there, then REPO, before any code
+   of REPO runs; the children's user (``--user``, ``nobody`` by default when root) owns the
+   copy of REPO, never the evaluator's files;
+3. the scorers start (database snapshots, the reference rerun), then pytest runs in the copy
+   through the supervisor, the launcher and the probe, whose stream gives the outcomes and
+   the progress;
+4. once the supervisor says every process of the child's tree is gone, the evaluator checks
+   its files' fingerprints, scores (within what is left of the timeout), writes its own report
+   folder (naming REPO, never the copy) and adds the JUnit properties.
 """
 
 from __future__ import annotations
 
-import contextlib
+import getpass
+import importlib
 import os
-import queue
+import pkgutil
 import re
-import signal
-import subprocess
-import tempfile
-import threading
+import shutil
+import stat
+import sys
 import time
 from collections.abc import Callable
-from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import IO
 from typing import Any
 from typing import Final
 
+import pytest
+
+import pytest_scoring
 from pytest_scoring.errors import OptionError
-from pytest_scoring.plugin.options import COMMAND_LINE_ONLY
-from pytest_scoring.plugin.options import STEERING_SETTINGS
+from pytest_scoring.evaluation.area import check_report_root_outside
+from pytest_scoring.evaluation.area import copy_reference
+from pytest_scoring.evaluation.area import copy_repository
+from pytest_scoring.evaluation.area import new_area
+from pytest_scoring.evaluation.area import requested_user
+from pytest_scoring.evaluation.area import user_cannot_run
+from pytest_scoring.evaluation.hooks import evaluator_plugins
+from pytest_scoring.evaluation.options import ParsedArguments
+from pytest_scoring.evaluation.options import parse_run_arguments
+from pytest_scoring.evaluation.scoring import Evaluation
+from pytest_scoring.evaluation.scoring import ScoringTimedOut
+from pytest_scoring.evaluation.scoring import scoring_deadline
+from pytest_scoring.fs.guard import FileGuard
+from pytest_scoring.plugin.assemble import build_scorers
+from pytest_scoring.plugin.assemble import check_scorer_settings
+from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.plugin.options import resolve_settings
 from pytest_scoring.plugin.options import split_config_argument
-from pytest_scoring.process import kill_group
-from pytest_scoring.process import pytest_command
-from pytest_scoring.reference.child import TIMEOUT_ENV
-from pytest_scoring.reference.child import reference_timeout
-from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
-from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.process.children import grace_period
+from pytest_scoring.process.children import read_tail
+from pytest_scoring.process.launch import NO_PYTEST
+from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.process.supervisor import ChildExit
+from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.scorers.tests import percent_passing
 from pytest_scoring.text import number_text
-from pytest_scoring.text import plural
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
 REFERENCE_SHARE: Final = 0.8
-#: Longest wait after SIGINT before the run's process group is killed.
-MAX_GRACE: Final = 30.0
-#: pytest's exit status for a usage error (bad option, bad configuration file).
+#: pytest's exit status for a usage error (a bad option in the arguments or the ini files).
 PYTEST_USAGE_ERROR: Final = 4
-OUTPUT_KEPT: Final = 100
-
-_OUTCOME_CHARS: Final = re.compile(r"^(?:\S+\.py )?([.FEsxXR]+)\s*(?:\[\s*\d+%\])?$")
-#: ``-v`` lines: ``path::test PASSED`` (or xdist's ``[gw0] [ 50%] PASSED path::test``), never
-#: the short summary's ``FAILED path::test - reason``.
-_VERBOSE_OUTCOME: Final = re.compile(
-    r"^(?:\S+::\S+.* |\[gw\d+\] \[\s*\d+%\] )(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b"
-)
-_COLLECTED: Final = re.compile(r"\bcollected (\d+) items?\b|\[(\d+) items?\]")
+#: pytest's exit statuses of a session that ended as pytest meant it to.
+PYTEST_ENDED: Final = frozenset({0, 1, 2, 5})
+#: How much of pytest's output a message about it shows.
+OUTPUT_SHOWN: Final = 8_000
 
 
 @dataclass
 class RunRequest:
-    """What ``pytest-scoring run`` was asked to do; paths are made absolute on creation."""
+    """What ``pytest-scoring run`` was asked to do; checked on creation."""
 
     repo: Path
-    report_root: Path
-    timeout: float
+    report_root: Path | None = None
+    timeout: float = 3600.0
     reference: Path | None = None
     #: ``FILE`` or ``FILE#NAME`` (one fixture of a fixtures file).
     config: str | None = None
@@ -73,69 +93,54 @@ class RunRequest:
     pytest_args: Sequence[str] = ()
     #: ``SANDBOX=LOCAL`` pairs (``--path-map``), LOCAL relative to the repository.
     path_maps: Sequence[str] = ()
-    #: ``--strict[=KINDS]`` (``""``: the default kinds), passed on as ``--score-strict``.
+    #: ``--strict[=KINDS]`` (``""``: the default kinds): signals that make the test scores N;
+    #: kind ``containment`` is partial containment (docs/security.md).
     strict: str | None = None
-    #: ``--expected-tests``, as a file pytest reads (set by :meth:`expected_tests_file`).
-    expected_file: Path | None = None
+    #: ``--expected-tests SOURCE``, relative to where ``run`` was started.
+    expected_tests: str | None = None
+    #: ``--user`` (None: ``nobody`` when root, else the evaluator's own user).
+    user: str | None = None
+    #: ``--plugin`` modules (names or ``.py`` files) that may register scorers and hooks.
+    plugins: Sequence[str] = ()
+    #: ``--python``: the interpreter of the repository's tests (default: this one).
+    python: str | None = None
+    #: ``--keep``: leave the private area (with the copy of REPO) in place.
+    keep: bool = False
+    limits: Limits = field(default_factory=Limits)
+    invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
         self.repo = _folder(self.repo, "REPO")
-        self.report_root = self.report_root.absolute()
         if self.reference is not None:
             self.reference = _folder(self.reference, "--reference")
         if self.config is not None:
-            self.config = _config_argument(self.config)
+            self.config = _config_argument(self.config, self.invocation_dir)
         if self.timeout <= 0:
             raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
+        if self.python is not None:
+            self.python = _interpreter(self.python)
 
-    def arguments(self) -> list[str]:
-        """The pytest arguments: the options as ``--score-*`` flags, then the user's."""
-        ignored = [f"--override-ini={name}=" for name in STEERING_SETTINGS]
-        args = [*ignored, COMMAND_LINE_ONLY, "--score", f"--score-report={self.report_root}"]
+    def own_options(self) -> list[str]:
+        """``run``'s own flags as the ``--score-*`` options they stand for."""
+        args = ["--score"]
+        if self.report_root is not None:
+            args.append(f"--score-report={self.report_root.absolute()}")
+        elif not any(arg.startswith("--score-report") for arg in self.pytest_args):
+            args.append(f"--score-report={Path(DEFAULT_REPORT_ROOT).absolute()}")
         if self.reference is not None:
             args.append(f"--score-reference={self.reference}")
         if self.config is not None:
             args.append(f"--score-config={self.config}")
         args += [f"--score-path-map={pair}" for pair in self.path_maps]
         if self.selector is not None:
-            args.append(f"--score-selector={_absolute_file_argument(self.selector)}")
+            args.append(f"--score-selector={self.selector}")
         if self.fail_under is not None:
             args.append(f"--score-fail-under={number_text(self.fail_under)}")
-        if self.expected_file is not None:
-            args.append(f"--score-expected-tests={self.expected_file}")
+        if self.expected_tests is not None:
+            args.append(f"--score-expected-tests={self.invocation_dir / self.expected_tests}")
         if self.strict is not None:
             args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
-        return [*args, *self.pytest_args]
-
-    @contextlib.contextmanager
-    def expected_tests_file(self, source: str | None) -> Iterator[None]:
-        """Resolve ``--expected-tests`` here, on the evaluator's side: a folder runs now (or
-        comes from the cache), never inside the scored repository's pytest, which gets the
-        set as a JSON file in a private folder for the run's duration."""
-        if source is None:
-            yield
-            return
-        from pytest_scoring.reference.expected import load_expected_tests
-        from pytest_scoring.reference.expected import write_expected_file
-
-        expected = load_expected_tests(Path.cwd() / source, "--expected-tests")
-        with tempfile.TemporaryDirectory(prefix="pytest-scoring-run-") as private:
-            self.expected_file = write_expected_file(expected, Path(private))
-            try:
-                yield
-            finally:
-                self.expected_file = None
-
-    def environment(self) -> dict[str, str]:
-        """The child's environment: the reference rerun must end well before the run does.
-
-        GitHub's step summary file is left out: ``run`` writes the summary itself from the
-        report, and the scored repository has no business writing there.
-        """
-        share = REFERENCE_SHARE * self.timeout
-        environment = {**os.environ, TIMEOUT_ENV: number_text(min(reference_timeout(), share))}
-        environment.pop(GITHUB_SUMMARY_ENV, None)
-        return environment
+        return args
 
 
 def _folder(path: Path, what: str) -> Path:
@@ -144,159 +149,324 @@ def _folder(path: Path, what: str) -> Path:
     return path.resolve()
 
 
-def _config_argument(text: str) -> str:
-    """``--config FILE[#NAME]`` with FILE made absolute (pytest runs elsewhere)."""
-    path, entry = split_config_argument(text, Path.cwd())
+def _config_argument(text: str, base: Path) -> str:
+    """``--config FILE[#NAME]`` with FILE made absolute."""
+    path, entry = split_config_argument(text, base)
     if not path.is_file():
         raise OptionError(f"--config: {path} is not a file")
     return str(path.absolute()) + ("" if entry is None else f"#{entry}")
 
 
-def _absolute_file_argument(text: str) -> str:
-    """``@FILE`` relative to where ``run`` was started (pytest runs elsewhere)."""
-    return f"@{Path(text[1:]).absolute()}" if text.startswith("@") else text
-
-
-@dataclass
-class Progress:
-    """What the run's output says so far."""
-
-    started: float = field(default_factory=time.monotonic)
-    collected: int | None = None
-    done: int = 0
-    #: The last lines of output, for a message when the run ends without a report.
-    lines: list[str] = field(default_factory=list)
-    _partial: str = ""
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def feed(self, text: str) -> None:
-        """Take a chunk of pytest's output (progress characters arrive before their newline)."""
-        *complete, self._partial = (self._partial + text).split("\n")
-        for line in complete:
-            self._count(line, final=True)
-        self.lines = [*self.lines, *complete][-OUTPUT_KEPT:]
-
-    def _count(self, line: str, final: bool) -> None:
-        collected = _COLLECTED.search(line)
-        if collected:
-            self.collected = int(collected.group(1) or collected.group(2))
-        elif _VERBOSE_OUTCOME.match(line):
-            self.done += 1
-        elif final and (match := _OUTCOME_CHARS.match(line.strip())):
-            self.done += len(match.group(1))
-
-    def tests_done(self) -> int:
-        """Tests finished, counting the characters of the line pytest is still writing."""
-        match = _OUTCOME_CHARS.match(self._partial.strip())
-        return self.done + (len(match.group(1)) if match else 0)
-
-    def describe(self) -> str:
-        if self.collected is None:
-            return f"{plural(self.tests_done(), 'test')}, {self.elapsed():.0f} s"
-        done = min(self.tests_done(), self.collected)
-        stage = ", scoring" if done == self.collected else ""
-        return f"{done}/{plural(self.collected, 'test')}{stage}, {self.elapsed():.0f} s"
+def _interpreter(python: str) -> str:
+    """``--python`` as an absolute path (not resolved: a virtual environment's link matters)."""
+    found = shutil.which(python) if os.sep not in python else python
+    if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
+        raise OptionError(f"--python: {python} is not an interpreter that can be run")
+    return str(Path(found).absolute())
 
 
 @dataclass
 class RunResult:
-    """How the pytest run ended and where its report is."""
+    """How a run went: its report, how the child ended, what the user must be told."""
 
-    exit_code: int | None
-    timed_out: bool
+    evaluation: Evaluation
+    ended: ChildExit
+    state: ProbeState
     report: Path | None
-    progress: Progress
+    #: One-line notices, in order (partial containment, missing dependencies…).
+    notices: list[str]
+    #: pytest's own output when it refused to run (a usage error), shown verbatim.
+    pytest_error: str | None = None
 
-    def failure(self) -> str:
-        """Why no report was written, with the end of pytest's output."""
-        usage = [
-            line.removeprefix("ERROR: ")
-            for line in self.progress.lines
-            if line.startswith("ERROR:")
-        ]
-        if self.exit_code == PYTEST_USAGE_ERROR and usage:
-            return "\n".join(usage)
-        tail = "\n".join(self.progress.lines[-20:])
-        how = "timed out" if self.timed_out else f"ended with exit status {self.exit_code}"
-        return f"pytest {how} without writing a report; its output ended with:\n{tail}"
+    @property
+    def timed_out(self) -> bool:
+        return self.ended.timed_out
+
+    @property
+    def interrupted(self) -> bool:
+        stopped = self.evaluation.stopped or ""
+        return self.ended.interrupted or stopped.startswith("scoring was interrupted")
+
+    def percent_passing(self) -> float:
+        return percent_passing(self.evaluation.tally)
+
+    def summary_lines(self, timeout: float) -> list[str]:
+        """What went wrong or was partial, one line (or block) each, for after the scores."""
+        evaluation, extra = (
+            self.evaluation,
+            self.evaluation.result.extra if self.evaluation.result else {},
+        )
+        lines = []
+        if self.ended.timed_out:
+            lines.append(f"timed out after {timeout:g} s: the report holds what ran")
+        elif self.ended.interrupted:
+            lines.append("interrupted: the report holds what ran")
+        if evaluation.stopped is not None:
+            lines.append(f"{evaluation.stopped}: the report holds what was scored")
+        if evaluation.withheld is not None:
+            lines.append(f"every score is N: {evaluation.withheld}")
+        if extra.get("containment") == "partial":
+            lines.append(f"containment: partial ({extra.get('containment_reason')})")
+        lines += self.notices
+        for problem in (evaluation.report_error, evaluation.junit_error):
+            if problem is not None:
+                lines.append(problem)
+        return lines
 
 
-def _reports(root: Path) -> set[Path]:
-    return set(root.glob(f"{SCAN_DIR_PREFIX}*")) if root.is_dir() else set()
+def preload() -> None:
+    """Import every module of pytest-scoring now, before a child runs.
+
+    Where containment is partial, the repository's code could edit the installed package;
+    what the evaluator already imported is not read again.
+    """
+    for module in pkgutil.walk_packages(pytest_scoring.__path__, "pytest_scoring."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    for name in ("pyarrow", "pyarrow.parquet", "pyarrow.json", "rich.console", "rich.table"):
+        importlib.import_module(name)
 
 
-def _pump(stream: IO[bytes], chunks: queue.Queue[bytes]) -> None:
-    """Forward the child's output in chunks (a reader thread: reads block)."""
-    for chunk in iter(lambda: stream.read1(4096), b""):  # type: ignore[attr-defined]
-        chunks.put(chunk)
-    chunks.put(b"")
+def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
+    """The options and settings of a run, checked before anything is copied or started.
 
-
-def _drain(chunks: queue.Queue[bytes], progress: Progress, wait: float) -> bool:
-    """Feed what arrived within ``wait`` seconds; False once the output has ended."""
+    :raises OptionError: for bad input, naming the option.
+    """
+    parsed = parse_run_arguments(
+        request.repo, request.invocation_dir, request.pytest_args, request.own_options()
+    )
+    report_root = request.invocation_dir / parsed.options.getoption("score_report")
+    check_report_root_outside(report_root, request.repo)  # before it is created
     try:
-        chunk = chunks.get(timeout=wait)
-    except queue.Empty:
-        return True
-    progress.feed(chunk.decode("utf-8", "replace"))
-    return chunk != b""
-
-
-def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGINT first (pytest scores what ran), the group killed after a grace period."""
-    kill_group(process.pid, signal.SIGINT)
-    try:
-        process.wait(timeout=min(MAX_GRACE, max(2.0, timeout / 4)))
-    except subprocess.TimeoutExpired:
-        kill_group(process.pid)
-
-
-def _follow(
-    process: subprocess.Popen[bytes],
-    timeout: float,
-    progress: Progress,
-    on_progress: Callable[[Progress], Any],
-) -> bool:
-    """Read the run's output to its end, stopping the run at the timeout; True if it was."""
-    assert process.stdout is not None
-    chunks: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=_pump, args=(process.stdout, chunks), daemon=True).start()
-    deadline, timed_out = progress.started + timeout, False
-    while _drain(chunks, progress, wait=0.2):
-        on_progress(progress)
-        if process.poll() is not None:
-            kill_group(process.pid)  # children the tests left running keep the output open
-        if not timed_out and time.monotonic() > deadline:
-            timed_out = True
-            threading.Thread(target=_stop, args=(process, timeout), daemon=True).start()
-    process.wait()
-    return timed_out
+        settings = resolve_settings(parsed.options)
+    except pytest.UsageError as error:
+        raise OptionError(str(error)) from None
+    return parsed, settings
 
 
 def run_repository(
-    request: RunRequest, on_progress: Callable[[Progress], Any] = lambda progress: None
+    request: RunRequest,
+    on_progress: Callable[[ProbeState, bool], Any] = lambda state, done: None,
+    say: Callable[[str], Any] = lambda line: None,
 ) -> RunResult:
-    """Run pytest with the plugin in ``request.repo`` and find the report it wrote."""
-    before = _reports(request.report_root)
-    progress = Progress()
-    with subprocess.Popen(
-        pytest_command(*request.arguments()),
-        cwd=request.repo,
-        env={**request.environment(), "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    ) as process:
-        timed_out = _follow(process, request.timeout, progress, on_progress)
-    new = sorted(_reports(request.report_root) - before, key=lambda path: path.stat().st_mtime)
-    return RunResult(process.returncode, timed_out, new[-1] if new else None, progress)
+    """Score ``request.repo`` from outside: copies, a contained child, scoring, the report.
+
+    :param on_progress: called with the probe's state while the tests run, and whether
+        they are over.
+    :param say: shown at once (a notice that the run goes on with partial containment).
+    :raises ScoringError: for bad input, before any child starts.
+    """
+    preload()
+    parsed, settings = prepare(request)
+    plugins = evaluator_plugins(request.plugins)
+    scorers = build_scorers(plugins.hook, parsed.options, settings)
+    check_scorer_settings(settings, scorers)
+    user, problem = requested_user(request.user)
+    area = new_area(request.repo, settings.report_root)
+    runner = ChildRunner(
+        python=request.python or sys.executable,
+        user=user,
+        limits=request.limits,
+        area=area,
+        private_folders=True,
+        time_limit=REFERENCE_SHARE * request.timeout,
+        guard=FileGuard(),
+    )
+    try:
+        if user is not None and (problem := user_cannot_run(runner)) is not None:
+            say(f"pytest-scoring: {problem}; the tests run as {getpass.getuser()} instead")
+            runner.user = None
+        names = _place_copies(request, settings, runner)
+        evaluation = Evaluation(
+            settings, scorers, hooks=plugins.hook, hook_config=parsed.options, children=runner
+        )
+        evaluation.names = names
+        return _run(request, parsed, evaluation, [problem] if problem else [], on_progress)
+    finally:
+        if request.keep:
+            say(f"pytest-scoring: the private area is kept: {area}")
+        else:
+            shutil.rmtree(area, ignore_errors=True)
 
 
-def percent_passing_in(scores_json: dict[str, Any]) -> float:
-    """``percent_passing_tests`` recomputed from a report's test counts (for ``--fail-under``)."""
-    counts = scores_json.get("tests", {}).get("counts", {})
-    passed, total = counts.get("passed", 0), counts.get("total", 0)
-    return round(100 * passed / total, 2) if total else 0
+def _place_copies(
+    request: RunRequest, settings: ScoringSettings, runner: ChildRunner
+) -> dict[str, str]:
+    """Copy the reference, then REPO, into the private area; the settings point at the copies.
+
+    :returns: each copy's path and the name the report uses for it.
+    """
+    names = {}
+    if settings.reference is not None:
+        pristine = copy_reference(runner, settings.reference)
+        names[str(pristine)] = str(settings.reference)
+        settings.reference = pristine
+    copy = copy_repository(runner, request.repo)
+    names[str(copy)] = str(request.repo)
+    assert runner.area is not None
+    names[str(runner.area)] = "<private area>"
+    settings.root, settings.repository = copy, request.repo
+    settings.scratch = runner.folder("snapshots")
+    return names
+
+
+def _run(
+    request: RunRequest,
+    parsed: ParsedArguments,
+    evaluation: Evaluation,
+    problems: list[str],
+    on_progress: Callable[[ProbeState, bool], Any],
+) -> RunResult:
+    """Start the scorers, run the tests in a contained child, score, report."""
+    runner, settings = evaluation.context.children, evaluation.settings
+    deadline = time.monotonic() + request.timeout
+    evaluation.start()
+    args, junit_inside = _junit_args(parsed, runner)
+    child = runner.start_pytest(
+        settings.root,
+        args,
+        request.timeout,
+        deterministic=settings.deterministic,
+        ignored_options=parsed.ignored,
+        tally=evaluation.tally,
+    )
+    ended = child.wait(on_progress)
+    state = child.state
+    evaluation.interrupted = not session_complete(ended, state)
+    problems = _containment(problems, runner)
+    if request.strict and problems:
+        evaluation.withheld = (
+            f"containment was partial ({'; '.join(problems)}) and --strict asks for full "
+            "containment"
+        )
+    _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
+    result = evaluation.result
+    assert result is not None
+    problems = _containment(problems, runner)
+    result.extra.update(
+        containment="partial" if problems else "full",
+        containment_reason="; ".join(problems) or None,
+        run=_run_section(runner, ended, state),
+    )
+    junit = _copy_out_junit(junit_inside, parsed.junit_xml, evaluation)
+    report = evaluation.report(junit)
+    return RunResult(
+        evaluation,
+        ended,
+        state,
+        report,
+        notices=_notices(runner, state),
+        pytest_error=_pytest_error(ended, state, child.log, evaluation.names),
+    )
+
+
+def _containment(problems: list[str], runner: ChildRunner) -> list[str]:
+    return list(dict.fromkeys([*problems, *runner.containment_problems()]))
+
+
+def _score_in_time(evaluation: Evaluation, seconds: float) -> None:
+    """Score within ``seconds``; Ctrl-C or the deadline still leaves a result to report."""
+    try:
+        with scoring_deadline(seconds):
+            evaluation.score()
+    except ScoringTimedOut:
+        evaluation.stopped = evaluation.stopped or "scoring ran past the timeout"
+    except KeyboardInterrupt:
+        evaluation.stopped = evaluation.stopped or "scoring was interrupted (Ctrl-C)"
+    if evaluation.result is None:  # stopped between two scorers, outside any of them
+        evaluation.score()
+
+
+def _run_section(runner: ChildRunner, ended: ChildExit, state: ProbeState) -> dict[str, Any]:
+    """How the child ran, for ``scores.json``."""
+    user = runner.user.name if runner.user is not None else getpass.getuser()
+    return {
+        "python": runner.python,
+        "user": user,
+        "pytest": (state.start or {}).get("pytest"),
+        "exit_code": ended.exit_code,
+        "signal": ended.signal,
+        "timed_out": ended.timed_out,
+        "interrupted": ended.interrupted,
+        "duration": ended.duration,
+        "probe_lines_rejected": state.rejected,
+    }
+
+
+def _junit_args(parsed: ParsedArguments, runner: ChildRunner) -> tuple[list[str], Path | None]:
+    """The child's arguments: ``--junitxml`` goes to a file in a folder the child may write."""
+    if parsed.junit_xml is None:
+        return parsed.pytest_args, None
+    inside = runner.workspace("junit") / "junit.xml"
+    return [*parsed.pytest_args, f"--junitxml={inside}"], inside
+
+
+def _copy_out_junit(
+    inside: Path | None, target: Path | None, evaluation: Evaluation
+) -> Path | None:
+    """The child's JUnit XML, copied where ``--junitxml`` asked (a regular file only)."""
+    if inside is None or target is None:
+        return None
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+        with os.fdopen(os.open(inside, flags), "rb") as source:
+            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                raise OSError(f"{inside.name} is not a regular file")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as copy:
+                shutil.copyfileobj(source, copy)
+    except OSError as error:
+        evaluation.junit_error = f"pytest wrote no usable JUnit XML ({error})"
+        return None
+    return target
+
+
+MISSING_MODULE: Final = re.compile(r"No module named '([^']+)'")
+
+
+def _notices(runner: ChildRunner, state: ProbeState) -> list[str]:
+    """What the user must read beside the scores: modules the tests could not import."""
+    missing = sorted(
+        {
+            match.group(1).split(".")[0]
+            for error in state.collect_errors
+            for match in MISSING_MODULE.finditer(error["longrepr"])
+        }
+    )
+    if not missing:
+        return []
+    names = ", ".join(missing)
+    first = next(e for e in state.collect_errors if MISSING_MODULE.search(e["longrepr"]))
+    shown = "\n".join(first["longrepr"].strip().splitlines()[-15:])
+    return [
+        f"the tests could not import {names} with {runner.python}: that interpreter lacks "
+        f"the repository's dependencies (give one that has them with --python PATH)",
+        f"pytest's error ({first['nodeid']}):\n{shown}",
+    ]
+
+
+def _pytest_error(
+    ended: ChildExit, state: ProbeState, log: Path, names: dict[str, str]
+) -> str | None:
+    """pytest's own output when it refused to run: a usage error, no pytest, no interpreter."""
+    if ended.error is not None:
+        return ended.error
+    if state.start is not None or ended.exit_code not in (PYTEST_USAGE_ERROR, NO_PYTEST):
+        return None
+    text = read_tail(log, OUTPUT_SHOWN).strip()
+    for private, public in names.items():
+        text = text.replace(private, public)
+    return text
+
+
+def session_complete(ended: ChildExit, state: ProbeState) -> bool:
+    """The session ended as pytest meant it to: the probe's end line, pytest's own exit
+    status, no interrupt, no timeout, no signal."""
+    status = state.exit_status()
+    return (
+        state.finished_session()
+        and not state.interrupted()
+        and status in PYTEST_ENDED
+        and ended.exit_code == status
+        and not (ended.timed_out or ended.interrupted or ended.signal or ended.error)
+    )

@@ -1,0 +1,122 @@
+"""The private area of one ``pytest-scoring run``, the copies in it, and the children's user.
+
+Layout (docs/security.md): one new folder outside REPO and the report root, which the
+children's user may pass through but not list (0711), holding
+
+* folders only the evaluator can read (0700): the pristine copy of the reference checkout, the
+  database snapshots, the children's logs;
+* folders the children's user owns: the private copy of REPO that is scored, the copy the
+  reference rerun runs in, a private ``HOME`` and ``TMPDIR``;
+* the launch kit (launcher, probe, deterministic plugin), readable by all, writable by the
+  evaluator only.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import pwd
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from pytest_scoring.errors import OptionError
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.process.children import read_tail
+from pytest_scoring.process.launch import NO_PYTEST
+from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.reference.copy import copy_tree
+
+#: Who the repository's processes run as when ``run`` runs as root.
+DEFAULT_USER: Final = "nobody"
+#: Seconds the check that the children's user can run the interpreter may take.
+CHECK_TIMEOUT: Final = 120.0
+
+
+def new_area(repo: Path, report_root: Path) -> Path:
+    """A new private area (0700 until a children's user needs to pass through).
+
+    :raises OptionError: when the temporary folder is inside REPO or the report root.
+    """
+    area = Path(tempfile.mkdtemp(prefix="pytest-scoring-run-")).resolve()
+    for what, folder in (("REPO", repo), ("the report root", report_root)):
+        if area.is_relative_to(folder.resolve()):
+            area.rmdir()
+            raise OptionError(
+                f"the private area {area} would be inside {what}: set TMPDIR to another folder"
+            )
+    return area
+
+
+def check_report_root_outside(report_root: Path, repo: Path) -> None:
+    """A report root inside REPO is refused: the repository could plant or change reports.
+
+    :raises OptionError: naming ``--report`` and both folders.
+    """
+    if report_root.resolve().is_relative_to(repo.resolve()):
+        raise OptionError(
+            f"--report: {report_root} is inside REPO ({repo}); the scored repository could "
+            "plant or change reports there: choose a folder outside it"
+        )
+
+
+def requested_user(name: str | None) -> tuple[ChildUser | None, str | None]:
+    """The children's user, and why containment is partial without one.
+
+    :param name: ``--user`` (default ``nobody`` when root).
+    :raises OptionError: for an unknown user, or ``--user`` without root.
+    """
+    if os.geteuid() != 0:
+        if name is not None and name != getpass.getuser():
+            raise OptionError(f"--user {name}: only root can run the tests as another user")
+        return None, (
+            f"run is not root, so the repository's code runs as the evaluator's own user "
+            f"({getpass.getuser()})"
+        )
+    name = name or DEFAULT_USER
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise OptionError(f"--user: there is no user named {name!r}") from None
+    if entry.pw_uid == 0:
+        return None, f"--user {name}: the repository's code runs as root, like the evaluator"
+    return ChildUser(name, entry.pw_uid, entry.pw_gid), None
+
+
+def user_cannot_run(runner: ChildRunner) -> str | None:
+    """Why the children's user cannot run the interpreter with pytest, or None when it can."""
+    assert runner.user is not None
+    folder = runner.folder("check")
+    with (folder / "out").open("wb") as out, (folder / "err").open("wb+") as err:
+        ended = runner.run_command(
+            runner.launcher_command("--check"), runner.kit(), CHECK_TIMEOUT, out, err
+        )
+    who = f"user {runner.user.name}"
+    if ended.error is not None:
+        return f"{who} cannot run {runner.python} ({ended.error.rsplit(': ', 1)[-1]})"
+    if ended.exit_code == 0:
+        return None
+    if ended.exit_code == NO_PYTEST:
+        return f"{who} cannot import pytest with {runner.python}"
+    detail = read_tail(folder / "err", 300).strip().splitlines()[-1:] or [ended.describe()]
+    return f"{who} cannot run {runner.python} ({detail[0]})"
+
+
+def copy_repository(runner: ChildRunner, repo: Path) -> Path:
+    """The private copy of REPO that is scored, owned by the children's user."""
+    copy = runner.workspace("repo") / repo.name
+    copy_tree(repo, copy)
+    runner.give(copy)
+    return copy
+
+
+def copy_reference(runner: ChildRunner, reference: Path) -> Path:
+    """The pristine copy of the reference checkout, made before any code of REPO runs.
+
+    Only the evaluator can read it; its manifest's fingerprint is checked before scoring.
+    """
+    copy = runner.folder("reference") / reference.name
+    copy_tree(reference, copy)
+    if runner.guard is not None:
+        runner.guard.add_tree(copy)
+    return copy

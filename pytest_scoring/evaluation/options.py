@@ -1,0 +1,176 @@
+"""``pytest-scoring run``'s options: its own flags and the ``--score-*`` options after ``--``.
+
+The ``--score-*`` options are defined once, for pytest (:func:`~pytest_scoring.plugin.options.
+add_options`); here the same definitions are read by :mod:`argparse` through a small adapter,
+so that ``run REPO -- --score-db-reset -x`` takes ``--score-db-reset`` for the evaluator and
+passes ``-x`` to the child's pytest. Settings are then resolved by the same function as in
+process, from the evaluator's command line alone: no ini file of the scored repository is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from typing import Final
+from typing import NoReturn
+
+from pytest_scoring.errors import OptionError
+from pytest_scoring.plugin.options import OptionGroup
+from pytest_scoring.plugin.options import add_options
+from pytest_scoring.process.supervisor import Limits
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are :class:`OptionError`, never ``sys.exit``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise OptionError(message)
+
+
+def _parser() -> _Parser:
+    return _Parser(prog="pytest-scoring run", add_help=False, allow_abbrev=False)
+
+
+@dataclass
+class _Group:
+    parser: argparse.ArgumentParser
+    flags: list[str]
+
+    def addoption(self, *opts: str, **attrs: Any) -> None:
+        action = self.parser.add_argument(*opts, **attrs)
+        takes_value = action.nargs != 0
+        self.flags += [f"{flag}=" if takes_value else flag for flag in action.option_strings]
+
+
+@dataclass
+class ScoreOptionParser:
+    """:func:`add_options` written for pytest, registered into :mod:`argparse`."""
+
+    parser: argparse.ArgumentParser = field(default_factory=_parser)
+    #: Every flag, ``--flag=`` when it takes a value (the child ignores them).
+    flags: list[str] = field(default_factory=list)
+    #: The ini names and their defaults (``run`` reads no ini file: defaults only).
+    ini_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        add_options(self)
+
+    def getgroup(self, name: str, description: str = "") -> OptionGroup:
+        return _Group(self.parser, self.flags)
+
+    def addini(self, name: str, help: str, type: Any = None, default: Any = None) -> None:
+        self.ini_defaults[name] = default
+
+    def ignored_in_child(self) -> list[str]:
+        """What the child's launcher registers as no-ops (docs/cli.md)."""
+        return [*self.flags, *(f"ini:{name}" for name in self.ini_defaults)]
+
+
+def _selection_parser() -> _Parser:
+    """pytest's ``-k``/``-m`` (the reference rerun repeats them) and ``--junitxml``."""
+    parser = _parser()
+    parser.add_argument("-k", dest="keyword", default="")
+    parser.add_argument("-m", dest="markexpr", default="")
+    return parser
+
+
+def _junit_parser() -> _Parser:
+    parser = _parser()
+    parser.add_argument("--junitxml", "--junit-xml", dest="xmlpath")
+    return parser
+
+
+@dataclass
+class EvaluatorOptions:
+    """``run``'s options as an :class:`~pytest_scoring.plugin.options.OptionSource`.
+
+    It is also the ``config`` argument our hooks receive under ``run``: ``getoption(name)``
+    gives the value of a ``--score-*`` option by its ``dest``, as ``pytest.Config`` does.
+    """
+
+    namespace: argparse.Namespace
+    #: The scored repository as the evaluator named it.
+    rootpath: Path
+    #: Where ``run`` was started: relative paths in options start there.
+    invocation_dir: Path
+    ini_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return getattr(self.namespace, name, default)
+
+    def getini(self, name: str) -> Any:
+        return self.ini_defaults.get(name)
+
+
+@dataclass
+class ParsedArguments:
+    """What ``run``'s arguments after ``--`` mean."""
+
+    options: EvaluatorOptions
+    #: What goes to the child's pytest (the ``--score-*`` options and ``--junitxml`` taken out).
+    pytest_args: list[str]
+    #: ``--junitxml`` as given (relative to where ``run`` was started), or None.
+    junit_xml: Path | None
+    #: The flags and ini names the child accepts and ignores.
+    ignored: list[str]
+
+
+def parse_run_arguments(
+    repo: Path, invocation_dir: Path, pytest_args: Sequence[str], own: Sequence[str]
+) -> ParsedArguments:
+    """Split ``run``'s arguments after ``--`` between the evaluator and the child.
+
+    :param own: ``run``'s own flags as ``--score-*`` options; they win over the same options
+        given after ``--``.
+    :raises OptionError: for a bad ``--score-*`` value, naming the option.
+    """
+    scores = ScoreOptionParser()
+    namespace, rest = scores.parser.parse_known_args(list(pytest_args))
+    scores.parser.parse_args(list(own), namespace=namespace)
+    namespace.score = True
+    try:
+        selection, _ = _selection_parser().parse_known_args(rest)
+    except OptionError:  # a -k without its value: pytest itself will say so
+        selection = argparse.Namespace(keyword="", markexpr="")
+    vars(namespace).update(vars(selection))
+    junit, child_args = _junit_parser().parse_known_args(rest)
+    options = EvaluatorOptions(namespace, repo, invocation_dir, scores.ini_defaults)
+    xmlpath = None if junit.xmlpath is None else invocation_dir / junit.xmlpath
+    return ParsedArguments(options, child_args, xmlpath, scores.ignored_in_child())
+
+
+#: ``--limit`` kinds and the :class:`Limits` field each sets.
+LIMIT_KINDS: Final = {"fsize": "file_size", "as": "address_space", "nofile": "open_files"}
+#: The children's limits unless ``--limit`` says otherwise (docs/cli.md).
+DEFAULT_LIMITS: Final = Limits(file_size=4 * 1024**3, address_space=None, open_files=4096)
+_UNITS: Final = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_limits(values: Sequence[str]) -> Limits:
+    """``--limit KIND=SIZE`` values over the defaults (``none`` lifts a limit).
+
+    :raises OptionError: naming the value that is not ``fsize``, ``as`` or ``nofile`` with a
+        size such as ``512M``.
+    """
+    limits = DEFAULT_LIMITS
+    for value in values:
+        kind, _, size = value.partition("=")
+        if kind not in LIMIT_KINDS:
+            raise OptionError(f"--limit {value!r}: the kind must be one of fsize, as, nofile")
+        limits = replace(limits, **{LIMIT_KINDS[kind]: _size(value, size)})
+    return limits
+
+
+def _size(value: str, size: str) -> int | None:
+    if size.lower() == "none":
+        return None
+    number, unit = size[:-1] if size[-1:].isalpha() else size, size[-1:].upper()
+    unit = unit if unit.isalpha() else ""
+    if not number.isdigit() or unit not in _UNITS or int(number) <= 0:
+        raise OptionError(f"--limit {value!r}: expected a positive size such as 512M, or none")
+    return int(number) * _UNITS[unit]

@@ -1,0 +1,184 @@
+"""``pytest-scoring run`` as root: the repository's processes run as an unprivileged user.
+
+These tests need root and an interpreter that other users may run: Debian's ``/usr/bin/python3``
+with ``python3-pytest`` from apt (a pyenv interpreter under ``/root`` is closed to them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from runs import SYSTEM_PYTHON
+from runs import only_report
+from runs import run_cli
+from runs import system_python_with_pytest
+
+import pytest_scoring
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to another user"),
+    pytest.mark.skipif(
+        not system_python_with_pytest(),
+        reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
+    ),
+]
+
+APP = """
+import sqlite3
+from pathlib import Path
+
+def login(name):
+    with sqlite3.connect(Path(__file__).with_name("app.db")) as db:
+        db.execute("SELECT * FROM users WHERE name = ?", (name,))
+"""
+ATTACK = "        db.execute(\"UPDATE users SET password = 'pwned' WHERE name = 'admin'\")\n"
+HOSTILE_TESTS = """
+import os, sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import app
+
+TARGETS = {targets!r}
+
+
+def attempt(action):
+    try:
+        action()
+    except OSError as error:
+        return f"refused ({{type(error).__name__}})"
+    return "done"
+
+
+def test_login():
+    app.login("bob")
+
+
+def test_the_evaluators_files_are_out_of_reach(record_property):
+    area = Path(os.environ["TMPDIR"]).parent
+    results = {{
+        "reference": attempt(lambda: Path(TARGETS["reference"]).write_text("attack")),
+        "report root": attempt(lambda: Path(TARGETS["report"]).write_text("forged")),
+        "installation": attempt(lambda: Path(TARGETS["installation"]).write_text("x = 1")),
+        "private area": attempt(lambda: os.listdir(area)),
+    }}
+    record_property("attempts", results)
+    record_property("identity", [os.getuid(), os.environ["HOME"], os.environ["TMPDIR"]])
+    assert set(results.values()) == {{"refused (PermissionError)"}}
+"""
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder other users may pass through and read (as a checkout under /srv would be)."""
+    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def make_app(folder: Path, app: str, tests: str) -> Path:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "app.py").write_text(app)
+    (folder / "tests" / "test_app.py").write_text(tests)
+    with sqlite3.connect(folder / "app.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, password TEXT)")
+        db.execute("INSERT INTO users (name, password) VALUES ('admin', 'h0'), ('bob', 'h1')")
+    db.close()
+    return folder
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
+    open_folder: Path,
+) -> None:
+    report_root = open_folder / "reports"
+    installation = Path(pytest_scoring.__file__).parent / "probe.py"
+    targets = {
+        "reference": str(open_folder / "reference" / "app.py"),
+        "report": str(report_root / "forged.txt"),
+        "installation": str(installation),
+    }
+    tests = HOSTILE_TESTS.format(targets=targets)
+    reference = make_app(open_folder / "reference", APP, tests)
+    repo = make_app(open_folder / "repo", APP + ATTACK, tests)
+    before = tree_hashes(reference), installation.read_bytes()
+    config = open_folder / "scorers.json"
+    selector = {"rows": {"changed": {"has_one": ["password"]}}}
+    config.write_text(
+        json.dumps(
+            {
+                "scorers": [
+                    {"type": "percent_passing_tests"},
+                    {"type": "db_change", "selector": selector},
+                    {"type": "db_diff_change", "selector": selector},
+                    {"type": "sandbox_state", "command": 'test "$(id -u)" = 65534'},
+                ]
+            }
+        )
+    )
+    result = run_cli(
+        repo,
+        "--reference",
+        reference,
+        "--report",
+        report_root,
+        "--python",
+        SYSTEM_PYTHON,
+        "--config",
+        config,
+    )
+    assert result.exit_code == 0, result.output
+    report = only_report(report_root)
+    assert (report["containment"], report["run"]["user"]) == ("full", "nobody")
+    properties = {
+        name: value for test in report["tests"]["tests"] for name, value in test["user_properties"]
+    }
+    assert set(properties["attempts"].values()) == {"refused (PermissionError)"}
+    uid, home, tmp = properties["identity"]
+    assert uid == 65534 and home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+    assert (
+        report["scores"]["db_change"]["value"],
+        report["scores"]["db_diff_change"]["value"],
+    ) == (
+        "C",
+        "C",
+    ), "the reference rerun ran as that user too, in a copy it may write"
+    assert (tree_hashes(reference), installation.read_bytes()) == before
+    assert [path.name for path in report_root.iterdir()] == [f"scan_id={report['scan_id']}"]
+
+
+def test_a_user_that_cannot_run_the_interpreter_is_named_and_containment_is_partial(
+    tmp_path: Path,
+) -> None:
+    closed = tmp_path / "closed"  # 0700, owned by root: no other user gets through
+    closed.mkdir(mode=0o700)
+    (closed / "python3").symlink_to(SYSTEM_PYTHON)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", closed / "python3")
+    assert result.exit_code == 0, result.output
+    assert "user nobody cannot run" in result.output
+    report = only_report(tmp_path / "out")
+    assert report["containment"] == "partial"
+    assert "user nobody cannot run" in report["containment_reason"]
+    assert report["run"]["user"] == "root"
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
