@@ -90,7 +90,6 @@ def test_a_run_past_its_timeout_is_stopped_and_reports_what_ran(repo: Path, tmp_
     assert report["tests"]["counts"]["passed"] == 1  # type: ignore[index]
 
 
-
 @pytest.mark.slow
 def test_the_repositorys_own_scoring_settings_cannot_steer_a_run(
     repo: Path, tmp_path: Path

@@ -41,9 +41,9 @@ class EvaluatorPluginManager(pluggy.PluginManager):
 
     def parse_hookimpl_opts(self, plugin: object, name: str) -> pluggy.HookimplOpts | None:
         options = super().parse_hookimpl_opts(plugin, name)
-        if options is None and name.startswith(HOOK_PREFIX):
-            if inspect.isroutine(getattr(plugin, name, None)):
-                return cast(pluggy.HookimplOpts, {})
+        unmarked = options is None and name.startswith(HOOK_PREFIX)
+        if unmarked and inspect.isroutine(getattr(plugin, name, None)):
+            return cast(pluggy.HookimplOpts, {})
         return options
 
 

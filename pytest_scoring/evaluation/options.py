@@ -99,6 +99,8 @@ class EvaluatorOptions:
     #: Where ``run`` was started: relative paths in options start there.
     invocation_dir: Path
     ini_defaults: dict[str, Any] = field(default_factory=dict)
+    #: No ini file is ever read for the evaluator.
+    inipath: Path | None = None
 
     def getoption(self, name: str, default: Any = None) -> Any:
         return getattr(self.namespace, name, default)

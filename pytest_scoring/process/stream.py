@@ -37,6 +37,7 @@ class _Collector:
 
     nodeid: str
     outcome: str
+    longrepr: str
 
 
 @dataclass
@@ -103,10 +104,10 @@ class ProbeState:
         nodeid, outcome = line.get("nodeid"), line.get("outcome")
         if not isinstance(nodeid, str) or not isinstance(outcome, str):
             return False
-        self.tally.record_collection(_Collector(self._nodeid(nodeid), outcome))
+        longrepr = line.get("longrepr")
+        text = longrepr if isinstance(longrepr, str) else ""
+        self.tally.record_collection(_Collector(self._nodeid(nodeid), outcome, text))
         if outcome == "failed" and len(self.collect_errors) < COLLECT_ERRORS_KEPT:
-            longrepr = line.get("longrepr")
-            text = longrepr if isinstance(longrepr, str) else ""
             self.collect_errors.append({"nodeid": self._nodeid(nodeid), "longrepr": text})
         return True
 
