@@ -15,7 +15,11 @@ named by ``PYTEST_SCORING_PROBE_FD`` (or appends to the file ``PYTEST_SCORING_PR
 * ``collected``: the test ids collected and those deselected;
 * ``phase``: one per finished setup, call or teardown, in the shape of
   ``pytest_scoring.scorers.outcomes.PhaseRecord``;
-* ``end``: pytest's exit status, and whether a real interrupt (Ctrl-C) stopped it.
+* ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
+  (``pytest_scoring/plugin/integrity.py``, copied beside the probe as
+  ``_pytest_scoring_integrity``) can be loaded (it needs pluggy 1.1 or newer);
+* ``end``: pytest's exit status, whether a real interrupt (Ctrl-C) stopped it, and what ended
+  the session early (``stop_reason``, ``stop_file``), if anything did.
 
 The channel protects the stream from other processes, not from the code under test: a test
 can write lines of its own to the same descriptor (docs/security.md).
@@ -36,6 +40,8 @@ import pytest
 FD_VARIABLE = "PYTEST_SCORING_PROBE_FD"
 FILE_VARIABLE = "PYTEST_SCORING_PROBE_FILE"
 PLUGIN_NAME = "pytest-scoring-probe"
+#: The integrity module's name beside the probe (the launcher's kit).
+INTEGRITY = "_pytest_scoring_integrity"
 #: Characters of a failure's text kept in a line (the end of it says what went wrong).
 LONGREPR_CAP = 20000
 #: ini values that decide which tests a session collects.
@@ -65,6 +71,11 @@ class Probe:
         self._deselected: list[str] = []
         self._exitstatus: int | None = None
         self._interrupted = False
+        self._stopped_by: Any = None
+        self._config: pytest.Config | None = None
+        self._integrity: Any = None
+        self._watch: Any = None
+        self._stop: tuple[str, str | None] = ("", None)
 
     @classmethod
     def from_environment(cls) -> Probe | None:
@@ -88,6 +99,12 @@ class Probe:
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
+        self._config = config
+        self._integrity = integrity_module()
+        if self._integrity is not None:
+            root = self._integrity.repository_root(config)
+            self._watch = self._integrity.IntegrityWatch(config, root)
+            config.pluginmanager.register(self._watch, "pytest-scoring-integrity")
         plugins = sorted(
             name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None
         )
@@ -133,23 +150,42 @@ class Probe:
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.write(phase_line(report))
+        if self._watch is not None:
+            self._watch.check_report(report)
 
     @pytest.hookimpl
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[Any]) -> None:
         # pytest stops itself after collection errors with Session.Interrupted (a
         # KeyboardInterrupt): only a real interrupt makes the session incomplete.
         self._interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
+        self._stopped_by = excinfo if self._interrupted else None
 
     # trylast: read the exit status after every other plugin had its say.
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: object) -> None:
         self._exitstatus = int(session.exitstatus)
+        if self._watch is None or self._config is None:
+            return
+        integrity, root = self._integrity, self._watch.root
+        inifile = self._config.inipath
+        signals = [*self._watch.finish(), *integrity.ini_signals(inifile, root, selection=True)]
+        for signal in integrity.cap_signals(signals):
+            self.write({"type": "integrity", **signal})
+        self._stop = integrity.stop_reason(session, self._stopped_by, root)
 
     # trylast: the last line of the stream, after every other plugin's unconfigure.
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        end = {"type": "end", "exitstatus": self._exitstatus, "interrupted": self._interrupted}
-        self.write(end)
+        reason, file = self._stop
+        self.write(
+            {
+                "type": "end",
+                "exitstatus": self._exitstatus,
+                "interrupted": self._interrupted,
+                "stop_reason": reason,
+                "stop_file": file,
+            }
+        )
 
 
 def phase_line(report: pytest.TestReport) -> dict[str, Any]:
@@ -175,6 +211,14 @@ def phase_line(report: pytest.TestReport) -> dict[str, Any]:
     if report.failed:
         line["longrepr"] = _cap(str(report.longrepr))
     return line
+
+
+def integrity_module() -> Any:
+    """The integrity module beside the probe, or None (not copied, or pluggy too old)."""
+    try:
+        return __import__(INTEGRITY)
+    except Exception:  # its absence only means no integrity lines
+        return None
 
 
 def _selection_ini(config: pytest.Config) -> dict[str, object]:

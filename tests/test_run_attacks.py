@@ -494,13 +494,16 @@ def test_a_repository_that_rewrites_the_evaluators_snapshot_scores_no_answer(
         assert "evaluator files changed during the run" in score["explanation"]
 
 
-def test_under_strict_partial_containment_scores_no_answer(repo: Path, tmp_path: Path) -> None:
+def test_under_strict_partial_containment_makes_the_test_scores_no_answer(
+    repo: Path, tmp_path: Path
+) -> None:
     write(repo / "test_ok.py", "def test_ok():\n    pass\n")
     run_cli(repo, "--report", tmp_path / "out", *AS_EVALUATOR, "--strict")
     report = only_report(tmp_path / "out")
     assert report["containment"] == "partial"
+    assert [signal["kind"] for signal in report["integrity"]] == ["containment"]
     assert {score["value"] for score in report["scores"].values()} == {"N"}
-    assert "--strict" in report["scores"]["all_tests_pass"]["explanation"]
+    assert "containment" in report["scores"]["all_tests_pass"]["explanation"]
 
 
 def test_a_sitecustomize_the_repository_puts_on_pythonpath_never_reaches_the_reference_rerun(

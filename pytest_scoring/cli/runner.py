@@ -54,6 +54,10 @@ from pytest_scoring.evaluation.scoring import scoring_deadline
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.plugin.assemble import build_scorers
 from pytest_scoring.plugin.assemble import check_scorer_settings
+from pytest_scoring.plugin.integrity import Signal
+from pytest_scoring.plugin.integrity import cap_signals
+from pytest_scoring.plugin.integrity import early_end_signal
+from pytest_scoring.plugin.integrity import make_signal
 from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
@@ -65,6 +69,8 @@ from pytest_scoring.process.launch import NO_PYTEST
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
 from pytest_scoring.text import number_text
 
@@ -261,6 +267,7 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
+    tally = _tally(settings)
     user, problem = requested_user(request.user)
     area = new_area(request.repo, settings.report_root)
     runner = ChildRunner(
@@ -278,7 +285,12 @@ def run_repository(
             runner.user = None
         names = _place_copies(request, settings, runner)
         evaluation = Evaluation(
-            settings, scorers, hooks=plugins.hook, hook_config=parsed.options, children=runner
+            settings,
+            scorers,
+            hooks=plugins.hook,
+            hook_config=parsed.options,
+            children=runner,
+            tally=tally,
         )
         evaluation.names = names
         return _run(request, parsed, evaluation, [problem] if problem else [], on_progress)
@@ -287,6 +299,19 @@ def run_repository(
             say(f"pytest-scoring: the private area is kept: {area}")
         else:
             shutil.rmtree(area, ignore_errors=True)
+
+
+def _tally(settings: ScoringSettings) -> OutcomeTally:
+    """The run's tally, with the expected set (``--expected-tests``) when one is given: a
+    folder runs here, on the evaluator's side, never inside the scored repository's pytest.
+
+    :raises OptionError: for a set that cannot be read or run.
+    """
+    tally = OutcomeTally()
+    if settings.expected_source is not None:
+        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        tally.expected, tally.expected_source = expected.outcomes, expected.describe()
+    return tally
 
 
 def _place_copies(
@@ -334,11 +359,7 @@ def _run(
     state = child.state
     evaluation.interrupted = not session_complete(ended, state)
     problems = _containment(problems, runner)
-    if request.strict and problems:
-        evaluation.withheld = (
-            f"containment was partial ({'; '.join(problems)}) and --strict asks for full "
-            "containment"
-        )
+    evaluation.context.integrity = _integrity(state, ended, evaluation.tally, problems)
     _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
     result = evaluation.result
     assert result is not None
@@ -362,6 +383,24 @@ def _run(
 
 def _containment(problems: list[str], runner: ChildRunner) -> list[str]:
     return list(dict.fromkeys([*problems, *runner.containment_problems()]))
+
+
+def _integrity(
+    state: ProbeState, ended: ChildExit, tally: OutcomeTally, problems: list[str]
+) -> list[Signal]:
+    """The run's integrity signals: the probe's, how the session ended, partial containment.
+
+    Under ``--strict`` a ``containment`` signal makes the test scores "N", like the others.
+    """
+    signals = list(state.integrity)
+    if tally.expected is not None:  # with a set, selection cannot change a score
+        signals = [signal for signal in signals if signal["kind"] != "selection"]
+    reason, file = state.stop()
+    if not state.finished_session():
+        reason = "the run timed out" if ended.timed_out else f"pytest {ended.describe()}"
+    early = early_end_signal(tally.not_run(), reason, file)
+    containment = [make_signal("containment", problem) for problem in problems]
+    return cap_signals([*signals, *([early] if early else []), *containment])
 
 
 def _score_in_time(evaluation: Evaluation, seconds: float) -> None:

@@ -13,13 +13,13 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
 from pytest_scoring.plugin.integrity import IntegrityWatch
+from pytest_scoring.plugin.integrity import repository_root
 from pytest_scoring.plugin.options import PytestOptions
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
 from pytest_scoring.plugin.session import PLUGIN_NAME
 from pytest_scoring.plugin.session import ScoringSession
 from pytest_scoring.plugin.session import XdistCollection
-from pytest_scoring.plugin.session import repository_root
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import Scorer
 

@@ -33,9 +33,14 @@ KINDS = (
     "plugin_disabled",
     "selection",
     "early_end",
+    "containment",
 )
-#: The kinds ``--score-strict`` (``run --strict``) acts on when given no list.
-STRICT_DEFAULT = frozenset({"outcome_changed", "patched", "plugin_disabled", "early_end"})
+#: The kinds ``--score-strict`` (``run --strict``) acts on when given no list. ``containment``
+#: (``run`` only: the repository's processes ran as the evaluator's user, or outside a
+#: subreaper) is among them: a strict evaluator wants every process contained.
+STRICT_DEFAULT = frozenset(
+    {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}
+)
 
 #: Hooks through which a conftest or plugin can decide, change or hide a test's outcome, or
 #: which tests exist. Implementing one is ``outcome_hook`` (information only: pytest's own
@@ -567,3 +572,26 @@ class IntegrityWatch:
             if isinstance(item, dict) and {"kind", "detail", "file"} <= set(item):
                 file = item["file"] if isinstance(item["file"], str) else None
                 self.signals.append(make_signal(str(item["kind"]), str(item["detail"]), file))
+
+
+def repository_root(config: pytest.Config) -> Path:
+    """The scored repository's root: where pytest was started, when pytest's rootdir lies
+    inside it (an ini file in a subfolder moves the rootdir, not the repository)."""
+    invocation, rootdir = Path(config.invocation_params.dir), Path(config.rootpath)
+    return invocation if _is_inside(rootdir, invocation) else rootdir
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+    except ValueError:
+        return False
+    return True
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Loaded by name (``-p``, by the launcher of ``pytest-scoring run``): watch each
+    pytest-xdist worker, which hands its signals to the controller's watch (the probe's)."""
+    if hasattr(config, "workerinput"):
+        watch = IntegrityWatch(config, repository_root(config))
+        config.pluginmanager.register(watch, "pytest-scoring-integrity")

@@ -22,6 +22,7 @@ from pytest_scoring.plugin.integrity import Signal
 from pytest_scoring.plugin.integrity import cap_signals
 from pytest_scoring.plugin.integrity import early_end_signal
 from pytest_scoring.plugin.integrity import ini_signals
+from pytest_scoring.plugin.integrity import repository_root
 from pytest_scoring.plugin.integrity import stop_reason
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import Scorer
@@ -156,13 +157,6 @@ class XdistCollection:
     @pytest.hookimpl
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self.tally.record_collected(ids)
-
-
-def repository_root(config: pytest.Config) -> Path:
-    """The scored repository's root: where pytest was started, when pytest's rootdir lies
-    inside it (an ini file in a subfolder moves the rootdir, not the repository)."""
-    invocation, rootdir = Path(config.invocation_params.dir), Path(config.rootpath)
-    return invocation if rootdir.is_relative_to(invocation) else rootdir
 
 
 def id_prefix(rootdir: Path, repository: Path) -> str:

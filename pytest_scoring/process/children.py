@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 from typing import Final
 
+from pytest_scoring import probe
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.process import launch
 from pytest_scoring.process.environment import captured_environment
@@ -43,6 +44,7 @@ KIT_FILES: Final = {
     f"{launch.PROBE}.py": _PACKAGE / "probe.py",
     f"{launch.DETERMINISTIC}.py": _PACKAGE / "plugin" / "deterministic.py",
     f"{launch.HOOKSPECS}.py": _PACKAGE / "plugin" / "hookspecs.py",
+    f"{probe.INTEGRITY}.py": _PACKAGE / "plugin" / "integrity.py",
 }
 #: The probe's channel: an inherited descriptor, named in this variable.
 PROBE_FD_VARIABLE: Final = "PYTEST_SCORING_PROBE_FD"

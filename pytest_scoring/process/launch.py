@@ -62,6 +62,8 @@ def main(argv: Sequence[str]) -> int:
     args = ["-p", "no:scoring"]
     if "--deterministic" in options:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
+    if probe.integrity_module() is not None:
+        args += ["-p", probe.INTEGRITY]  # it watches xdist's workers (the probe: the controller)
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored))
     return int(pytest.main(args + list(pytest_args), plugins=plugins))

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.plugin.integrity import KINDS
+from pytest_scoring.plugin.integrity import Signal
+from pytest_scoring.plugin.integrity import make_signal
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.outcomes import PhaseRecord
 
@@ -62,12 +65,13 @@ class ProbeState:
     end: dict[str, Any] | None = None
     #: ``{"nodeid", "longrepr"}`` of the collectors that failed (the first few).
     collect_errors: list[dict[str, str]] = field(default_factory=list)
+    #: The integrity signals the probe reported (docs/scoring.md#integrity).
+    integrity: list[Signal] = field(default_factory=list)
     collected: int | None = None
     #: Lines that were not what the probe writes.
     rejected: int = 0
     _done: set[str] = field(default_factory=set)
     _current: str | None = None
-    _prefix: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def feed_line(self, text: bytes) -> None:
@@ -84,7 +88,7 @@ class ProbeState:
         kind = line.get("type")
         if kind == "start" and self.start is None:
             self.start = line
-            self._prefix = _prefix(self.root, line.get("rootdir"))
+            self.tally.id_prefix = _prefix(self.root, line.get("rootdir"))
             return True
         if kind == "collect":
             return self._collect(line)
@@ -92,13 +96,12 @@ class ProbeState:
             return self._collected(line)
         if kind == "phase":
             return self._phase(line)
+        if kind == "integrity":
+            return self._signal(line)
         if kind == "end":
             self.end = line
             return True
         return False
-
-    def _nodeid(self, nodeid: str) -> str:
-        return f"{self._prefix}{nodeid}" if nodeid else nodeid
 
     def _collect(self, line: dict[str, Any]) -> bool:
         nodeid, outcome = line.get("nodeid"), line.get("outcome")
@@ -106,16 +109,17 @@ class ProbeState:
             return False
         longrepr = line.get("longrepr")
         text = longrepr if isinstance(longrepr, str) else ""
-        self.tally.record_collection(_Collector(self._nodeid(nodeid), outcome, text))
+        self.tally.record_collection(_Collector(nodeid, outcome, text))
         if outcome == "failed" and len(self.collect_errors) < COLLECT_ERRORS_KEPT:
-            self.collect_errors.append({"nodeid": self._nodeid(nodeid), "longrepr": text})
+            full_id = self.tally.id_prefix + nodeid
+            self.collect_errors.append({"nodeid": full_id, "longrepr": text})
         return True
 
     def _collected(self, line: dict[str, Any]) -> bool:
         nodeids = line.get("nodeids")
         if not isinstance(nodeids, list) or not all(isinstance(n, str) for n in nodeids):
             return False
-        self.tally.collected.update(self._nodeid(nodeid) for nodeid in nodeids)
+        self.tally.record_collected(nodeids)
         self.collected = len(nodeids)
         return True
 
@@ -123,13 +127,19 @@ class ProbeState:
         record = _phase_record(line)
         if record is None:
             return False
-        record["nodeid"] = self._nodeid(record["nodeid"])
         self.tally.record_phase(record)
         if record["when"] == "setup":
-            self._current = record["nodeid"]
+            self._current = self.tally.id_prefix + record["nodeid"]
         elif record["when"] == "teardown":
             self._done.add(record["nodeid"])
             self._current = None
+        return True
+
+    def _signal(self, line: dict[str, Any]) -> bool:
+        kind, detail, file = line.get("kind"), line.get("detail"), line.get("file")
+        if kind not in KINDS or not isinstance(detail, str) or not isinstance(file, str | None):
+            return False
+        self.integrity.append(make_signal(str(kind), detail, file))
         return True
 
     def progress(self) -> Progress:
@@ -149,6 +159,14 @@ class ProbeState:
     def interrupted(self) -> bool:
         """pytest said a real interrupt (Ctrl-C, SIGINT) stopped it."""
         return bool(self.end and self.end.get("interrupted"))
+
+    def stop(self) -> tuple[str, str | None]:
+        """What ended the session early, as the probe saw it, and the file it came from."""
+        end = self.end or {}
+        reason, file = end.get("stop_reason"), end.get("stop_file")
+        return (reason if isinstance(reason, str) else ""), (
+            file if isinstance(file, str) else None
+        )
 
     def exit_status(self) -> int | None:
         """pytest's exit status as the probe saw it at the session's end."""
