@@ -167,7 +167,10 @@ API_SECTIONS = (
     ("Scorers", ("pytest_scoring.scorers",)),
     ("Databases", ("pytest_scoring.db",)),
     ("Selectors", ("pytest_scoring.selector",)),
-    ("Sessions and reports", ("pytest_scoring.plugin", "pytest_scoring.report")),
+    (
+        "Sessions and reports",
+        ("pytest_scoring.plugin", "pytest_scoring.evaluation", "pytest_scoring.report"),
+    ),
     ("Errors", ("pytest_scoring.errors",)),
 )
 

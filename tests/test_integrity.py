@@ -334,8 +334,8 @@ def test_the_junit_route_reads_the_signals_of_the_repositorys_files(
     ("text", "kinds"),
     [
         (None, set()),
-        ("", {"outcome_changed", "patched", "plugin_disabled", "early_end"}),
-        ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end"}),
+        ("", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
+        ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
         ("all", set(pytest_scoring.plugin.integrity.KINDS)),
         ("selection, outcome_hook", {"selection", "outcome_hook"}),
     ],

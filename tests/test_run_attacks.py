@@ -521,3 +521,28 @@ def test_a_sitecustomize_the_repository_puts_on_pythonpath_never_reaches_the_ref
     assert result is not None
     assert result.scores["db_diff_change"]["metadata"]["reference_counts"]["passed"] == 1
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
+def test_a_conftest_that_turns_failures_into_passes_is_an_integrity_signal(
+    repo: Path, tmp_path: Path, workers: list[str]
+) -> None:
+    write(
+        repo / "conftest.py",
+        """
+        import pytest
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            report = outcome.get_result()
+            if report.when == "call" and report.failed:
+                report.outcome = "passed"
+        """,
+    )
+    write(repo / "test_bad.py", "def test_bad():\n    assert 0\n")
+    run_cli(repo, "--report", tmp_path / "out", "--strict=outcome_changed", "--", *workers)
+    report = only_report(tmp_path / "out")
+    changed = [signal for signal in report["integrity"] if signal["kind"] == "outcome_changed"]
+    assert changed and changed[0]["file"] == "conftest.py"
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"

@@ -87,7 +87,7 @@ strict_option = click.option(
     default=None,
     metavar="[KIND,…|all]",
     help="Test scores are N when these integrity signals occur "
-    "(default outcome_changed, patched, plugin_disabled, early_end)",
+    "(default outcome_changed, patched, plugin_disabled, early_end, containment)",
 )
 
 

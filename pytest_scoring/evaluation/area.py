@@ -69,10 +69,7 @@ def requested_user(name: str | None) -> tuple[ChildUser | None, str | None]:
     if os.geteuid() != 0:
         if name is not None and name != getpass.getuser():
             raise OptionError(f"--user {name}: only root can run the tests as another user")
-        return None, (
-            f"run is not root, so the repository's code runs as the evaluator's own user "
-            f"({getpass.getuser()})"
-        )
+        return None, f"not run as root: the tests ran as the evaluator's user {getpass.getuser()}"
     name = name or DEFAULT_USER
     try:
         entry = pwd.getpwnam(name)
@@ -103,9 +100,12 @@ def user_cannot_run(runner: ChildRunner) -> str | None:
 
 
 def copy_repository(runner: ChildRunner, repo: Path) -> Path:
-    """The private copy of REPO that is scored, owned by the children's user."""
+    """The private copy of REPO that is scored, owned by the children's user.
+
+    :raises OptionError: when REPO cannot be copied (an unreadable file, a full disk).
+    """
     copy = runner.workspace("repo") / repo.name
-    copy_tree(repo, copy)
+    _copy(repo, copy, "REPO")
     runner.give(copy)
     return copy
 
@@ -114,9 +114,19 @@ def copy_reference(runner: ChildRunner, reference: Path) -> Path:
     """The pristine copy of the reference checkout, made before any code of REPO runs.
 
     Only the evaluator can read it; its manifest's fingerprint is checked before scoring.
+
+    :raises OptionError: when the reference cannot be copied.
     """
     copy = runner.folder("reference") / reference.name
-    copy_tree(reference, copy)
+    _copy(reference, copy, "--reference")
     if runner.guard is not None:
         runner.guard.add_tree(copy)
     return copy
+
+
+def _copy(source: Path, target: Path, what: str) -> None:
+    try:
+        copy_tree(source, target)
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        raise OptionError(f"{what}: cannot copy{where}: {error.strerror or error}") from None

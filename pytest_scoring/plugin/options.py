@@ -377,7 +377,7 @@ def add_options(parser: OptionParser) -> None:
         const="",
         metavar="KIND,…|all",
         help="Test scores are N when these integrity signals occur; default outcome_changed, "
-        "patched, plugin_disabled, early_end",
+        "patched, plugin_disabled, early_end, containment",
     )
     group.addoption(
         "--score-value-cap",
