@@ -208,9 +208,22 @@ def phase_line(report: pytest.TestReport) -> dict[str, Any]:
             "msg": _json_safe(getattr(context, "msg", None)),
             "kwargs": {str(key): _json_safe(value) for key, value in context.kwargs.items()},
         }
-    if report.failed:
-        line["longrepr"] = _cap(str(report.longrepr))
+    if report.outcome != "passed":
+        text = short_longrepr(report.longrepr)
+        if text:
+            line["longrepr"] = text
     return line
+
+
+def short_longrepr(longrepr: object) -> str:
+    """A failure's crash line, or a skip's reason, as the tally keeps it in process
+    (``pytest_scoring.scorers.outcomes.short_longrepr``: one message for every route)."""
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return _cap(str(crash.message))
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return _cap(str(longrepr[2]))
+    return "" if longrepr is None else _cap(str(longrepr))
 
 
 def integrity_module() -> Any:

@@ -192,3 +192,23 @@ def test_the_probe_writes_to_a_file_when_the_environment_names_one(
     kinds = [json.loads(line)["type"] for line in stream.read_text().splitlines()]
     assert kinds[0] == "start" and kinds[-1] == "end"
     assert kinds.count("phase") == 11  # no call phase after a setup error
+
+
+def test_each_test_keeps_the_same_message_as_in_process(
+    suite: Path, pytester: pytest.Pytester
+) -> None:
+    (suite / "test_more.py").write_text(
+        "import pytest\n\ndef test_skipped():\n    pytest.skip('no network')\n"
+    )
+    streamed = {r["nodeid"]: r.get("message") for r in run_suite(suite).tally.records()}
+    for path in suite.glob("test_*.py"):
+        pytester.path.joinpath(path.name).write_text(path.read_text())
+    pytester.runpytest("--score", "-p", "no:cacheprovider")
+    from pytest_scoring import last_result
+
+    result = last_result()
+    assert result is not None
+    in_process = {r["nodeid"]: r.get("message") for r in result.tests["tests"]}
+    assert streamed == in_process
+    assert streamed["test_suite.py::test_fails"] == "assert 1 == 2"
+    assert streamed["test_more.py::test_skipped"] == "Skipped: no network"
