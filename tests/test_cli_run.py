@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,19 @@ def test_an_interpreter_without_pytest_is_bad_input(repo: Path, tmp_path: Path) 
     )
     assert result.exit_code == 2
     assert "cannot import pytest" in result.output
+
+
+def test_keep_leaves_the_private_copy_and_says_where(repo: Path, tmp_path: Path) -> None:
+    (repo / "test_writes.py").write_text(
+        "from pathlib import Path\n\ndef test_writes():\n"
+        "    Path(__file__).with_name('written.txt').write_text('by the tests')\n"
+    )
+    result = run(repo, "--report", tmp_path / "out", "--keep")
+    (line,) = [line for line in result.output.splitlines() if "private area is kept" in line]
+    area = Path(line.rsplit(": ", 1)[1])
+    try:
+        (written,) = area.glob("repo-*/repo/written.txt")
+        assert written.read_text() == "by the tests"
+        assert not (repo / "written.txt").exists()
+    finally:
+        shutil.rmtree(area)

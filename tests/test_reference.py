@@ -348,3 +348,20 @@ def test_with_db_reset_a_second_run_starts_from_the_same_databases(
     assert score(pytester, reference, "--score-db-reset")["value"] == "I"
     assert score(pytester, reference, "--score-db-reset")["value"] == "I"
     assert score(pytester, reference)["value"] == "C", "without reset, carol is added twice"
+
+
+@pytest.mark.slow
+def test_a_database_the_session_lost_scores_no_answer_not_incorrect(
+    pytester: pytest.Pytester, reference: Path
+) -> None:
+    make_repo(pytester.path, REFERENCE_APP)
+    pytester.makeconftest(
+        "from pathlib import Path\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    db = Path(__file__).with_name('app.db')\n"
+        "    db.rename(db.with_name('hidden.bin'))\n"
+    )
+    result = score(pytester, reference, selector_args(PASSWORD_SELECTOR))
+    assert result["value"] == "N"
+    assert "cannot tell what the session did" in result["explanation"]
+    assert set(result["metadata"]["lost_databases"]) == {"app.db"}

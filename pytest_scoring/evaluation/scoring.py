@@ -159,13 +159,11 @@ class Evaluation:
         self.interrupted = False
         #: Why scoring stopped before every scorer ran (Ctrl-C, the deadline), if it did.
         self.stopped: str | None = None
-        #: Why every score is "N" although the run is complete (changed evaluator files,
-        #: partial containment under ``--strict``).
+        #: Why every score is "N" although the run is complete: the evaluator's own files
+        #: changed during the run.
         self.withheld: str | None = None
         #: Private path → the name the report uses instead (``run``'s copy → REPO).
         self.names: dict[str, str] = {}
-        #: Extra top-level keys of ``scores.json`` (``run``: ``containment``, ``run``).
-        self.extra: dict[str, Any] = {}
         self.result: SessionResult | None = None
         self.report_path: Path | None = None
         self.report_error: str | None = None
@@ -188,8 +186,7 @@ class Evaluation:
         """Run every scorer in order; Ctrl-C or the deadline stops it, never losing the rest.
 
         Scorers that did not run score ``"N"`` with the reason, and the result is incomplete.
-        Every score is ``"N"`` when :attr:`withheld` says why (changed evaluator files, partial
-        containment under ``--strict``).
+        Every score is ``"N"`` when :attr:`withheld` says why (the evaluator's files changed).
         """
         global _last_result
         self.context.complete = not self.interrupted
@@ -208,7 +205,6 @@ class Evaluation:
             errors=_renamed(self.context.errors, self.names),
             files=_renamed(self.context.report_files, self.names),
             integrity=_renamed(self.context.integrity, self.names),
-            extra=_renamed(self.extra, self.names),
         )
         _last_result = self.result
         return self.result
