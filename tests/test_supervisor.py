@@ -119,7 +119,9 @@ def test_an_interrupt_reaches_the_child_as_sigint(tmp_path: Path) -> None:
     code = f"""
 import sys
 try:
-    open({str(ready)!r}, "w").write("x")
+    # "with": an interrupt while the file closes must not be swallowed by its finaliser.
+    with open({str(ready)!r}, "w") as ready:
+        ready.write("x")
     open({str(tmp_path / "never")!r}).read()
 except KeyboardInterrupt:
     sys.exit(7)
