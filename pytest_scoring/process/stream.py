@@ -144,10 +144,11 @@ class ProbeState:
 
     def progress(self) -> Progress:
         with self._lock:
+            counts = self.tally.counts()
             return Progress(
                 collected=self.collected,
                 done=len(self._done),
-                failed=self.tally.counts()["failed"] + self.tally.counts()["error"],
+                failed=counts["failed"] + counts["error"],
                 current=self._current,
                 ended=self.end is not None,
             )

@@ -84,9 +84,6 @@ class ChildExit:
             return f"killed by {self.signal}"
         return f"exit status {self.exit_code}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
 
 @dataclass
 class ChildSpec:
