@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from processes import HANG_GUARD
 from processes import all_gone
 
 from pytest_scoring import sandbox_state_scorer
+from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.score import Score
@@ -67,3 +69,52 @@ def test_a_cwd_that_is_a_symlink_loop_scores_no_answer(tmp_path: Path) -> None:
     result = run(tmp_path, "true", cwd="loop")
     assert result["value"] == "N"
     assert "outside the repository" in result["explanation"]
+
+
+SHADOWING_REPOSITORY = {
+    # Real compileall fails on this file; the repository's own compileall.py would say it passed.
+    "broken.py": "def oops(:\n",
+    "compileall.py": "raise SystemExit(0)\n",
+    # A shim in front of PATH, put there by the repository's conftest.py while its tests run.
+    "bin/python": "#!/bin/sh\nexit 0\n",
+    "bin/python3": "#!/bin/sh\nexit 0\n",
+    "conftest.py": (
+        "import os, pathlib\n"
+        "shims = pathlib.Path(__file__).parent / 'bin'\n"
+        "for shim in shims.iterdir():\n"
+        "    shim.chmod(0o755)\n"
+        "os.environ['PATH'] = f\"{shims}{os.pathsep}.{os.pathsep}{os.environ['PATH']}\"\n"
+    ),
+    "test_ok.py": "def test_ok():\n    pass\n",
+}
+
+
+@pytest.mark.parametrize(
+    "command", ["python3 -m compileall -q .", "python3 -m compileall -q broken.py"]
+)
+def test_the_repository_cannot_shadow_the_command_with_a_module_or_a_path_shim(
+    pytester: pytest.Pytester, command: str
+) -> None:
+    for relpath, text in SHADOWING_REPOSITORY.items():
+        (pytester.path / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (pytester.path / relpath).write_text(text)
+    pytester.makefile(
+        ".yaml", scorers=f"scorers:\n  - type: sandbox_state\n    command: {command}\n"
+    )
+    pytester.runpytest_subprocess("--score-config=scorers.yaml", "-p", "no:cacheprovider")
+    (report,) = (pytester.path / "scores").glob("scan_id=*/scores.json")
+    score = json.loads(report.read_text())["scores"]["sandbox_state"]
+    assert score["value"] == "I", json.dumps(score["metadata"])
+    assert "broken.py" in score["metadata"]["stdout"] + score["metadata"]["stderr"]
+
+
+def test_the_evaluators_env_is_added_last(tmp_path: Path) -> None:
+    scorer = sandbox_state_scorer(
+        'test "$GREETING" = hello && test "$PYTHONSAFEPATH" = 1', env={"GREETING": "hello"}
+    )
+    assert scorer.score(ScoringContext(root=tmp_path, tally=OutcomeTally()))["value"] == "C"
+
+
+def test_an_env_that_is_not_a_table_of_text_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigError, match="env: expected a table"):
+        sandbox_state_scorer("true", env={"N": 1})  # type: ignore[dict-item]

@@ -243,12 +243,16 @@ class ChildRunner:
         timeout: float | None,
         stdout: IO[bytes],
         stderr: IO[bytes],
+        environment: dict[str, str] | None = None,
     ) -> ChildExit:
-        """Run a command to its end (killed with its whole tree at ``timeout``)."""
+        """Run a command to its end (killed with its whole tree at ``timeout``).
+
+        :param environment: the command's environment (default: :meth:`child_environment`).
+        """
         spec = ChildSpec(
             argv=argv,
             cwd=cwd,
-            env=self.child_environment(),
+            env=self.child_environment() if environment is None else environment,
             stdout=stdout.fileno(),
             stderr=stderr.fileno(),
             timeout=timeout,

@@ -6,6 +6,14 @@ shell and everything it started are killed, background processes included. Under
 ``pytest-scoring run`` it runs in the private copy, as the children's user. Output goes to
 temporary files, so a chatty or stuck child never blocks the scorer and only the first part is
 ever read back.
+
+The command cannot be shadowed by the repository: it gets ``PYTHONSAFEPATH=1`` (so ``python -m
+compileall`` never imports a ``compileall.py`` of the repository), and a ``PATH`` and
+``PYTHONPATH`` without any folder inside the repository nor any relative entry (which would
+resolve inside it), taken from
+the environment the evaluator started with, not the one a ``conftest.py`` may have changed.
+``PYTHONSAFEPATH`` is given to these commands only: it breaks flat-layout repositories under
+``python -m pytest``. The evaluator's ``env`` entries are set last, as given.
 """
 
 from __future__ import annotations
@@ -51,17 +59,43 @@ def _read_back(stream: IO[bytes]) -> tuple[str, int]:
     return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]", size
 
 
+def command_environment(
+    base: dict[str, str], root: Path, env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a ``sandbox_state`` command run in the repository at ``root``."""
+    environment = {**base, "PATH": _outside(base.get("PATH", os.defpath), root)}
+    if "PYTHONPATH" in base:
+        environment["PYTHONPATH"] = _outside(base["PYTHONPATH"], root)
+    return {**environment, "PYTHONSAFEPATH": "1", **(env or {})}
+
+
+def _outside(search_path: str, root: Path) -> str:
+    """A search path (``PATH``, ``PYTHONPATH``) without relative entries or folders in ``root``."""
+    return os.pathsep.join(
+        entry
+        for entry in search_path.split(os.pathsep)
+        if os.path.isabs(entry) and not Path(entry).resolve().is_relative_to(root.resolve())
+    )
+
+
 def run_command(
-    command: str, cwd: Path, timeout: float | None, children: ChildRunner | None = None
+    command: str,
+    cwd: Path,
+    timeout: float | None,
+    children: ChildRunner | None = None,
+    environment: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``: exit code, output, whether it timed out.
 
     A command killed by a signal has the negative signal number as its exit code, as
     :mod:`subprocess` reports it.
+
+    :param environment: the command's environment (default: the children's).
     """
     children = children or ChildRunner()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        ended = children.run_command([SHELL, "-c", command], cwd, timeout, out, err)
+        argv = [SHELL, "-c", command]
+        ended = children.run_command(argv, cwd, timeout, out, err, environment)
         stdout, stdout_bytes = _read_back(out)
         stderr_text, stderr_bytes = _read_back(err)
     exit_code = ended.exit_code
@@ -83,14 +117,15 @@ def run_command(
 class SandboxStateScorer:
     """``"C"`` when the command exits with status 0 within its timeout."""
 
-    __slots__ = ("command", "cwd", "metrics", "name", "timeout", "type")
+    __slots__ = ("command", "cwd", "env", "metrics", "name", "timeout", "type")
 
-    def __init__(self, command: str, cwd: str | None, timeout: float | None):
+    def __init__(self, command: str, cwd: str | None, timeout: float | None, env: dict[str, str]):
         self.type = self.name = "sandbox_state"
         self.metrics: Sequence[Metric] = (accuracy, stderr)
         self.command = command
         self.cwd = cwd
         self.timeout = timeout
+        self.env = env
 
     def score(self, context: ScoringContext) -> Score:
         cwd = locate(self.cwd or ".", context.root.resolve(), context.path_map).path
@@ -100,7 +135,9 @@ class SandboxStateScorer:
         if not cwd.is_dir():
             hint = unmapped_hint(self.cwd or ".", context.path_map)
             return error_score(self.type, f"cwd {self.cwd!r} is not a folder{hint}", **parameters)
-        outcome = run_command(self.command, cwd, self.timeout, context.children)
+        children = context.children
+        environment = command_environment(children.child_environment(), context.root, self.env)
+        outcome = run_command(self.command, cwd, self.timeout, children, environment)
         metadata = {**parameters, **outcome}
         if "error" in outcome:
             return error_score(self.type, outcome["error"], **parameters)
@@ -116,7 +153,10 @@ class SandboxStateScorer:
 
 
 def sandbox_state_scorer(
-    command: str, cwd: str | None = None, timeout: float | None = 60
+    command: str,
+    cwd: str | None = None,
+    timeout: float | None = 60,
+    env: dict[str, str] | None = None,
 ) -> SandboxStateScorer:
     """A scorer that runs ``command`` with ``/bin/sh -c`` and checks its exit code.
 
@@ -124,7 +164,10 @@ def sandbox_state_scorer(
         evaluator's own folder, or a sandbox path mapped by ``--score-path-map``.
     :param timeout: seconds; past it the command's whole process group is killed. ``None``:
         no timeout.
-    :raises ConfigError: for an empty command or a timeout that is not a positive number.
+    :param env: environment variables the evaluator adds (after ``PATH`` and
+        ``PYTHONSAFEPATH`` are set, so it may change them).
+    :raises ConfigError: for an empty command, a timeout that is not a positive number, or an
+        ``env`` that is not a table of strings.
     """
     if not command.strip():
         raise ConfigError("command: must not be empty")
@@ -132,4 +175,8 @@ def sandbox_state_scorer(
         isinstance(timeout, bool) or not math.isfinite(timeout) or timeout <= 0
     ):
         raise ConfigError(f"timeout: {timeout!r} is not a positive number of seconds (or null)")
-    return SandboxStateScorer(command, cwd, timeout)
+    if env is not None and not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in env.items()
+    ):
+        raise ConfigError("env: expected a table of variable names to text values")
+    return SandboxStateScorer(command, cwd, timeout, dict(env or {}))
