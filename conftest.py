@@ -1,3 +1,21 @@
 from __future__ import annotations
 
+import pytest
+
+from pytest_scoring.process import environment
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test its own cache folder: no test reuses (or leaves) another's baseline run.
+
+    pytest-scoring reads the cache's place from the environment it captured when it loaded,
+    before this runs, so the captured copy is changed too.
+    """
+    folder = str(tmp_path_factory.mktemp("cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", folder)
+    monkeypatch.setitem(environment._CAPTURED, "XDG_CACHE_HOME", folder)

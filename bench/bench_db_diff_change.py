@@ -62,8 +62,8 @@ def _snapshots(folder: Path) -> list[Any]:
 
 def run_db_diff_change(folder: Path) -> bool:
     from pytest_scoring.db.diff_store import DiffStore
-    from pytest_scoring.scorers.db_diff_change import FILE_MAX_ROWS
-    from pytest_scoring.scorers.db_diff_change import split_runs
+    from pytest_scoring.reference.rerun import FILE_MAX_ROWS
+    from pytest_scoring.reference.rerun import split_runs
     from pytest_scoring.selector.language import parse_selector
 
     initial, reference, solution = _snapshots(folder)

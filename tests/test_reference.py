@@ -111,7 +111,7 @@ def test_a_solution_that_changes_a_password_scores_correct(
     ]
     files = last_result().files  # type: ignore[union-attr]
     assert set(files) >= {"reference_diff.json", "diff_of_diffs.json"}
-    assert set(files["diff_of_diffs.json"]) == {"before_only", "after_only", "shared"}
+    assert set(files["diff_of_diffs.json"]) == {"before_only", "after_only", "shared", "from_tests"}
     in_file = files["diff_of_diffs.json"]["after_only"]["comparisons"]["app.db"]
     assert in_file["comparisons"]["data"]["tables"]["users"]["rows_changed"] == rows
 
@@ -331,8 +331,7 @@ def test_the_reference_run_overlaps_the_solutions_tests(
 ) -> None:
     meeting = tmp_path_factory.mktemp("meeting")
     tests = TESTS + MEETS_THE_OTHER_RUN.format(meeting=str(meeting))
-    (reference / "tests" / "test_app.py").write_text(textwrap.dedent(tests))
-    make_repo(pytester.path, REFERENCE_APP, tests)
+    make_repo(pytester.path, REFERENCE_APP, tests)  # the rerun runs these tests too
     metadata = score(pytester, reference)["metadata"]
     assert metadata["reference_counts"]["passed"] == 2
     assert last_result().tests["counts"]["passed"] == 2  # type: ignore[union-attr]

@@ -26,6 +26,11 @@ Decisions the diff-of-diffs leaves open (stated in docs/databases.md):
 * Each part keeps the top-level fields and ``info`` of the diff it came from (``shared``:
   the solution's), and an ``error`` entry of a database in its source diff.
 * A changed row keeps its other fields (``paired_by``) in the part its columns went to.
+
+With a third diff C, the baseline (the reference's own tests, issue 11), two more parts of B's
+entries are built: ``from_tests`` (in A but not in C: changes this repository's test files
+make) and ``scored`` (``after_only`` and ``from_tests`` together). A table-level event is in
+``from_tests`` when A has it and C has not, in ``scored`` when A or C lacks it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.db.diff_store import ALL_PARTS
+from pytest_scoring.db.diff_store import BASELINE
 from pytest_scoring.db.diff_store import LISTS
 from pytest_scoring.db.diff_store import PARTS
 from pytest_scoring.db.diff_store import REFERENCE
@@ -59,37 +66,50 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class SplitDiffs:
-    """Two diffs whose rows are in a split :class:`DiffStore`; builds the parts from them.
+    """Two diffs (three with a baseline) whose rows are in a split :class:`DiffStore`; builds
+    the parts from them.
 
     :param complete: the store holds every row of both diffs (their row lists in
         ``reference``/``solution`` may be cut examples); else the lists are all there is, and
         a table an input marks ``truncated`` is ``truncated`` in every part.
+    :param baseline: the baseline diff, when the store holds one (``from_tests``, ``scored``).
     """
 
     reference: Json
     solution: Json
     store: DiffStore
     complete: bool
+    baseline: Json | None = None
 
     def parts(self, limit: int | None = None) -> dict[str, Json]:
-        """The three parts with their row lists read out, at most ``limit`` rows per list."""
+        """The parts for the report, row lists read out, at most ``limit`` rows per list:
+        the three of the diff-of-diffs, and ``from_tests`` with a baseline."""
+        names = [*PARTS, "from_tests"] if self.baseline is not None else list(PARTS)
+        return self.parts_named(names, limit)
+
+    def parts_named(self, names: list[str], limit: int | None = None) -> dict[str, Json]:
+        """The named parts (of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`), row lists
+        read out, at most ``limit`` rows per list."""
 
         def read(part: int, relpath: str, table: str, name: str) -> list[Any]:
             return list(self.store.rows(part, relpath, table, name, limit))
 
-        return _PartBuilder(self, read, limit).build()
+        return _PartBuilder(self, read, limit).build(names)
 
     def part_for_selectors(self, name: str) -> Json:
-        """One part whose row lists stream every row from the store (for selectors, not JSON)."""
+        """One part whose row lists stream every row from the store (for selectors, not JSON).
+
+        :param name: a part of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`.
+        """
 
         def stream(part: int, relpath: str, table: str, list_name: str) -> StoredRows:
             return StoredRows(self.store, part, relpath, table, list_name)
 
-        return _PartBuilder(self, stream, None).build()[name]
+        return _PartBuilder(self, stream, None).build([name])[name]
 
 
 class _PartBuilder:
-    """Builds the three parts' databases, planes and tables around the stored rows."""
+    """Builds the parts' databases, planes and tables around the stored rows."""
 
     def __init__(self, split: SplitDiffs, lists: ListReader, limit: int | None):
         self.split = split
@@ -97,94 +117,66 @@ class _PartBuilder:
         self.limit = limit
         self.counts = split.store.counts()
 
-    def build(self) -> dict[str, Json]:
+    def build(self, names: list[str]) -> dict[str, Json]:
+        """The named parts (of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`)."""
         reference, solution = self.split.reference, self.split.solution
         databases_a = _mapping(reference.get("comparisons"))
         databases_b = _mapping(solution.get("comparisons"))
-        sources = (reference, solution, solution)
-        parts = tuple(
-            {**{k: v for k, v in source.items() if k != "comparisons"}, "comparisons": {}}
-            for source in sources
-        )
+        baseline = self.split.baseline
+        databases_c = None if baseline is None else _mapping(baseline.get("comparisons"))
+        parts = {}
+        for name in names:
+            source = reference if name == "before_only" else solution
+            parts[name] = {
+                **{k: v for k, v in source.items() if k != "comparisons"},
+                "comparisons": {},
+            }
         for key in dict.fromkeys([*databases_a, *databases_b]):
-            entries = self._database(
-                str(key), _mapping(databases_a.get(key)), _mapping(databases_b.get(key))
+            sides = _Sides(
+                _mapping(databases_a.get(key)),
+                _mapping(databases_b.get(key)),
+                None if databases_c is None else _mapping(databases_c.get(key)),
             )
-            for part, entry in zip(parts, entries, strict=True):
-                part["comparisons"][key] = entry
-        return dict(zip(PARTS, parts, strict=True))
-
-    def _database(
-        self, relpath: str, reference: Mapping[str, Any], solution: Mapping[str, Any]
-    ) -> tuple[Json, Json, Json]:
-        sources = (reference or solution, solution or reference, solution or reference)
-        parts: tuple[Json, Json, Json] = (
-            {"comparisons": {}},
-            {"comparisons": {}},
-            {"comparisons": {}},
-        )
-        planes_a = _mapping(reference.get("comparisons"))
-        planes_b = _mapping(solution.get("comparisons"))
-        for plane in LISTS:
-            tables_a = _mapping(_mapping(planes_a.get(plane)).get("tables"))
-            tables_b = _mapping(_mapping(planes_b.get(plane)).get("tables"))
-            split_tables: tuple[Json, Json, Json] = ({}, {}, {})
-            for name in dict.fromkeys([*tables_a, *tables_b]):
-                entries = self._table(
-                    relpath,
-                    str(name),
-                    plane,
-                    _mapping(tables_a.get(name)),
-                    _mapping(tables_b.get(name)),
-                )
-                for tables, entry in zip(split_tables, entries, strict=True):
-                    tables[name] = entry
-            for part, tables in zip(parts, split_tables, strict=True):
-                part["comparisons"][plane] = {
-                    "has_changes": any(t["status"] != "unchanged" for t in tables.values()),
-                    "tables": tables,
-                }
-        for part, source in zip(parts, sources, strict=True):
-            part["info"] = dict(_mapping(source.get("info")))
-            if "error" in source:
-                part["error"] = source["error"]
+            for name in names:
+                parts[name]["comparisons"][key] = self._database(str(key), name, sides)
         return parts
 
-    def _table(
-        self,
-        relpath: str,
-        table: str,
-        plane: str,
-        reference: Mapping[str, Any],
-        solution: Mapping[str, Any],
-    ) -> tuple[Json, Json, Json]:
-        """One table entry of A and of B, split into the three parts."""
-        status_a = str(reference.get("status", "unchanged"))
-        status_b = str(solution.get("status", "unchanged"))
-        owns = (
-            (status_a, status_b, False),
-            (status_b, status_a, False),
-            (status_b, status_a, True),
-        )
-        sources = (reference or solution, solution or reference, solution or reference)
-        incomplete = not self.split.complete and bool(
-            reference.get("truncated") or solution.get("truncated")
-        )
-        entries = []
-        for part, (source, (own, other, shared)) in enumerate(zip(sources, owns, strict=True)):
-            entry = dict(source)
-            counts = {
-                name: self.counts.get((part, relpath, table, name), 0) for name in LISTS[plane]
+    def _database(self, relpath: str, name: str, sides: _Sides) -> Json:
+        source = sides.source_for(name)
+        part: Json = {"comparisons": {}}
+        for plane in LISTS:
+            tables = {
+                table: self._table(relpath, table, plane, name, table_sides)
+                for table, table_sides in sides.tables(plane).items()
             }
-            for name in LISTS[plane]:
-                entry[name] = self._list(part, relpath, table, name, plane)
-            entry["status"] = _status(any(counts.values()), own, other, shared)
-            if plane == "data":
-                entry["counts"] = {kind: counts[f"rows_{kind}"] for kind in _KINDS}
-                cut = self.limit is not None and any(n > self.limit for n in counts.values())
-                entry["truncated"] = incomplete or cut
-            entries.append(entry)
-        return entries[0], entries[1], entries[2]
+            part["comparisons"][plane] = {
+                "has_changes": any(t["status"] != "unchanged" for t in tables.values()),
+                "tables": tables,
+            }
+        part["info"] = dict(_mapping(source.get("info")))
+        if "error" in source:
+            part["error"] = source["error"]
+        return part
+
+    def _table(self, relpath: str, table: str, plane: str, name: str, sides: _Sides) -> Json:
+        """One table entry of the named part."""
+        part = ALL_PARTS.index(name)
+        incomplete = not self.split.complete and bool(
+            sides.reference.get("truncated") or sides.solution.get("truncated")
+        )
+        entry = dict(sides.source_for(name))
+        counts = {
+            list_name: self.counts.get((part, relpath, table, list_name), 0)
+            for list_name in LISTS[plane]
+        }
+        for list_name in LISTS[plane]:
+            entry[list_name] = self._list(part, relpath, table, list_name, plane)
+        entry["status"] = _status(name, any(counts.values()), sides)
+        if plane == "data":
+            entry["counts"] = {kind: counts[f"rows_{kind}"] for kind in _KINDS}
+            cut = self.limit is not None and any(n > self.limit for n in counts.values())
+            entry["truncated"] = incomplete or cut
+        return entry
 
     def _list(self, part: int, relpath: str, table: str, name: str, plane: str) -> Any:
         if plane == "schema":  # a few columns: always read out whole
@@ -192,26 +184,89 @@ class _PartBuilder:
         return self.lists(part, relpath, table, name)
 
 
-def _status(has_entries: bool, own: str, other: str, shared: bool) -> str:
+@dataclass(frozen=True)
+class _Sides:
+    """One database's (or table's) entries in the reference, solution and baseline diffs."""
+
+    reference: Mapping[str, Any]
+    solution: Mapping[str, Any]
+    #: None without a baseline diff; empty when it lacks this database or table.
+    baseline: Mapping[str, Any] | None
+
+    def source_for(self, part: str) -> Mapping[str, Any]:
+        """The entry a part copies its fields from (``before_only``: the reference's)."""
+        if part == "before_only":
+            return self.reference or self.solution
+        return self.solution or self.reference
+
+    def tables(self, plane: str) -> dict[str, _Sides]:
+        """The sides of each table of one plane of this database (the reference's and the
+        solution's tables; a table only the baseline has is in no part)."""
+        tables_a, tables_b = (_tables(side, plane) for side in (self.reference, self.solution))
+        tables_c = None if self.baseline is None else _tables(self.baseline, plane)
+        return {
+            str(name): _Sides(
+                _mapping(tables_a.get(name)),
+                _mapping(tables_b.get(name)),
+                None if tables_c is None else _mapping(tables_c.get(name)),
+            )
+            for name in dict.fromkeys([*tables_a, *tables_b])
+        }
+
+
+def _tables(database: Mapping[str, Any], plane: str) -> Mapping[str, Any]:
+    return _mapping(_mapping(_mapping(database.get("comparisons")).get(plane)).get("tables"))
+
+
+def _status(part: str, has_entries: bool, sides: _Sides) -> str:
     """The status of a table in one part (see the module docstring)."""
-    event = own == other if shared else own != other
+    reference = str(sides.reference.get("status", "unchanged"))
+    solution = str(sides.solution.get("status", "unchanged"))
+    # Without a baseline diff, the baseline counts as doing what the solution does.
+    baseline = solution if sides.baseline is None else str(sides.baseline.get("status", ""))
+    own = reference if part == "before_only" else solution
+    event = {
+        "before_only": reference != solution,
+        "after_only": solution != reference,
+        "shared": solution == reference,
+        "from_tests": solution == reference and solution != baseline,
+        "scored": solution != reference or solution != baseline,
+    }[part]
     if own in _EVENTS and event:
         return own
     return "changed" if has_entries else "unchanged"
 
 
-def diff_of_diffs(reference: Mapping[str, Any], solution: Mapping[str, Any]) -> dict[str, Json]:
+def diff_of_diffs(
+    reference: Mapping[str, Any],
+    solution: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None = None,
+) -> dict[str, Json]:
     """Split two diffs into what only A, only B, and both contain (docs/databases.md).
 
     :param reference: diff A, from the reference run.
     :param solution: diff B, from the scored repository's run (same initial state).
-    :returns: ``{"before_only": diff, "after_only": diff, "shared": diff}``.
+    :param baseline: diff C, from the reference's own tests (same initial state), if any.
+    :returns: ``{"before_only": diff, "after_only": diff, "shared": diff}``; with a baseline
+        also ``from_tests`` and ``scored``.
     """
     with tempfile.TemporaryDirectory(prefix="pytest-scoring-diff-of-diffs-") as folder:
-        store = DiffStore(Path(folder) / "rows.db")
+        store = DiffStore(Path(folder) / "rows.db", baseline=baseline is not None)
         try:
             store.add_lists(REFERENCE, reference, LISTS)
             store.add_lists(SOLUTION, solution, LISTS)
-            return SplitDiffs(dict(reference), dict(solution), store, complete=False).parts()
+            if baseline is not None:
+                store.add_lists(BASELINE, baseline, LISTS)
+            split = SplitDiffs(
+                dict(reference),
+                dict(solution),
+                store,
+                complete=False,
+                baseline=None if baseline is None else dict(baseline),
+            )
+            parts = split.parts()
+            if baseline is not None:
+                parts["scored"] = split.parts_named(["scored"])["scored"]
+            return parts
         finally:
             store.close()

@@ -6,6 +6,12 @@ a SQLite file on disk as JSON with a digest of its canonical form, the split int
 ``before_only`` / ``after_only`` / ``shared`` is two window-function statements, and each
 part's rows are read back on demand, streamed. Memory stays flat however many rows changed.
 
+A third diff may join them (issue 11): the *baseline*, what the reference's own tests do. The
+same statements then also give two parts of the solution's entries: ``from_tests``, the
+entries the reference diff shares but the baseline lacks (changes that this repository's test
+files make), and ``scored``, those together with ``after_only`` (what ``db_diff_change``'s
+selector sees). Without a baseline, ``scored`` is ``after_only`` and ``from_tests`` is empty.
+
 * Added and removed rows and schema column entries compare by the digest of their canonical
   form, as multisets: of ``n`` equal rows on one side and ``m`` on the other, ``min(n, m)``
   are shared and the rest stay with their side.
@@ -35,11 +41,19 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-#: The two diffs: A, from the reference run, and B, from the scored repository's.
+#: The diffs: A, from the reference run, and B, from the scored repository's; with a
+#: baseline, also the diff of the reference's own tests.
 REFERENCE: Final = 0
 SOLUTION: Final = 1
-#: The parts; a stored entry's part is its position here.
+BASELINE: Final = 2
+#: The parts of the diff-of-diffs of A and B; a stored entry's part is its position here.
 PARTS: Final = ("before_only", "after_only", "shared")
+#: The parts a baseline adds, numbered after :data:`PARTS` (see the module docstring).
+TEST_PARTS: Final = ("from_tests", "scored")
+ALL_PARTS: Final = PARTS + TEST_PARTS
+AFTER_ONLY: Final = ALL_PARTS.index("after_only")
+FROM_TESTS: Final = ALL_PARTS.index("from_tests")
+SCORED: Final = ALL_PARTS.index("scored")
 #: The lists of a table entry, by plane (``rows_changed`` pairs by key; the rest are
 #: compared as multisets of whole entries).
 LISTS: Final = {
@@ -56,31 +70,53 @@ CREATE TABLE items (side INTEGER, t INTEGER, list TEXT, digest BLOB, body TEXT);
 CREATE TABLE changed_rows (id INTEGER PRIMARY KEY, key TEXT, extra TEXT);
 CREATE TABLE changes (side INTEGER, t INTEGER, row INTEGER, key TEXT, col TEXT, old, new);
 """
-#: Each item's part: a row the other side also has (counted as a multiset) is shared, kept
-#: from B; the rest stay with their side.
+#: When an entry belongs to a part, for added/removed rows and schema column entries: ``n`` is
+#: its rank among the equal entries of its own diff, ``in_*`` how many equal entries each
+#: diff has (a multiset: of ``n`` equal rows on one side and ``m`` on the other, ``min(n, m)``
+#: are shared). ``shared`` keeps the solution's entries.
+_ITEM_MEMBERSHIP: Final = (
+    "side = 0 AND n > in_solution",
+    "side = 1 AND n > in_reference",
+    "side = 1 AND n <= in_reference",
+    "side = 1 AND n <= in_reference AND n > in_baseline",
+    "side = 1 AND (n > in_reference OR n > in_baseline)",
+)
+#: The same for one changed column: ``in_*`` says whether that diff has the same key, column
+#: and (old, new) pair.
+_CHANGE_MEMBERSHIP: Final = (
+    "side = 0 AND NOT in_solution",
+    "side = 1 AND NOT in_reference",
+    "side = 1 AND in_reference",
+    "side = 1 AND in_reference AND NOT in_baseline",
+    "side = 1 AND NOT (in_reference AND in_baseline)",
+)
 _SPLIT_ITEMS: Final = """
-CREATE TABLE item_parts AS SELECT part, t, list, id FROM (
-    SELECT id, t, list, CASE WHEN n <= CASE side WHEN 0 THEN in_b ELSE in_a END
-        THEN CASE side WHEN 1 THEN 2 END ELSE side END AS part
-    FROM (
-        SELECT rowid AS id, side, t, list,
-            row_number() OVER (PARTITION BY t, list, digest, side ORDER BY rowid) AS n,
-            sum(side = 0) OVER same AS in_a, sum(side = 1) OVER same AS in_b
-        FROM items WINDOW same AS (PARTITION BY t, list, digest)
-    )
-) WHERE part IS NOT NULL;
+CREATE TABLE item_parts AS SELECT k.part, r.t, r.list, r.id FROM (
+    SELECT rowid AS id, side, t, list,
+        row_number() OVER (PARTITION BY t, list, digest, side ORDER BY rowid) AS n,
+        sum(side = 0) OVER same AS in_reference, sum(side = 1) OVER same AS in_solution,
+        sum(side = 2) OVER same AS in_baseline
+    FROM items WINDOW same AS (PARTITION BY t, list, digest)
+) AS r JOIN ({parts}) AS k ON {membership};
 CREATE INDEX item_parts_order ON item_parts (part, t, list, id);
 """
-#: Each changed column's part: shared when both sides have the same key, column and pair.
 _SPLIT_CHANGES: Final = """
-CREATE TABLE change_parts AS SELECT part, t, row, id FROM (
-    SELECT rowid AS id, t, row,
-        CASE WHEN min(side) OVER same = 0 AND max(side) OVER same = 1
-            THEN CASE side WHEN 1 THEN 2 END ELSE side END AS part
+CREATE TABLE change_parts AS SELECT k.part, r.t, r.row, r.id FROM (
+    SELECT rowid AS id, side, t, row,
+        max(side = 0) OVER same AS in_reference, max(side = 1) OVER same AS in_solution,
+        max(side = 2) OVER same AS in_baseline
     FROM changes WINDOW same AS (PARTITION BY t, key, col, old, new)
-) WHERE part IS NOT NULL;
+) AS r JOIN ({parts}) AS k ON {membership};
 CREATE INDEX change_parts_order ON change_parts (part, t, row, id);
 """
+
+
+def _split_statement(template: str, membership: tuple[str, ...], parts: int) -> str:
+    """One split statement giving every entry each of the first ``parts`` parts it is in."""
+    numbers = " UNION ALL ".join(f"SELECT {part} AS part" for part in range(parts))
+    cases = " ".join(f"WHEN {part} THEN {membership[part]}" for part in range(parts))
+    return template.format(parts=numbers, membership=f"CASE k.part {cases} END")
+
 
 Json = dict[str, Any]
 #: Receives one differing row of a diff as it is computed: database, table, list, row, times.
@@ -170,9 +206,12 @@ class DiffStore:
     """Two diffs' rows in a SQLite file (:meth:`add`…), then split (:meth:`split`), then read.
 
     :param path: the file; its folder must be private to the caller (it is created anew).
+    :param baseline: a baseline diff is stored too (side :data:`BASELINE`), so that the split
+        gives ``from_tests`` and ``scored`` of their own.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, baseline: bool = False):
+        self.baseline = baseline
         self.connection = sqlite3.connect(path, isolation_level=None)
         for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE"):
             self.connection.execute(f"PRAGMA {pragma}")
@@ -258,8 +297,16 @@ class DiffStore:
             return
         self._flush()
         self.connection.execute("COMMIT")
-        self.connection.executescript(_SPLIT_ITEMS + _SPLIT_CHANGES)
+        parts = len(ALL_PARTS) if self.baseline else len(PARTS)
+        self.connection.executescript(
+            _split_statement(_SPLIT_ITEMS, _ITEM_MEMBERSHIP, parts)
+            + _split_statement(_SPLIT_CHANGES, _CHANGE_MEMBERSHIP, parts)
+        )
         self._split = True
+
+    def _stored_part(self, part: int) -> int:
+        """Where a part's entries are: without a baseline, ``scored`` is ``after_only``."""
+        return AFTER_ONLY if part == SCORED and not self.baseline else part
 
     # --- reading ------------------------------------------------------------------------
 
@@ -278,6 +325,10 @@ class DiffStore:
             (part, relpath, table, list_name): count
             for part, relpath, table, list_name, count in self.connection.execute(sql)
         }
+        if not self.baseline:
+            for (part, relpath, table, list_name), count in list(self._counts.items()):
+                if part == AFTER_ONLY:
+                    self._counts[(SCORED, relpath, table, list_name)] = count
         return self._counts
 
     def rows(
@@ -288,6 +339,7 @@ class DiffStore:
         number = self._table_ids.get((relpath, table))
         if number is None or limit == 0:
             return
+        part = self._stored_part(part)
         if list_name == "rows_changed":
             yield from self._changed_part(part, number, limit)
             return

@@ -29,6 +29,16 @@ def resolve_inside(path: Path, root: Path) -> Path | None:
     return resolved if resolved.is_relative_to(root) else None
 
 
+def cache_home(environ: Mapping[str, str]) -> Path:
+    """pytest-scoring's folder in the user's cache: ``$XDG_CACHE_HOME/pytest-scoring``, else
+    ``$HOME/.cache/pytest-scoring``.
+
+    :param environ: the environment to read (the evaluator's, as captured at load).
+    """
+    home = environ.get("HOME") or str(Path.home())
+    return Path(environ.get("XDG_CACHE_HOME") or Path(home) / ".cache") / "pytest-scoring"
+
+
 @final
 @dataclass(frozen=True)
 class ConfiguredPath:

@@ -60,17 +60,20 @@ class ChildRun:
     signal: str | None = None
     error: str | None = None
 
-    def failure(self, timeout: float) -> str | None:
-        """Why the run gave no usable result, or None when it did."""
+    def failure(self, timeout: float, what: str = "the reference run") -> str | None:
+        """Why the run gave no usable result, or None when it did.
+
+        :param what: how the messages name the run.
+        """
         if self.timed_out:
-            return f"the reference run timed out after {timeout:g} s and was killed"
+            return f"{what} timed out after {timeout:g} s and was killed"
         if self.error is not None:
-            return f"the reference run could not start: {self.error}"
+            return f"{what} could not start: {self.error}"
         if self.tally is not None:
             return None
         if self.signal is not None:
-            return f"the reference run was killed by {self.signal} before it finished"
-        return f"the reference run ended (exit status {self.exit_code}) without results"
+            return f"{what} was killed by {self.signal} before it finished"
+        return f"{what} ended (exit status {self.exit_code}) without results"
 
 
 def run_child(

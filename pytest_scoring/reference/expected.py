@@ -22,6 +22,7 @@ from typing import Final
 import pytest
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.paths import cache_home
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import reference_timeout
@@ -133,8 +134,7 @@ def _from_json(content: object, where: str, option: str) -> dict[str, ExpectedOu
 
 def cache_folder() -> Path:
     """Where source folders' runs are kept: ``$XDG_CACHE_HOME/pytest-scoring/expected-tests``."""
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "pytest-scoring" / "expected-tests"
+    return cache_home(os.environ) / "expected-tests"
 
 
 def cache_key(folder: Path) -> str:

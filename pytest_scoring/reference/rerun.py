@@ -1,0 +1,359 @@
+"""The reference side of ``db_diff_change``: the rerun, the baseline, and their diffs
+(docs/reference.md).
+
+The rerun (copy the checkout, snapshot, copy this repository's tests in, run pytest, read the
+databases) runs in a background thread started at session start, so it overlaps the
+solution's own tests; so does the baseline (the reference's own tests,
+:mod:`pytest_scoring.reference.baseline`). When the session is scored both are joined and the
+runs are diffed from the initial reference state.
+
+Every diff streams its rows into a SQLite file (:mod:`pytest_scoring.db.diff_store`) where
+the diff-of-diffs is split; selectors read their part back row by row, so memory does not
+grow with the number of changed rows (issue 12).
+
+The rerun is a child of the evaluation's :class:`~pytest_scoring.process.children.ChildRunner`:
+supervised, as the children's user, in a copy that user owns.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.db.diff import diff_snapshots
+from pytest_scoring.db.diff_of_diffs import SplitDiffs
+from pytest_scoring.db.diff_store import BASELINE
+from pytest_scoring.db.diff_store import REFERENCE
+from pytest_scoring.db.diff_store import SOLUTION
+from pytest_scoring.db.diff_store import DiffStore
+from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.reference.baseline import Baseline
+from pytest_scoring.reference.baseline import BaselineOptions
+from pytest_scoring.reference.baseline import BaselineRun
+from pytest_scoring.reference.baseline import baseline_for
+from pytest_scoring.reference.baseline import spare_cores
+from pytest_scoring.reference.baseline_cache import BaselineCache
+from pytest_scoring.reference.child import ChildRun
+from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.copy import CopiedTests
+from pytest_scoring.reference.copy import copy_test_files
+from pytest_scoring.reference.copy import copy_tree
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.score import cap_list
+
+#: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
+FILE_MAX_ROWS: Final = 1000
+
+
+@dataclass
+class ReferenceSide:
+    """What the reference rerun produced: the copy's snapshots and the child run."""
+
+    initial: Snapshot
+    final: Snapshot
+    tests: CopiedTests
+    run: ChildRun
+
+
+@dataclass
+class Diffs:
+    """The diffs every ``db_diff_change`` scorer of a session shares.
+
+    ``split.reference`` and ``split.solution`` keep at most :data:`FILE_MAX_ROWS` example rows
+    per list; every row is in ``split``'s store, from which ``file_parts`` (the diff-of-diffs
+    with examples) and the selectors' ``after_only`` are read.
+    """
+
+    split: SplitDiffs
+    file_parts: dict[str, Any]
+    metadata: dict[str, Any]
+    #: Test ids the reference rerun collected that this session did not.
+    missing_from_rerun: list[str]
+    #: The baseline (None when no scorer counts test changes), or why there is none.
+    baseline: Baseline | str | None = None
+
+    def missing_tests(self, counting: bool, context: ScoringContext) -> dict[str, Any]:
+        """Tests the solution deleted: the baseline's collected ids this session lacks (the
+        rerun's, when test changes do not count or the baseline failed)."""
+        baseline = self.baseline
+        if counting and isinstance(baseline, Baseline) and baseline.failure is None:
+            missing = sorted(set(baseline.collected) - _collected_here(context))
+        else:
+            missing = self.missing_from_rerun
+        return {"missing_tests": cap_list(missing), "missing_tests_count": len(missing)}
+
+    def baseline_failure(self) -> str | None:
+        """Why the baseline gave no usable result, or None when it did (or was not run)."""
+        if isinstance(self.baseline, Baseline):
+            return self.baseline.failure
+        return self.baseline
+
+
+class ReferenceRerun:
+    """The reference side of one session, run in the background from session start."""
+
+    def __init__(
+        self,
+        settings: ScoringSettings,
+        patterns: Sequence[str],
+        timeout: float,
+        children: ChildRunner,
+    ):
+        self.settings = settings
+        self.patterns = list(patterns)
+        self.timeout = timeout
+        self.children = children
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
+        self._cancel = threading.Event()
+        #: Set once the rerun's pytest has ended (a baseline waiting for a free core starts).
+        self.child_done = threading.Event()
+        #: The baseline run whose diff joins this rerun's (None: no scorer counts tests).
+        self.baseline: BaselineRun | None = None
+        #: The evaluator's files (the initial snapshot), and the copy the rerun may write.
+        self._workdir = children.folder("reference")
+        self._checkout = children.workspace("reference-checkout")
+        self._store: DiffStore | None = None
+        self._store_dir: Path | None = None
+        self._side: ReferenceSide | None = None
+        self._error: BaseException | None = None
+        self._diffs: Diffs | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._side = self._run(self._workdir, self._checkout / "checkout")
+        except Exception as error:  # surfaced when a scorer asks for the result
+            self._error = error
+        finally:
+            self.child_done.set()
+
+    def _databases(self, root: Path) -> list[str]:
+        """Databases under ``root`` (the repository or the copy), skipping the same folders."""
+        excluded = self.settings.excluded_folders(root)
+        return find_databases(root, self.settings.db_patterns, excluded)
+
+    def _run(self, workdir: Path, copy: Path) -> ReferenceSide:
+        assert self.settings.reference is not None
+        # The report root and our own folders are never copied (a reference above /tmp…).
+        reference = self.settings.reference
+        excluded = self.settings.excluded_folders(reference)
+        own = [self.settings.report_root, workdir, copy.parent]
+        copy_tree(reference, copy, exclude=[*own, *excluded])
+        initial = take_snapshot(
+            copy, self._databases(copy), workdir / "initial", source=str(self.settings.reference)
+        )
+        if self.children.guard is not None:
+            self.children.guard.add_files(initial.files.values())
+        tests = copy_test_files(
+            self.settings.root, self.patterns, copy, exclude=self.settings.excluded_folders()
+        )
+        self.children.give(copy)
+        run = run_child(
+            self.children,
+            copy,
+            self.settings.selection,
+            self.timeout,
+            deterministic=self.settings.deterministic,
+            cancel=self._cancel,
+        )
+        self.child_done.set()
+        final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
+        return ReferenceSide(initial, final, tests, run)
+
+    def _join(self) -> ReferenceSide:
+        """Wait for the background run; a second Ctrl-C while waiting kills it."""
+        try:
+            self._thread.join()
+        except KeyboardInterrupt:
+            self._cancel.set()
+            raise
+        if isinstance(self._error, OSError | ScoringError):
+            raise ReferenceRunError(f"the reference copy failed: {self._error}", {})
+        if self._error is not None:
+            raise self._error
+        assert self._side is not None
+        return self._side
+
+    def diffs(self, context: ScoringContext) -> Diffs:
+        """Join the background run and diff it against this session's final databases.
+
+        :raises ScoringError: when the reference run gave no usable result (reason inside).
+        """
+        if self._diffs is None:
+            solution_duration = round(time.monotonic() - self.started, 3)
+            try:
+                self._diffs = self._compare(self._join(), context, solution_duration)
+            finally:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                shutil.rmtree(self._checkout, ignore_errors=True)
+        return self._diffs
+
+    def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
+        metadata = {**self._metadata(side, context), "solution_duration": duration}
+        problem = side.run.failure(self.timeout)
+        if problem is not None:
+            missing = _missing_from(side.run.tally, context)
+            metadata.update(missing_tests=cap_list(missing), missing_tests_count=len(missing))
+            raise ReferenceRunError(problem, metadata)
+        baseline = self.baseline.result() if self.baseline is not None else None
+        usable = baseline.final if isinstance(baseline, Baseline) else None
+        root = self.settings.root
+        solution_final = read_in_place(root, self._databases(root))
+        self._store_dir = self.children.folder("diffs")
+        self._store = DiffStore(self._store_dir / "rows.db", baseline=usable is not None)
+        split = split_runs(
+            side.initial,
+            side.final,
+            solution_final,
+            self.settings.db_patterns,
+            self._store,
+            baseline_final=usable,
+        )
+        missing = _missing_from(side.run.tally, context)
+        return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing, baseline)
+
+    def close(self) -> None:
+        """After every scorer has scored: end the rerun if it still runs (scoring stopped
+        early), remove its folders and the stored rows."""
+        self._cancel.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        shutil.rmtree(self._workdir, ignore_errors=True)
+        shutil.rmtree(self._checkout, ignore_errors=True)
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._store_dir is not None:
+            shutil.rmtree(self._store_dir, ignore_errors=True)
+            self._store_dir = None
+
+    def _metadata(self, side: ReferenceSide, context: ScoringContext) -> dict[str, Any]:
+        reference_tally = side.run.tally or {}
+        return {
+            "reference": str(self.settings.reference),
+            "test_patterns": self.patterns,
+            "test_files_copied": len(side.tests.copied),
+            "test_files_skipped": cap_list(side.tests.skipped),
+            "reference_counts": reference_tally.get("counts"),
+            "solution_counts": context.tally.counts(),
+            "reference_duration": side.run.duration,
+            "reference_exit_code": side.run.exit_code,
+            "reference_timed_out": side.run.timed_out,
+            "reference_output": side.run.output if side.run.failure(self.timeout) else "",
+        }
+
+
+def _collected_here(context: ScoringContext) -> set[str]:
+    """The test ids this session collected (collection errors too)."""
+    return context.tally.collected | set(context.tally.tests)
+
+
+def _missing_from(tally: dict[str, Any] | None, context: ScoringContext) -> list[str]:
+    """Test ids the rerun collected that this session did not: tests the solution deleted."""
+    return sorted(set((tally or {}).get("collected", [])) - _collected_here(context))
+
+
+def split_runs(
+    initial: Snapshot,
+    reference_final: Snapshot,
+    solution_final: Snapshot,
+    db_patterns: Sequence[str],
+    store: DiffStore,
+    baseline_final: Snapshot | None = None,
+) -> SplitDiffs:
+    """Diff the runs from the initial state, every row into ``store``, and split them.
+
+    The diffs keep :data:`FILE_MAX_ROWS` examples per list; the store keeps every row.
+
+    :param baseline_final: the baseline's final databases, when its diff joins the split
+        (``store`` was made with ``baseline=True``).
+    """
+    runs = [(reference_final, REFERENCE), (solution_final, SOLUTION)]
+    if baseline_final is not None:
+        runs.append((baseline_final, BASELINE))
+    diffs = [
+        diff_snapshots(initial, final, FILE_MAX_ROWS, db_patterns, row_sink=store.sink(side))
+        for final, side in runs
+    ]
+    for diff, (_final, side) in zip(diffs, runs, strict=True):
+        store.add_lists(side, diff, ["schema"])
+    baseline = diffs[2] if baseline_final is not None else None
+    return SplitDiffs(diffs[0], diffs[1], store, complete=True, baseline=baseline)
+
+
+class ReferenceRunError(ScoringError):
+    """The reference run gave no usable result; carries what is known for the score."""
+
+    def __init__(self, message: str, metadata: dict[str, Any]):
+        super().__init__(message)
+        self.metadata = metadata
+
+
+def start_baseline(
+    settings: ScoringSettings, children: ChildRunner, timeout: float, rerun_done: threading.Event
+) -> BaselineRun:
+    """Start the baseline in the background (:func:`baseline_for`, cached per reference).
+
+    On a machine with fewer than three cores it waits for the reference rerun's pytest to end
+    rather than compete with it and the session.
+    """
+    assert settings.reference is not None
+    reference = settings.reference
+    options = baseline_options(settings, children)
+    places = (settings.root, settings.repository, reference, settings.report_root)
+    cache = BaselineCache.open([place for place in places if place is not None])
+    folder = children.folder("baseline")
+    wait_for = rerun_done if spare_cores() < 2 else None
+
+    def work(cancel: threading.Event) -> Baseline:
+        baseline = baseline_for(
+            reference,
+            options,
+            folder,
+            cache,
+            timeout=timeout,
+            like=children,
+            cancel=cancel,
+            wait_for=wait_for,
+        )
+        if baseline.final is not None and children.guard is not None:
+            children.guard.add_files(baseline.final.files.values())
+        return baseline
+
+    run = BaselineRun(work, folder)
+    run.start()
+    return run
+
+
+def baseline_options(settings: ScoringSettings, children: ChildRunner) -> BaselineOptions:
+    """What the baseline depends on besides the reference: this session's options."""
+    assert settings.reference is not None
+    reference = settings.reference.resolve()
+    own = [settings.report_root, *([children.area] if children.area is not None else [])]
+    excluded = set()
+    for folder in (*settings.excluded_folders(reference), *own):
+        resolved = folder.resolve()
+        if resolved.is_relative_to(reference) and resolved != reference:
+            excluded.add(resolved.relative_to(reference).as_posix())
+    return BaselineOptions(
+        db_patterns=tuple(settings.db_patterns),
+        excluded=tuple(sorted(excluded)),
+        selection=tuple(settings.selection),
+        deterministic=settings.deterministic,
+        python=children.python,
+    )
