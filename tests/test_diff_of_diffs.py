@@ -15,8 +15,13 @@ from diff_samples import diff
 from diff_samples import schema_table
 
 from pytest_scoring.db.diff import diff_paths
+from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_of_diffs import diff_of_diffs
+from pytest_scoring.db.diff_store import LISTS
 from pytest_scoring.db.diff_store import PARTS
+from pytest_scoring.db.diff_store import REFERENCE
+from pytest_scoring.db.diff_store import SOLUTION
+from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.selector.language import parse_selector
 
 
@@ -232,3 +237,98 @@ def test_changed_values_are_shared_exactly_when_selectors_find_them_equal(
     if not shared:
         (row,) = users(parts, "after_only")["rows_changed"]
         assert row["changes"]["password"]["new_value"] == new
+
+
+# --- with a baseline: what this repository's test files change (issue 11) ------------------
+
+
+def test_a_change_the_rerun_shares_and_the_baseline_lacks_is_from_tests() -> None:
+    password = change({"id": 1}, password=("h0", "pwned"))
+    role = change({"id": 2}, role=("user", "admin"))
+    parts = diff_of_diffs(
+        one_table(changed=[password]),  # the reference's code, this repository's tests
+        one_table(changed=[password, role]),  # this repository
+        one_table(changed=[]),  # the reference's code and tests
+    )
+    assert users(parts, "after_only")["rows_changed"] == [role]
+    assert users(parts, "from_tests")["rows_changed"] == [password]
+    assert users(parts, "scored")["rows_changed"] == [password, role]
+    assert users(parts, "scored")["counts"]["changed"] == 2
+
+
+def test_a_change_the_baseline_makes_too_is_not_from_tests() -> None:
+    password = change({"id": 1}, password=("h0", "h1"))
+    parts = diff_of_diffs(
+        one_table(changed=[password]), one_table(changed=[password]), one_table(changed=[password])
+    )
+    assert users(parts, "from_tests")["status"] == "unchanged"
+    assert users(parts, "scored")["status"] == "unchanged"
+
+
+def test_a_change_only_the_baseline_makes_is_in_no_part_of_the_solution() -> None:
+    """Both parts are sub-diffs of the solution's own diff: nothing it did not do is flagged."""
+    password = change({"id": 1}, password=("h0", "h1"))
+    parts = diff_of_diffs(one_table(), one_table(), one_table(changed=[password]))
+    assert users(parts, "from_tests")["rows_changed"] == []
+    assert users(parts, "scored")["rows_changed"] == []
+
+
+@pytest.mark.parametrize(
+    ("rerun", "solution", "baseline", "from_tests", "scored"),
+    [
+        (1, 2, 0, 1, 2),  # one row from the tests, one from the code
+        (2, 2, 1, 1, 1),
+        (3, 2, 0, 2, 2),  # never more than the solution added
+        (0, 2, 2, 0, 2),  # the code's rows only
+        (2, 2, 2, 0, 0),
+    ],
+)
+def test_added_rows_from_tests_compare_as_multisets(
+    rerun: int, solution: int, baseline: int, from_tests: int, scored: int
+) -> None:
+    ann = {"id": 1, "n": "ann"}
+    parts = diff_of_diffs(
+        one_table(added=[ann] * rerun),
+        one_table(added=[ann] * solution),
+        one_table(added=[ann] * baseline),
+    )
+    assert users(parts, "from_tests")["counts"]["added"] == from_tests
+    assert users(parts, "scored")["counts"]["added"] == scored
+    assert users(parts, "after_only")["counts"]["added"] == max(0, solution - rerun)
+
+
+def test_a_table_the_tests_add_is_added_in_from_tests() -> None:
+    row = {"id": 1}
+    without = diff({"app.db": database(data={})})
+    parts = diff_of_diffs(one_table("added", added=[row]), one_table("added", added=[row]), without)
+    assert users(parts, "from_tests")["status"] == "added"
+    assert users(parts, "scored")["status"] == "added"
+    assert users(parts, "after_only")["status"] == "unchanged"
+
+
+def test_a_database_only_the_tests_create_is_from_tests() -> None:
+    row = {"id": 1}
+    created = one_table("added", added=[row])
+    parts = diff_of_diffs(created, created, diff({}))
+    assert users(parts, "from_tests")["status"] == "added"
+    assert users(parts, "from_tests")["rows_added"] == [row]
+
+
+def test_without_a_baseline_there_is_no_from_tests_part() -> None:
+    assert set(diff_of_diffs(one_table(), one_table())) == set(PARTS)
+
+
+def test_without_a_baseline_selectors_score_after_only(tmp_path: Path) -> None:
+    role = change({"id": 2}, role=("user", "admin"))
+    reference, solution = one_table(), one_table(changed=[role])
+    store = DiffStore(tmp_path / "rows.db")
+    try:
+        store.add_lists(REFERENCE, reference, LISTS)
+        store.add_lists(SOLUTION, solution, LISTS)
+        split = SplitDiffs(reference, solution, store, complete=False)
+        scored = users({"scored": split.part_for_selectors("scored")}, "scored")
+        assert list(scored["rows_changed"]) == [role]
+        assert scored["counts"]["changed"] == 1
+        assert "from_tests" not in split.parts()
+    finally:
+        store.close()
