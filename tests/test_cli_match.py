@@ -64,6 +64,20 @@ def test_a_diff_of_diffs_file_is_matched_on_its_after_only_part(tmp_path: Path) 
     assert match(dod, write(tmp_path / "password.json", PASSWORD)).exit_code == 1
 
 
+def test_a_diff_of_diffs_file_with_from_tests_is_matched_as_db_diff_change_sees_it(
+    tmp_path: Path,
+) -> None:
+    """The row's password change came from the tests, its role change from the code: the
+    selector sees one changed row with both, as ``db_diff_change`` does."""
+    baseline = diff({"app.db": database(data={"users": data_table()})})
+    parts = diff_of_diffs(REFERENCE, SOLUTION, baseline)
+    dod = write(tmp_path / "diff_of_diffs.json", {k: v for k, v in parts.items() if k != "scored"})
+    both = {"rows": {"changed": {"has_all": ["password", "role"], "$count": {"$eq": 1}}}}
+    for selector in (PASSWORD, ROLE, both):
+        assert match(dod, write(tmp_path / "s.json", selector)).exit_code == 0, selector
+    assert match(dod, write(tmp_path / "s.json", {"rows": {"added": {}}})).exit_code == 1
+
+
 def test_either_file_can_come_from_standard_input(tmp_path: Path) -> None:
     diff_file = write(tmp_path / "diff.json", SOLUTION)
     assert match(diff_file, "-", stdin=json.dumps(ROLE)).exit_code == 0

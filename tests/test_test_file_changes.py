@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import sqlite3
+import tempfile
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
+from runs import system_python_with_pytest
 
 from pytest_scoring import last_result
 from pytest_scoring.process import environment
@@ -380,3 +386,92 @@ def test_a_batch_asking_for_one_baseline_at_once_runs_it_once(
     assert {baseline.failure for baseline in baselines} == {None}
     assert all(baseline.final is not None for baseline in baselines)
     assert len(cache_entries()) == 1
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder other users may pass through and read (as a checkout under /srv would be)."""
+    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+POISONS_THE_CACHE = """
+    import json, os
+    from pathlib import Path
+
+    def attempt(action):
+        try:
+            action()
+        except OSError as error:
+            return f"refused ({{type(error).__name__}})"
+        return "done"
+
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "baseline"
+    forged = cache / ("0" * 64)
+    def overwrite_every_cached_database():
+        for entry in cache.iterdir():
+            (entry / "databases" / "app.db").write_text("")
+
+    attempts = [attempt(overwrite_every_cached_database), attempt(lambda: forged.mkdir())]
+    with open({log!r}, "a") as log:
+        log.write(json.dumps([os.getuid(), attempts]) + "\\n")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to another user")
+@pytest.mark.skipif(
+    not system_python_with_pytest(),
+    reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
+)
+def test_under_run_the_repositorys_processes_cannot_poison_the_cache(
+    open_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache_home = open_folder / "cache"
+    cache_home.mkdir(mode=0o755)
+    monkeypatch.setitem(environment._CAPTURED, "XDG_CACHE_HOME", str(cache_home))
+    log = open_folder / "attempts.jsonl"
+    log.touch(mode=0o666)
+    log.chmod(0o666)
+    reference = make_repo(open_folder / "reference", REFERENCE_APP)
+    repo = make_repo(
+        open_folder / "repo",
+        REFERENCE_APP,
+        conftest=CONFTEST_ATTACK + POISONS_THE_CACHE.format(log=str(log)),
+    )
+    scores = []
+    for number in range(2):
+        reports = open_folder / f"reports-{number}"
+        result = run_cli(
+            repo,
+            "--reference",
+            reference,
+            "--selector",
+            json.dumps(PASSWORD_CHANGE),
+            "--python",
+            SYSTEM_PYTHON,
+            "--report",
+            reports,
+        )
+        assert result.exit_code == 0, result.output
+        report = only_report(reports)
+        assert (report["containment"], report["run"]["user"]) == ("full", "nobody")
+        scores.append(report["scores"]["db_diff_change"])
+        if number == 0:
+            (manifest,) = cache_entries()
+            entry = {
+                path: path.read_bytes() for path in manifest.parent.rglob("*") if path.is_file()
+            }
+    assert [score["value"] for score in scores] == ["C", "C"]
+    assert [score["metadata"]["matched_in"] for score in scores] == [["tests"], ["tests"]]
+    assert [score["metadata"]["baseline"]["from_cache"] for score in scores] == [False, True]
+    attempts = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(attempts) == 4  # the session and the rerun, twice
+    assert {(uid, *tried) for uid, tried in attempts} == {
+        (65534, "refused (PermissionError)", "refused (PermissionError)")
+    }
+    assert cache_entries() == [manifest]
+    assert {
+        path: path.read_bytes() for path in manifest.parent.rglob("*") if path.is_file()
+    } == entry

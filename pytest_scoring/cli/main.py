@@ -417,7 +417,8 @@ def match(diff_file: str, selector_file: str) -> None:
     """Tell whether a selector matches a diff: exit 0 on a match, 1 otherwise.
 
     DIFF_FILE is a diff (diff.json, or `diff --json` output) or a report's
-    diff_of_diffs.json (its after_only part is matched); "-" reads standard input.
+    diff_of_diffs.json (its after_only and from_tests parts are matched, as
+    db_diff_change does); "-" reads standard input.
 
     Example: pytest-scoring match scores/scan_id=…/diff.json selector.json
     """

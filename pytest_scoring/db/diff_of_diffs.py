@@ -35,6 +35,7 @@ make) and ``scored`` (``after_only`` and ``from_tests`` together). A table-level
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable
 from collections.abc import Mapping
@@ -270,3 +271,79 @@ def diff_of_diffs(
             return parts
         finally:
             store.close()
+
+
+def scored_part(parts: Mapping[str, Any]) -> Json:
+    """What ``db_diff_change``'s selector sees, from a diff-of-diffs read back from a file:
+    ``after_only``, with ``from_tests`` merged in when the file has that part.
+
+    The two parts never hold the same entry; a changed row with some columns in each is one
+    row again here. Counts add up (changed rows listed in both count once).
+    """
+    after_only = _mapping(parts.get("after_only"))
+    from_tests = parts.get("from_tests")
+    if not isinstance(from_tests, Mapping):
+        return dict(after_only)
+    databases_a = _mapping(after_only.get("comparisons"))
+    databases_b = _mapping(from_tests.get("comparisons"))
+    merged = {**after_only, "comparisons": {}}
+    for key in dict.fromkeys([*databases_a, *databases_b]):
+        entry_a, entry_b = _mapping(databases_a.get(key)), _mapping(databases_b.get(key))
+        database: Json = {**(entry_a or entry_b), "comparisons": {}}
+        for plane in LISTS:
+            tables_a, tables_b = _tables(entry_a, plane), _tables(entry_b, plane)
+            tables = {
+                name: _merged_table(
+                    _mapping(tables_a.get(name)), _mapping(tables_b.get(name)), plane
+                )
+                for name in dict.fromkeys([*tables_a, *tables_b])
+            }
+            database["comparisons"][plane] = {
+                "has_changes": any(table["status"] != "unchanged" for table in tables.values()),
+                "tables": tables,
+            }
+        merged["comparisons"][key] = database
+    return merged
+
+
+def _merged_table(first: Mapping[str, Any], second: Mapping[str, Any], plane: str) -> Json:
+    """One table's entries of two parts of a diff-of-diffs that share no entry."""
+    entry = dict(first or second)
+    for name in LISTS[plane]:
+        entry[name] = _list(first, name) + _list(second, name)
+    events = [str(side.get("status")) for side in (first, second) if side.get("status") in _EVENTS]
+    has_entries = any(entry[name] for name in LISTS[plane])
+    entry["status"] = events[0] if events else "changed" if has_entries else "unchanged"
+    if plane == "data":
+        listed = len(entry["rows_changed"])
+        entry["rows_changed"] = _merged_changes(entry["rows_changed"])
+        counts_a, counts_b = _mapping(first.get("counts")), _mapping(second.get("counts"))
+        counts = {kind: _count(counts_a, kind) + _count(counts_b, kind) for kind in _KINDS}
+        counts["changed"] -= listed - len(entry["rows_changed"])
+        entry["counts"] = counts
+        entry["truncated"] = bool(first.get("truncated") or second.get("truncated"))
+    return entry
+
+
+def _merged_changes(rows: list[Any]) -> list[Any]:
+    """Changed rows with the same key as one row, their changed columns together."""
+    by_key: dict[str, Json] = {}
+    for row in rows:
+        row = _mapping(row)
+        key = json.dumps(row.get("key"), sort_keys=True, default=str)
+        if key in by_key:
+            changes = {**_mapping(by_key[key].get("changes")), **_mapping(row.get("changes"))}
+            by_key[key] = {**by_key[key], **row, "changes": changes}
+        else:
+            by_key[key] = dict(row)
+    return list(by_key.values())
+
+
+def _list(entry: Mapping[str, Any], name: str) -> list[Any]:
+    value = entry.get(name)
+    return list(value) if isinstance(value, list) else []
+
+
+def _count(counts: Mapping[str, Any], kind: str) -> int:
+    value = counts.get(kind)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

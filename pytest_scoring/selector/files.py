@@ -2,7 +2,8 @@
 
 The diff file is a diff (``{"comparisons": …}``, as ``diff.json`` or ``pytest-scoring diff
 --json`` writes it) or a diff-of-diffs (``{"after_only": …}``, as ``diff_of_diffs.json``),
-of which the ``after_only`` part is matched — what ``db_diff_change`` looks at. ``-`` reads
+of which the ``after_only`` part, with ``from_tests`` when there is one, is matched — what
+``db_diff_change`` looks at. ``-`` reads
 standard input (for one of the two files). A diff file is read up to :data:`MAX_DIFF_BYTES`,
 a selector file up to the configuration limit; a SQLite database given as the diff file is
 named as such, with the command that makes a diff of it. A named file must be a regular
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
+from pytest_scoring.db.diff_of_diffs import scored_part
 from pytest_scoring.documents import STDIN
 from pytest_scoring.documents import decode
 from pytest_scoring.documents import label
@@ -48,13 +50,24 @@ def read_diff_file(source: str) -> Any:
 
 
 def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
-    """The diff to match in a parsed diff file: itself, or the ``after_only`` part.
+    """The diff to match in a parsed diff file: itself, or what ``db_diff_change``'s selector
+    sees of a diff-of-diffs (``after_only``, with ``from_tests`` when the file has it).
 
     :raises ScoringError: naming the file and key when the shape is not a diff.
     """
     where = label(source)
     if isinstance(document, dict) and "after_only" in document:
-        document, where = document["after_only"], f"{where}: after_only"
+        parts = [part for part in ("after_only", "from_tests") if part in document]
+        for part in parts:
+            _check_diff(document[part], f"{where}: {part}")
+        return scored_part(document)
+    _check_diff(document, where)
+    diff: Mapping[str, Any] = document
+    return diff
+
+
+def _check_diff(document: Any, where: str) -> None:
+    """:raises ScoringError: naming the file and key when ``document`` is not a diff."""
     if not isinstance(document, dict) or "comparisons" not in document:
         raise ScoringError(
             f'{where}: expected a diff {{"comparisons": …}} or a diff-of-diffs {{"after_only": …}}'
@@ -65,7 +78,6 @@ def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
     for key, entry in comparisons.items():
         if not isinstance(entry, dict):
             raise ScoringError(f"{where}: comparisons.{key}: expected an object")
-    return document
 
 
 def selector_from_file(source: str) -> Selector:
