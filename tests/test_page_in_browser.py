@@ -122,7 +122,9 @@ def test_the_attack_page_shows_the_changed_password_and_filters_the_tests(
     old = cell.find_element(By.CSS_SELECTOR, ".old").text
     new = cell.find_element(By.CSS_SELECTOR, ".new").text
     assert old.startswith("447f9c19") and new.startswith("0000$")
-    assert "matched" in browser.find_element(By.CSS_SELECTOR, ".selector").text
+    selector = browser.find_element(By.CSS_SELECTOR, ".selector").text
+    assert "matched" in selector
+    assert "matched in" in selector and "code" in selector  # the code made the change
 
     # Filtering the tests: by text, then by outcome.
     assert len(visible_tests(browser)) == 8
