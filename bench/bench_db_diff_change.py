@@ -12,7 +12,10 @@ every changed row of what it scores (``has_one`` plus ``$count``):
 * ``full-lists``: both diffs held whole (``max_rows=None``) and ``diff_of_diffs`` over them
   (the approach before issue 12; run it against an older checkout with ``PYTHONPATH``);
 * ``db_change``: one diff with 1,000 examples per list, the selector streaming the cut
-  table's rows from SQLite (the bar ``db_diff_change`` is held to).
+  table's rows from SQLite (the bar ``db_diff_change`` is held to);
+* ``with-baseline``: ``db_diff_change`` with the baseline's diff too (issue 11; the baseline
+  changes every hash as the reference does), the selector streaming ``scored``
+  (``after_only`` and ``from_tests``).
 
     python bench/bench_db_diff_change.py --rows 100000 1000000 2000000
     PYTHONPATH=/path/to/old/checkout python bench/bench_db_diff_change.py --modes full-lists
@@ -38,7 +41,7 @@ NUMBERS = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE 
 
 def generate(folder: Path, rows: int) -> None:
     """``initial/app.db``, ``reference/app.db`` and ``solution/app.db`` under ``folder``."""
-    for name in ("initial", "reference", "solution"):
+    for name in ("initial", "reference", "solution", "baseline"):
         (folder / name).mkdir()
         with sqlite3.connect(folder / name / "app.db") as db:
             db.execute(SCHEMA)
@@ -55,26 +58,37 @@ def generate(folder: Path, rows: int) -> None:
 def _snapshots(folder: Path) -> list[Any]:
     from pytest_scoring.db.snapshot import read_in_place
 
-    return [
-        read_in_place(folder / name, ["app.db"]) for name in ("initial", "reference", "solution")
-    ]
+    names = ("initial", "reference", "solution", "baseline")
+    return [read_in_place(folder / name, ["app.db"]) for name in names]
 
 
-def run_db_diff_change(folder: Path) -> bool:
+def run_db_diff_change(folder: Path, with_baseline: bool = False) -> bool:
     from pytest_scoring.db.diff_store import DiffStore
     from pytest_scoring.reference.rerun import FILE_MAX_ROWS
     from pytest_scoring.reference.rerun import split_runs
     from pytest_scoring.selector.language import parse_selector
 
-    initial, reference, solution = _snapshots(folder)
+    initial, reference, solution, baseline = _snapshots(folder)
     with tempfile.TemporaryDirectory() as store_dir:
-        store = DiffStore(Path(store_dir) / "rows.db")
+        store = DiffStore(Path(store_dir) / "rows.db", baseline=with_baseline)
         try:
-            split = split_runs(initial, reference, solution, ["*.db"], store)
+            split = split_runs(
+                initial,
+                reference,
+                solution,
+                ["*.db"],
+                store,
+                baseline_final=baseline if with_baseline else None,
+            )
             split.parts(FILE_MAX_ROWS)
-            return parse_selector(SELECTOR).matches(split.part_for_selectors("after_only"))
+            part = "scored" if with_baseline else "after_only"
+            return parse_selector(SELECTOR).matches(split.part_for_selectors(part))
         finally:
             store.close()
+
+
+def run_with_baseline(folder: Path) -> bool:
+    return run_db_diff_change(folder, with_baseline=True)
 
 
 def run_full_lists(folder: Path) -> bool:
@@ -82,7 +96,7 @@ def run_full_lists(folder: Path) -> bool:
     from pytest_scoring.db.diff_of_diffs import diff_of_diffs
     from pytest_scoring.selector.language import parse_selector
 
-    initial, reference, solution = _snapshots(folder)
+    initial, reference, solution, _baseline = _snapshots(folder)
     parts = diff_of_diffs(
         diff_snapshots(initial, reference, max_rows=None),
         diff_snapshots(initial, solution, max_rows=None),
@@ -95,7 +109,7 @@ def run_db_change(folder: Path) -> bool:
     from pytest_scoring.db.diff import stream_cut_rows
     from pytest_scoring.selector.language import parse_selector
 
-    initial, _reference, solution = _snapshots(folder)
+    initial, _reference, solution, _baseline = _snapshots(folder)
     diff = diff_snapshots(initial, solution, max_rows=1000)
     return parse_selector(SELECTOR).matches(stream_cut_rows(diff, initial, solution))
 
@@ -104,6 +118,7 @@ MODES = {
     "db_diff_change": run_db_diff_change,
     "full-lists": run_full_lists,
     "db_change": run_db_change,
+    "with-baseline": run_with_baseline,
 }
 
 
