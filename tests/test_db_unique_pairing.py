@@ -409,6 +409,9 @@ def test_db_diff_change_catches_the_delete_and_reinsert_attack(
 def test_the_references_plain_update_of_the_same_row_is_shared_not_after_only(
     pytester: pytest.Pytester, updating_reference: Path
 ) -> None:
+    # The reference's own suite sets the password too: the change is the task's, in both the
+    # code part and the part caused by the test files (the baseline runs the same test).
+    make_repo(updating_reference, UPDATE, SETS_ALICE)
     make_repo(pytester.path, REINSERT, SETS_ALICE)
     scores = session_scores(pytester, f"--score-reference={updating_reference}")
     assert alice(pytester.path) == [(4, "h1")]
