@@ -261,7 +261,7 @@ def _check_path_maps(
     """``--path-map SANDBOX=LOCAL``, checked as the plugin's ``--score-path-map`` is."""
     import argparse
 
-    from pytest_scoring.plugin.options import path_map_type
+    from pytest_scoring.plugin.flags import path_map_type
 
     for value in values:
         try:

@@ -19,7 +19,7 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_scoring.plugin.options import add_options
+    from pytest_scoring.plugin.flags import add_options
 
     add_options(parser)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import tempfile
+from collections.abc import Callable
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
@@ -20,11 +20,17 @@ from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
 from typing import Protocol
+from typing import TypeVar
+from typing import cast
 
 import pytest
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.plugin.flags import fail_under_type
+from pytest_scoring.plugin.flags import path_map_type
+from pytest_scoring.plugin.flags import seconds_type
+from pytest_scoring.plugin.flags import value_cap_type
 from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
@@ -52,6 +58,8 @@ STEERING_SETTINGS: Final = (
 #: one store per scored repository.
 RESET_STORE: Final = ".db-reset"
 
+_Number = TypeVar("_Number", int, float)
+
 
 class OptionSource(Protocol):
     """Where the options and ini settings come from: a pytest config or ``run``'s options."""
@@ -78,20 +86,6 @@ class OptionSource(Protocol):
     def getini(self, name: str) -> Any:
         """An ini setting's value (its default when it is not set)."""
         ...
-
-
-class OptionGroup(Protocol):
-    """What :func:`add_options` calls on an option group (pytest's, or an argparse adapter)."""
-
-    def addoption(self, *opts: str, **attrs: Any) -> None: ...
-
-
-class OptionParser(Protocol):
-    """What :func:`add_options` calls on a parser (``pytest.Parser``, or ``run``'s adapter)."""
-
-    def getgroup(self, name: str, description: str = "") -> OptionGroup: ...
-
-    def addini(self, name: str, help: str, type: Any = None, default: Any = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -190,38 +184,6 @@ class ScoringSettings:
         return folders
 
 
-def fail_under_type(text: str) -> float:
-    """``--score-fail-under``: a percentage from 0 to 100."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (expected 0 to 100)") from None
-    if not math.isfinite(value) or not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
-    return value
-
-
-def seconds_type(text: str) -> float:
-    """``--score-selector-timeout``: a positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
-def path_map_type(text: str) -> tuple[str, str]:
-    """``--score-path-map SANDBOX=LOCAL``: an absolute sandbox path and a local folder."""
-    sandbox, equals, local = text.partition("=")
-    if not equals or not sandbox or not local:
-        raise argparse.ArgumentTypeError(f"{text!r} is not SANDBOX=LOCAL (e.g. /repo=.)")
-    if not sandbox.startswith("/"):
-        raise argparse.ArgumentTypeError(f"{sandbox!r} is not an absolute sandbox path")
-    return sandbox, local
-
-
 def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[str, Path]:
     """Sandbox prefixes (without a trailing ``/``) and their local folders (a relative one is
     under ``root``, the repository's resolved root, so a path in it is known to be in it).
@@ -237,17 +199,6 @@ def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[st
     return mapping
 
 
-def value_cap_type(text: str) -> int:
-    """``--score-value-cap``: a whole number of bytes, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes of at least 1")
-    return value
-
-
 def load_json_argument(text: str, what: str, base: Path) -> Any:
     """Parse ``JSON`` or ``@FILE`` (relative to ``base``) given for option ``what``."""
     from pytest_scoring.documents import parse_json
@@ -260,151 +211,6 @@ def load_json_argument(text: str, what: str, base: Path) -> Any:
         return parse_json(text, "inline JSON")
     except ScoringError as error:
         raise pytest.UsageError(f"{what}: {error}") from None
-
-
-def add_options(parser: OptionParser) -> None:
-    """Register the ``--score-*`` options and their ini twins."""
-    group = parser.getgroup("scoring", "score the session (pytest-scoring)")
-    group.addoption(
-        "--score",
-        action="store_true",
-        dest="score",
-        help="Score the session with the test scorers and write a report",
-    )
-    group.addoption(
-        "--score-db-diff",
-        action="store_true",
-        dest="score_db_diff",
-        help="Also snapshot databases at session start and finish; adds db_change",
-    )
-    group.addoption(
-        "--score-selector",
-        dest="score_selector",
-        metavar="JSON|@FILE",
-        help="Selector for db_change / db_diff_change",
-    )
-    group.addoption(
-        "--score-reference",
-        dest="score_reference",
-        metavar="DIR",
-        help="Reference checkout; adds db_diff_change",
-    )
-    group.addoption(
-        "--score-test-pattern",
-        action="append",
-        dest="score_test_patterns",
-        metavar="GLOB",
-        help="Test files copied into the reference copy (repeatable)",
-    )
-    group.addoption(
-        "--score-db-pattern",
-        action="append",
-        dest="score_db_patterns",
-        metavar="GLOB",
-        help="Database files at any depth (repeatable); default *.db *.sqlite *.sqlite3",
-    )
-    group.addoption(
-        "--score-db-exclude",
-        action="append",
-        dest="score_db_exclude",
-        metavar="DIR",
-        help="Folder left out of database discovery and the reference copy (repeatable)",
-    )
-    group.addoption(
-        "--score-config",
-        dest="score_config",
-        metavar="FILE[#NAME]",
-        help="Scorer configuration file (TOML, JSON or YAML); FILE#NAME: the scorer: block "
-        "of fixture NAME of a fixtures file",
-    )
-    group.addoption(
-        "--score-path-map",
-        action="append",
-        dest="score_path_maps",
-        metavar="SANDBOX=LOCAL",
-        type=path_map_type,
-        help="Read the sandbox path SANDBOX (e.g. /repo) as the local folder LOCAL, relative "
-        "to the repository (repeatable)",
-    )
-    group.addoption(
-        "--score-selector-timeout",
-        dest="score_selector_timeout",
-        metavar="S",
-        type=seconds_type,
-        help="Seconds each scorer's selector may take before that score is N (default 60)",
-    )
-    group.addoption(
-        "--score-report",
-        dest="score_report",
-        metavar="DIR",
-        help="Report root, default scores/ in the rootdir; given alone it also turns scoring on",
-    )
-    group.addoption(
-        "--score-markdown",
-        dest="score_markdown",
-        metavar="FILE",
-        help="Also write the score table as Markdown to FILE (for CI summaries)",
-    )
-    group.addoption(
-        "--score-fail-under",
-        dest="score_fail_under",
-        metavar="PCT",
-        type=fail_under_type,
-        help="Exit status 1 if percent_passing_tests is below PCT",
-    )
-    group.addoption(
-        "--score-deterministic",
-        action="store_true",
-        dest="score_deterministic",
-        help="Patch salt and token generators to fixed values during the session",
-    )
-    group.addoption(
-        "--score-db-reset",
-        action="store_true",
-        dest="score_db_reset",
-        help="Restore every database to its first-seen state at session start",
-    )
-    group.addoption(
-        "--score-expected-tests",
-        dest="score_expected_tests",
-        metavar="SOURCE",
-        help="The tests that count: a file of ids, a JSON object of outcomes, or a folder run once",
-    )
-    group.addoption(
-        "--score-strict",
-        dest="score_strict",
-        nargs="?",
-        const="",
-        metavar="KIND,…|all",
-        help="Test scores are N when these integrity signals occur; default outcome_changed, "
-        "patched, plugin_disabled, early_end, containment",
-    )
-    group.addoption(
-        "--score-value-cap",
-        dest="score_value_cap",
-        metavar="BYTES",
-        type=value_cap_type,
-        help=f"Longest text or BLOB a report data file keeps whole, default {DEFAULT_VALUE_CAP}",
-    )
-
-    parser.addini("score", "Score the session (as --score)", type="bool", default=False)
-    parser.addini("score_db_diff", "As --score-db-diff", type="bool", default=False)
-    parser.addini("score_selector", "As --score-selector", default=None)
-    parser.addini("score_reference", "As --score-reference", default=None)
-    parser.addini("score_test_patterns", "As --score-test-pattern", type="linelist", default=[])
-    parser.addini("score_db_patterns", "As --score-db-pattern", type="linelist", default=[])
-    parser.addini("score_db_exclude", "As --score-db-exclude", type="linelist", default=[])
-    parser.addini("score_config", "As --score-config", default=None)
-    parser.addini("score_path_maps", "As --score-path-map", type="linelist", default=[])
-    parser.addini("score_selector_timeout", "As --score-selector-timeout", default=None)
-    parser.addini("score_report", "As --score-report", default=None)
-    parser.addini("score_markdown", "As --score-markdown", default=None)
-    parser.addini("score_fail_under", "As --score-fail-under", default=None)
-    parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
-    parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
-    parser.addini("score_expected_tests", "As --score-expected-tests", default=None)
-    parser.addini("score_strict", "As --score-strict=KIND,…|all|default", default=None)
-    parser.addini("score_value_cap", "As --score-value-cap", default=None)
 
 
 def _option_or_ini(config: OptionSource, name: str) -> Any:
@@ -486,15 +292,6 @@ def _path_map(config: OptionSource, root: Path) -> dict[str, Path]:
         raise pytest.UsageError(str(error)) from None
 
 
-def _selector_timeout(value: float | str | None) -> float | None:
-    if value is None or isinstance(value, float):
-        return value
-    try:
-        return seconds_type(value) if value.strip() else None
-    except argparse.ArgumentTypeError as error:
-        raise pytest.UsageError(f"score_selector_timeout (ini): {error}") from None
-
-
 def resolve_settings(config: OptionSource) -> ScoringSettings:
     """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values.
 
@@ -504,7 +301,6 @@ def resolve_settings(config: OptionSource) -> ScoringSettings:
     root = Path(config.rootpath)
     report = _path_setting(config, "score_report")
     selector = _path_setting(config, "score_selector")
-    fail_under_text = _option_or_ini(config, "score_fail_under")
     config_setting = _path_setting(config, "score_config")
     config_file, config_entry = (
         split_config_argument(config_setting.text, config_setting.base)
@@ -526,16 +322,16 @@ def resolve_settings(config: OptionSource) -> ScoringSettings:
         config_file=config_file,
         config_entry=config_entry,
         path_map=_path_map(config, root.resolve()),
-        selector_timeout=_selector_timeout(_option_or_ini(config, "score_selector_timeout")),
+        selector_timeout=_number_setting(config, "score_selector_timeout", seconds_type),
         explicit=_given(config),
         # The default sits in the rootdir, as pytest's own .pytest_cache does.
         report_root=report.path() or root / DEFAULT_REPORT_ROOT,
         markdown=_path_setting(config, "score_markdown").path(),
-        fail_under=_fail_under(fail_under_text),
+        fail_under=_number_setting(config, "score_fail_under", fail_under_type),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
         db_exclude=_path_list_setting(config, "score_db_exclude"),
-        value_cap=_value_cap(_option_or_ini(config, "score_value_cap")),
+        value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,
         selection=_selection(config),
         expected_source=_path_setting(config, "score_expected_tests").path(),
         strict=_strict(config.getoption("score_strict"), config.getini("score_strict")),
@@ -577,26 +373,21 @@ def _selection(config: OptionSource) -> list[str]:
     return args
 
 
-def _value_cap(value: int | str | None) -> int:
-    if value is None or isinstance(value, int):
-        return DEFAULT_VALUE_CAP if value is None else value
-    if not value.strip():
-        return DEFAULT_VALUE_CAP
-    try:
-        return value_cap_type(value)
-    except argparse.ArgumentTypeError as error:
-        raise pytest.UsageError(f"score_value_cap (ini): {error}") from None
-
-
-def _fail_under(value: float | str | None) -> float | None:
-    if value is None or isinstance(value, float):
-        return value
-    if not value.strip():
+def _number_setting(
+    config: OptionSource, name: str, parse: Callable[[str], _Number]
+) -> _Number | None:
+    """A number from its option (argparse has parsed it) or its ini twin (parsed here), or
+    None when neither is set."""
+    value = config.getoption(name)
+    if value is not None:
+        return cast("_Number", value)
+    text = str(config.getini(name) or "")
+    if not text.strip():
         return None
     try:
-        return fail_under_type(value)
+        return parse(text)
     except argparse.ArgumentTypeError as error:
-        raise pytest.UsageError(f"score_fail_under (ini): {error}") from None
+        raise pytest.UsageError(f"{name} (ini): {error}") from None
 
 
 def _strict(option: str | None, ini: str | None) -> frozenset[str]:
