@@ -76,6 +76,18 @@ def test_the_evaluators_files_are_out_of_reach(record_property):
     assert set(results.values()) == {{"refused (PermissionError)"}}
 """
 
+REFERENCE_TESTS = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import app
+
+
+def test_login():
+    app.login("bob")
+"""
+
 
 @pytest.fixture
 def open_folder() -> Iterator[Path]:
@@ -115,9 +127,10 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
         "report": str(report_root / "forged.txt"),
         "installation": str(installation),
     }
-    tests = HOSTILE_TESTS.format(targets=targets)
-    reference = make_app(open_folder / "reference", APP, tests)
-    repo = make_app(open_folder / "repo", APP + ATTACK, tests)
+    # The reference is the evaluator's: its own tests (the baseline run, as the evaluator)
+    # are honest. The rerun runs the repository's hostile tests in a copy of it.
+    reference = make_app(open_folder / "reference", APP, REFERENCE_TESTS)
+    repo = make_app(open_folder / "repo", APP + ATTACK, HOSTILE_TESTS.format(targets=targets))
     before = tree_hashes(reference), installation.read_bytes()
     config = open_folder / "scorers.json"
     selector = {"rows": {"changed": {"has_one": ["password"]}}}
