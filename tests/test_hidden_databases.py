@@ -6,38 +6,19 @@ the score against the database file itself.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import sqlite3
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
+from users_db import alice_hash
+from users_db import make_users_db
 
 from pytest_scoring import last_result
 
 PASSWORD_CHANGE = {"rows": {"changed": {"has_one": ["password", "password_hash"]}}}
-
-
-def make_db(path: Path) -> Path:
-    """A users table with alice and bob, at ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, password_hash TEXT)")
-        db.executemany(
-            "INSERT INTO users (name, password_hash) VALUES (?, 'h0')", [("alice",), ("bob",)]
-        )
-        db.commit()
-    return path
-
-
-def alice_hash(path: Path) -> str:
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        (value,) = db.execute("SELECT password_hash FROM users WHERE name = 'alice'").fetchone()
-    return str(value)
 
 
 ATTACK = """
@@ -72,7 +53,7 @@ def db_change(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
 def test_no_folder_name_and_no_pyvenv_cfg_hides_a_database(
     pytester: pytest.Pytester, folder: str
 ) -> None:
-    db = make_db(pytester.path / folder / "users.db")
+    db = make_users_db(pytester.path / folder / "users.db")
     (pytester.path / folder / "pyvenv.cfg").write_text("")  # looks like a virtualenv
     write_attack(pytester, f"{folder}/users.db")
     score = db_change(pytester)
@@ -83,7 +64,7 @@ def test_no_folder_name_and_no_pyvenv_cfg_hides_a_database(
 def test_a_database_reached_through_a_symlink_inside_is_diffed_under_the_link(
     pytester: pytest.Pytester,
 ) -> None:
-    real = make_db(pytester.path / "store" / "blob.bin")  # no database pattern matches it
+    real = make_users_db(pytester.path / "store" / "blob.bin")  # no database pattern matches it
     (pytester.path / "users.db").symlink_to("store/blob.bin")
     write_attack(pytester, "users.db")
     score = db_change(pytester)
@@ -96,7 +77,7 @@ def test_a_database_reached_through_a_symlink_inside_is_diffed_under_the_link(
 def test_a_database_swapped_for_a_symlink_leading_out_scores_no_answer(
     pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    db = make_db(pytester.path / "users.db")
+    db = make_users_db(pytester.path / "users.db")
     outside = tmp_path_factory.mktemp("outside") / "users.db"
     shutil.copy(db, outside)
     write_attack(
@@ -126,7 +107,7 @@ def test_a_database_swapped_for_a_symlink_leading_out_scores_no_answer(
 def test_a_database_unreadable_at_the_end_scores_no_answer_never_incorrect(
     pytester: pytest.Pytester, hide: str
 ) -> None:
-    make_db(pytester.path / "users.db")
+    make_users_db(pytester.path / "users.db")
     write_attack(pytester, "users.db", after=f"def test_hide():\n    {hide}\n")
     score = db_change(pytester)
     assert score["value"] == "N"
@@ -136,7 +117,7 @@ def test_a_database_unreadable_at_the_end_scores_no_answer_never_incorrect(
 def test_an_excluded_folder_is_left_out_but_named_when_it_holds_a_database(
     pytester: pytest.Pytester,
 ) -> None:
-    make_db(pytester.path / "vendor" / "users.db")
+    make_users_db(pytester.path / "vendor" / "users.db")
     write_attack(pytester, "vendor/users.db")
     score = db_change(pytester, "--score-db-exclude=vendor")
     assert score["value"] == "I"
@@ -153,7 +134,7 @@ def test_discovery_and_the_reference_copy_agree_on_every_folder(
     # not, and the database looked added.)
     reference = tmp_path_factory.mktemp("reference")
     for tree in (reference, pytester.path):
-        make_db(tree / ".tox" / "py" / "cache.db")
+        make_users_db(tree / ".tox" / "py" / "cache.db")
         (tree / "tests").mkdir()
         (tree / "tests" / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     pytester.runpytest(f"--score-reference={reference}", "-p", "no:cacheprovider")
@@ -167,8 +148,8 @@ def test_discovery_and_the_reference_copy_agree_on_every_folder(
 def test_an_unreadable_database_does_not_hide_a_change_the_selector_already_sees(
     pytester: pytest.Pytester,
 ) -> None:
-    make_db(pytester.path / "users.db")
-    make_db(pytester.path / "other.db")
+    make_users_db(pytester.path / "users.db")
+    make_users_db(pytester.path / "other.db")
     write_attack(pytester, "users.db", after='def test_break():\n    os.remove("other.db")\n')
     score = db_change(pytester)
     assert score["value"] == "C"
@@ -176,7 +157,7 @@ def test_an_unreadable_database_does_not_hide_a_change_the_selector_already_sees
 
 
 def test_the_configurations_exclude_list_leaves_folders_out_too(pytester: pytest.Pytester) -> None:
-    make_db(pytester.path / "vendor" / "users.db")
+    make_users_db(pytester.path / "vendor" / "users.db")
     write_attack(pytester, "vendor/users.db")
     pytester.makefile(
         ".yaml",
