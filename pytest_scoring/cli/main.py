@@ -243,10 +243,12 @@ def junit(
 
     kinds = strict_kinds(strict)
     tally = read_junit(files)
+    inputs = {f"junit_xml {path}": path for path in files}
     if expected_tests is not None:
         expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
-    result = score_tally(tally, Path.cwd(), kinds)
+        inputs["expected_tests"] = Path.cwd() / expected_tests
+    result = score_tally(tally, Path.cwd(), kinds, inputs)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))

@@ -30,6 +30,7 @@ from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.markdown import publish_markdown
 from pytest_scoring.report.markdown import score_markdown
+from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
@@ -205,6 +206,7 @@ class Evaluation:
             errors=_renamed(self.context.errors, self.names),
             files=_renamed(self.context.report_files, self.names),
             integrity=_renamed(self.context.integrity, self.names),
+            provenance=session_provenance(self.settings),
         )
         _last_result = self.result
         return self.result

@@ -35,6 +35,8 @@ from pytest_scoring.plugin.integrity import find_ini
 from pytest_scoring.plugin.integrity import hooks_in_source
 from pytest_scoring.plugin.integrity import ini_signals
 from pytest_scoring.plugin.integrity import make_signal
+from pytest_scoring.report.provenance import path_digest
+from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
@@ -238,9 +240,16 @@ def repository_signals(repository: Path, selection: bool) -> list[Signal]:
 
 
 def score_tally(
-    tally: OutcomeTally, repository: Path, strict: frozenset[str] = frozenset()
+    tally: OutcomeTally,
+    repository: Path,
+    strict: frozenset[str] = frozenset(),
+    inputs: Mapping[str, Path] | None = None,
 ) -> SessionResult:
-    """Score an outcome tally read from JUnit files with the three test scorers."""
+    """Score an outcome tally read from JUnit files with the three test scorers.
+
+    :param inputs: the files the tally was read from (JUnit XML, expected tests), by name;
+        the report's provenance holds their hashes.
+    """
     scorers = default_test_scorers()
     integrity = repository_signals(repository, selection=tally.expected is None)
     context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict)
@@ -253,4 +262,9 @@ def score_tally(
         complete=not any(error["traceback"] for error in context.errors),
         errors=context.errors,
         integrity=integrity,
+        provenance=provenance(
+            "junit",
+            {"strict": sorted(strict), "expected_tests": tally.expected_source},
+            {name: path_digest(path) for name, path in (inputs or {}).items()},
+        ),
     )

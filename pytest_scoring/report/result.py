@@ -54,6 +54,8 @@ class SessionResult:
     files: dict[str, Any] = field(default_factory=dict)
     #: Integrity signals ``{"kind", "detail", "file"}`` (docs/scoring.md#integrity).
     integrity: list[Signal] = field(default_factory=list)
+    #: What produced the report: tool, options, input hashes (:mod:`.provenance`).
+    provenance: dict[str, Any] = field(default_factory=dict)
     #: Further top-level keys of ``scores.json`` (``containment`` and ``run`` under
     #: ``pytest-scoring run``).
     extra: dict[str, Any] = field(default_factory=dict)
@@ -81,5 +83,6 @@ class SessionResult:
             "metrics": self.metrics(),
             "tests": self.tests,
             "errors": self.errors,
+            "provenance": self.provenance,
             **self.extra,
         }

@@ -1,0 +1,116 @@
+"""What produced a report: the tool, the options, and hashes of the inputs (docs/report.md).
+
+Every ``scores.json`` carries a ``provenance`` object, so that a score can be traced to what it
+was computed from: two reports with the same provenance came from the same inputs, settings
+and tool, and a report can be checked against the files it names. The hashes are SHA-256 of a
+file's bytes, or of a folder's manifest (every path, its kind and each file's own hash).
+
+Only what the evaluator gives is hashed here (the configuration, the selector, the expected
+tests, the reference checkout): these are small or are read anyway. The scored repository's
+own content is hashed by ``pytest-scoring run``, which copies it anyway; a session scored in
+process is the repository itself and cannot vouch for its own content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+from pytest_scoring.fs.guard import file_digest
+from pytest_scoring.fs.guard import tree_digest
+
+if TYPE_CHECKING:
+    from pytest_scoring.plugin.options import ScoringSettings
+
+
+def tool_version() -> str:
+    """The installed version of pytest-scoring (``"unknown"`` when it is not installed)."""
+    try:
+        return version("pytest-scoring")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def path_digest(path: Path) -> str:
+    """SHA-256 of a file's content, or of a folder's manifest (``"missing"`` when absent)."""
+    return tree_digest(path) if path.is_dir() else file_digest(path)
+
+
+def json_digest(content: Any) -> str:
+    """SHA-256 of a JSON value in canonical form (sorted keys, no spaces)."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def settings_json(settings: ScoringSettings) -> dict[str, Any]:
+    """The options that decide the scores, as JSON (where output goes is left out)."""
+    return {
+        "db_diff": settings.db_diff,
+        "selector": settings.selector,
+        "reference": _text(settings.reference),
+        "config": _text(settings.config_file),
+        "config_entry": settings.config_entry,
+        "test_patterns": list(settings.test_patterns),
+        "db_patterns": list(settings.db_patterns),
+        "db_exclude": [str(folder) for folder in settings.db_exclude],
+        "path_map": {sandbox: str(local) for sandbox, local in settings.path_map.items()},
+        "selector_timeout": settings.selector_timeout,
+        "fail_under": settings.fail_under,
+        "deterministic": settings.deterministic,
+        "db_reset": settings.db_reset,
+        "value_cap": settings.value_cap,
+        "selection": list(settings.selection),
+        "expected_tests": _text(settings.expected_source),
+        "strict": sorted(settings.strict),
+    }
+
+
+def input_digests(settings: ScoringSettings) -> dict[str, str]:
+    """Hashes of the inputs the evaluator named: only those given appear."""
+    named = {
+        "config": settings.config_file,
+        "expected_tests": settings.expected_source,
+        "reference": settings.reference,
+    }
+    digests = {name: path_digest(path) for name, path in named.items() if path is not None}
+    if settings.selector is not None:
+        digests["selector"] = json_digest(settings.selector)
+    return digests
+
+
+def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]) -> dict[str, Any]:
+    """The ``provenance`` object of ``scores.json``.
+
+    :param route: how the outcomes were gathered: ``plugin``, ``run`` or ``junit``.
+    :param options: the options that decide the scores, as JSON.
+    :param inputs: SHA-256 of each input, by name.
+    """
+    import pytest
+
+    return {
+        "tool": "pytest-scoring",
+        "version": tool_version(),
+        "route": route,
+        "python": platform.python_version(),
+        "pytest": pytest.__version__,
+        "options": dict(options),
+        "inputs": dict(sorted(inputs.items())),
+    }
+
+
+def session_provenance(settings: ScoringSettings) -> dict[str, Any]:
+    """The provenance of a scored session: its settings and the inputs they name (``run``
+    adds the repository's own hash, see :mod:`pytest_scoring.cli.runner`)."""
+    route = "plugin" if settings.repository is None else "run"
+    return provenance(route, settings_json(settings), input_digests(settings))
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)

@@ -1,0 +1,117 @@
+"""Every report says what produced it: the tool, the options and hashes of its inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pytest_scoring.cli.main import main
+
+SELECTOR = {"rows": {"changed": {"has_one": ["role"]}}}
+CONFIG = '[[scorers]]\ntype = "percent_passing_tests"\n'
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="2">
+<testcase classname="test_app" name="test_ok" file="test_app.py"/>
+<testcase classname="test_app" name="test_broken" file="test_app.py"><failure message="no"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def scores_json(report_root: Path) -> dict[str, Any]:
+    (folder,) = report_root.glob("scan_id=*")
+    return scores_json_of(folder)
+
+
+def scored_session(pytester: pytest.Pytester, config: str) -> dict[str, Any]:
+    pytester.makepyfile(test_app="def test_ok():\n    pass\n")
+    (pytester.path / "scorers.toml").write_text(config)
+    pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--score-config=scorers.toml",
+        f"--score-selector={json.dumps(SELECTOR)}",
+        "--score-fail-under=50",
+    ).assert_outcomes(passed=1)
+    provenance: dict[str, Any] = scores_json(pytester.path / "scores")["provenance"]
+    return provenance
+
+
+def test_a_session_report_names_the_tool_its_options_and_the_hashes_of_its_inputs(
+    pytester: pytest.Pytester,
+) -> None:
+    provenance = scored_session(pytester, CONFIG)
+    assert (provenance["tool"], provenance["version"]) == (
+        "pytest-scoring",
+        version("pytest-scoring"),
+    )
+    assert (provenance["route"], provenance["pytest"]) == ("plugin", pytest.__version__)
+    options = provenance["options"]
+    assert (options["selector"], options["fail_under"]) == (SELECTOR, 50.0)
+    assert options["config"] == str(pytester.path / "scorers.toml")
+    assert provenance["inputs"]["config"] == sha256(pytester.path / "scorers.toml")
+    assert set(provenance["inputs"]) == {"config", "selector"}
+
+
+def test_a_changed_configuration_changes_its_hash_and_nothing_else(
+    pytester: pytest.Pytester,
+) -> None:
+    first = scored_session(pytester, CONFIG)
+    for folder in (pytester.path / "scores").glob("scan_id=*"):
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    second = scored_session(pytester, CONFIG + "# one more line\n")
+    assert first["inputs"]["config"] != second["inputs"]["config"]
+    assert first["inputs"]["selector"] == second["inputs"]["selector"]
+    assert first["options"] == second["options"]
+
+
+def test_the_reference_checkout_is_hashed_as_a_tree(
+    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    reference = tmp_path_factory.mktemp("reference")
+    (reference / "test_app.py").write_text("def test_ok():\n    pass\n")
+    pytester.makepyfile(test_app="def test_ok():\n    pass\n")
+    pytester.runpytest("-p", "no:cacheprovider", f"--score-reference={reference}")
+    first = scores_json(pytester.path / "scores")["provenance"]["inputs"]["reference"]
+    (reference / "app.py").write_text("VERSION = 2\n")
+    pytester.runpytest("-p", "no:cacheprovider", f"--score-reference={reference}")
+    digests = {
+        scores_json_of(folder)["provenance"]["inputs"]["reference"]
+        for folder in (pytester.path / "scores").glob("scan_id=*")
+    }
+    assert first in digests and len(digests) == 2
+
+
+def scores_json_of(folder: Path) -> dict[str, Any]:
+    content: dict[str, Any] = json.loads((folder / "scores.json").read_text())
+    return content
+
+
+def test_a_junit_report_hashes_the_files_it_was_read_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results.xml").write_text(JUNIT)
+    (tmp_path / "expected.txt").write_text("test_app.py::test_ok\n")
+    result = CliRunner().invoke(
+        main,
+        ["junit", "results.xml", "--expected-tests", "expected.txt", "--report", "reports"],
+    )
+    assert result.exit_code == 0, result.output
+    provenance = scores_json(tmp_path / "reports")["provenance"]
+    assert provenance["route"] == "junit"
+    assert provenance["inputs"] == {
+        "expected_tests": sha256(tmp_path / "expected.txt"),
+        "junit_xml results.xml": sha256(tmp_path / "results.xml"),
+    }
