@@ -18,7 +18,8 @@ CONFIG = '[[scorers]]\ntype = "percent_passing_tests"\n'
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="2">
 <testcase classname="test_app" name="test_ok" file="test_app.py"/>
-<testcase classname="test_app" name="test_broken" file="test_app.py"><failure message="no"/></testcase>
+<testcase classname="test_app" name="test_broken" file="test_app.py">
+<failure message="no"/></testcase>
 </testsuite></testsuites>
 """
 
