@@ -82,6 +82,8 @@ PYTEST_USAGE_ERROR: Final = 4
 PYTEST_ENDED: Final = frozenset({0, 1, 2, 5})
 #: How much of pytest's output a message about it shows.
 OUTPUT_SHOWN: Final = 8_000
+#: The package of the Inspect scorers (the ``inspect`` extra).
+INSPECT: Final = "pytest_scoring.inspect"
 
 
 @dataclass
@@ -227,7 +229,8 @@ def preload() -> None:
     what the evaluator already imported is not read again.
     """
     for module in pkgutil.walk_packages(pytest_scoring.__path__, "pytest_scoring."):
-        if not module.name.endswith("__main__"):
+        # pytest_scoring.inspect needs the optional Inspect AI, and run never uses it.
+        if not module.name.endswith("__main__") and not module.name.startswith(INSPECT):
             importlib.import_module(module.name)
     for name in ("pyarrow", "pyarrow.parquet", "pyarrow.json", "rich.console", "rich.table"):
         importlib.import_module(name)

@@ -212,7 +212,9 @@ class DiffStore:
 
     def __init__(self, path: Path, baseline: bool = False):
         self.baseline = baseline
-        self.connection = sqlite3.connect(path, isolation_level=None)
+        # Used by one thread at a time, not always the same one: an Inspect sample's scorers
+        # run in worker threads (pytest_scoring.inspect).
+        self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         for pragma in ("journal_mode = OFF", "synchronous = OFF", "temp_store = FILE"):
             self.connection.execute(f"PRAGMA {pragma}")
         self.connection.execute(f"PRAGMA cache_size = -{_CACHE_KIB}")

@@ -119,6 +119,11 @@ def _literal_base(segments: Sequence[str]) -> list[str]:
     return base
 
 
+def pattern_folder(pattern: str) -> str:
+    """The folder whose tree holds every file ``pattern`` matches (``"."`` for any)."""
+    return "/".join(_literal_base(check_test_pattern(pattern))) or "."
+
+
 def _candidate_files(root: Path, segments: list[str], exclude: Sequence[Path]) -> Iterator[Path]:
     base = root.joinpath(*_literal_base(segments))
     if not base.is_dir():

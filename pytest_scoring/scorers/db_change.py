@@ -93,6 +93,15 @@ class SessionDatabases:
         self.skipped: list[str] = []
 
     @classmethod
+    def from_snapshots(
+        cls, settings: ScoringSettings, before: Snapshot, after: Snapshot
+    ) -> SessionDatabases:
+        """Databases snapshotted elsewhere (in an Inspect sandbox): their diff, shared."""
+        databases = cls(settings)
+        databases.before, databases._after = before, after
+        return databases
+
+    @classmethod
     def of(cls, context: ScoringContext) -> SessionDatabases:
         """The context's shared instance, created on first use."""
         if RESOURCE not in context.resources:

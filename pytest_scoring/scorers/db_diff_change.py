@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
+from typing import Protocol
+from typing import runtime_checkable
 
 from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_shape import cap_diff
@@ -79,6 +81,22 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
 
+@runtime_checkable
+class ReferenceResults(Protocol):
+    """What ``db_diff_change`` scores: the reference side of a session, run here
+    (:class:`~pytest_scoring.reference.rerun.ReferenceRerun`) or in an Inspect sandbox
+    (``pytest_scoring.inspect``)."""
+
+    settings: ScoringSettings
+
+    def diffs(self, context: ScoringContext) -> Diffs:
+        """The diffs of both runs from the initial reference state.
+
+        :raises ReferenceRunError: when the reference run gave no usable result.
+        """
+        ...
+
+
 class DiffChangeScorer:
     """``db_diff_change``: the selector on changes made only by this repository's code and
     test files."""
@@ -100,7 +118,8 @@ class DiffChangeScorer:
         #: Whether changes this repository's test files make count too (the baseline runs).
         self.count_test_changes = count_test_changes
 
-    def _resource_key(self) -> str:
+    def resource_key(self) -> str:
+        """Where :meth:`start` leaves the reference side in ``ScoringContext.resources``."""
         return f"reference:{'|'.join(self.test_patterns)}"
 
     def start(self, context: ScoringContext) -> None:
@@ -112,13 +131,13 @@ class DiffChangeScorer:
         if settings.reference is None:
             raise ScoringError(NEEDS_REFERENCE)
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
-        if self._resource_key() not in context.resources:
+        if self.resource_key() not in context.resources:
             if settings.db_reset:
                 reset_solution_databases(settings)
             rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children)
-            context.resources[self._resource_key()] = rerun
+            context.resources[self.resource_key()] = rerun
             rerun.start()
-        rerun = context.resources[self._resource_key()]
+        rerun = context.resources[self.resource_key()]
         if self.count_test_changes:
             if BASELINE_RESOURCE not in context.resources:
                 baseline = start_baseline(settings, context.children, timeout, rerun.child_done)
@@ -126,8 +145,8 @@ class DiffChangeScorer:
             rerun.baseline = context.resources[BASELINE_RESOURCE]
 
     def score(self, context: ScoringContext) -> Score:
-        rerun = context.resources.get(self._resource_key())
-        if not isinstance(rerun, ReferenceRerun):
+        rerun = context.resources.get(self.resource_key())
+        if not isinstance(rerun, ReferenceResults):
             return error_score(self.type, "the reference rerun did not start")
         try:
             diffs = rerun.diffs(context)

@@ -48,15 +48,23 @@ from pytest_scoring.scorers.score import make_score
 SHELL: Final = "/bin/sh"
 
 
+#: Bytes of a captured output read back: enough for METADATA_TEXT_CAP characters of any UTF-8.
+HEAD_BYTES: Final = METADATA_TEXT_CAP * 4
+
+
+def shown_output(head: str, size: int) -> str:
+    """What a score keeps of an output: its ``head`` (the first :data:`HEAD_BYTES` bytes, as
+    text), capped, saying how large the whole output was when it was cut."""
+    if size <= HEAD_BYTES:
+        return cap_text(head)
+    return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]"
+
+
 def _read_back(stream: IO[bytes]) -> tuple[str, int]:
     """The first part of a captured output (capped) and its full size in bytes."""
     size = stream.seek(0, os.SEEK_END)
     stream.seek(0)
-    # Enough bytes for METADATA_TEXT_CAP characters of any UTF-8 text.
-    head = stream.read(METADATA_TEXT_CAP * 4).decode("utf-8", errors="replace")
-    if size <= METADATA_TEXT_CAP * 4:
-        return cap_text(head), size
-    return f"{head[:METADATA_TEXT_CAP]}\n… [{size} bytes in all, the rest cut]", size
+    return shown_output(stream.read(HEAD_BYTES).decode("utf-8", errors="replace"), size), size
 
 
 def command_environment(
@@ -129,7 +137,7 @@ class SandboxStateScorer:
 
     def score(self, context: ScoringContext) -> Score:
         cwd = locate(self.cwd or ".", context.root.resolve(), context.path_map).path
-        parameters = {"command": self.command, "cwd": self.cwd, "timeout": self.timeout}
+        parameters = self.parameters()
         if cwd is None:
             return error_score(self.type, "cwd is outside the repository", **parameters)
         if not cwd.is_dir():
@@ -138,6 +146,14 @@ class SandboxStateScorer:
         children = context.children
         environment = command_environment(children.child_environment(), context.root, self.env)
         outcome = run_command(self.command, cwd, self.timeout, children, environment)
+        return self.score_outcome(outcome)
+
+    def parameters(self) -> dict[str, Any]:
+        return {"command": self.command, "cwd": self.cwd, "timeout": self.timeout}
+
+    def score_outcome(self, outcome: dict[str, Any]) -> Score:
+        """The score of the command's outcome (:func:`run_command`'s keys), wherever it ran."""
+        parameters = self.parameters()
         metadata = {**parameters, **outcome}
         if "error" in outcome:
             return error_score(self.type, outcome["error"], **parameters)

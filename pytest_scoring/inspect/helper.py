@@ -1,0 +1,345 @@
+"""The sandbox side of the Inspect scorers: runs, database snapshots and file transfers.
+
+It is written into the sandbox beside the launch kit (as ``_pytest_scoring_sandbox.py``) and
+run with ``exec``, so it needs only the standard library and keeps to Python 3.8 syntax: the
+sandbox's interpreter may be any one from 3.8 on. Every command prints one JSON answer on
+stdout (``batch`` runs several commands in one process: each ``exec`` costs a process start)
+and keeps everything large in files, which the evaluator reads with ``read_file`` in parts
+no larger than Inspect lets it read (docs/inspect.md).
+
+* ``run``: a command in its own session, its output to files, killed with everything it
+  started at its timeout and when it ends; the heads and tails of its output are printed.
+* ``snapshot``: every database under a folder whose name matches a pattern's last part,
+  copied with SQLite's online backup API (the committed state, WAL mode included); the
+  evaluator decides which of them the patterns really match (``db/discovery.py``).
+* ``copy``: a tree copied as it is (links as links), for ``snapshot_repo``.
+* ``pack`` / ``unpack``: a tree (or some of its folders) as a tar file cut into parts, and
+  parts joined and unpacked; ``parts``: one file cut into parts.
+
+The walks here skip the folder names the evaluator passes (``fs/walk.py`` owns that list).
+Nothing here trusts the tree it reads: symlinks are never followed out of it, and only
+regular files are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import IO
+from typing import Any
+
+#: The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: Seconds a database another connection holds may keep the backup waiting.
+LOCK_TIMEOUT = 2.0
+
+
+def _walk(root: str, skip: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """``(relative path, path)`` of every name under ``root``; folders are not followed
+    through symlinks and the ``skip`` names are not entered."""
+    for folder, folders, files in os.walk(root):
+        kept = []
+        for name in sorted(folders):
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                files.append(name)  # a linked folder is a name, never walked into
+            elif name not in skip:
+                kept.append(name)
+        folders[:] = kept
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            yield os.path.relpath(path, root).replace(os.sep, "/"), path
+
+
+def _inside(path: str, root: str) -> str | None:
+    """Where ``path`` leads with every link followed, when that stays inside ``root``."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real if real == top or real.startswith(top.rstrip(os.sep) + os.sep) else None
+
+
+# --- run --------------------------------------------------------------------------------
+
+
+def _ends(path: str, size: int) -> dict[str, Any]:
+    """The first and last ``size`` bytes of a file, as text, and its full size."""
+    total = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        head = handle.read(size)
+        handle.seek(max(0, total - size))
+        tail = handle.read(size)
+    return {
+        "bytes": total,
+        "head": head.decode("utf-8", "replace"),
+        "tail": tail.decode("utf-8", "replace"),
+    }
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):  # the group is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _start(options: argparse.Namespace, out: IO[bytes], err: IO[bytes]) -> subprocess.Popen[bytes]:
+    environment = dict(os.environ)
+    environment.update(dict(item.split("=", 1) for item in options.env))
+    return subprocess.Popen(
+        options.argv,
+        cwd=options.cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        start_new_session=True,
+    )
+
+
+def run(options: argparse.Namespace) -> dict[str, Any]:
+    started = time.monotonic()
+    result: dict[str, Any] = {"exit_code": None, "timed_out": False, "signal": None}
+    with open(options.stdout, "wb") as out, open(options.stderr, "ab") as err:
+        try:
+            process = _start(options, out, out if options.stderr == options.stdout else err)
+        except OSError as error:
+            return {**result, "error": f"{options.argv[0]}: {error.strerror}"}
+        try:
+            code = process.wait(timeout=options.timeout)
+        except subprocess.TimeoutExpired:
+            result["timed_out"] = True
+            _kill_group(process)
+            code = process.wait()
+        _kill_group(process)  # what the command left running in the background
+    if code < 0:
+        result["signal"] = signal.Signals(-code).name
+    result.update(exit_code=code, duration=round(time.monotonic() - started, 3))
+    if options.ends:
+        result["stdout"] = _ends(options.stdout, options.ends)
+        if options.stderr != options.stdout:
+            result["stderr"] = _ends(options.stderr, options.ends)
+    return result
+
+
+# --- snapshot ---------------------------------------------------------------------------
+
+
+def _header_error(path: str) -> str | None:
+    """Why ``path`` is no database to read, or None (an empty file is an empty database)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        return f"cannot read {os.path.basename(path)}: {error.strerror}"
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return f"{os.path.basename(path)} is not a regular file"
+        head = handle.read(len(SQLITE_HEADER))
+    if head and head != SQLITE_HEADER:
+        return f"{os.path.basename(path)} is not a SQLite database (no SQLite header)"
+    return None
+
+
+def _backup(source: str, target: str) -> None:
+    """The committed state of ``source`` into the new file ``target``, in rollback mode."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    uri = "file:" + urllib.parse.quote(os.path.abspath(source)) + "?mode=ro"
+    reader = sqlite3.connect(uri, uri=True, timeout=LOCK_TIMEOUT)
+    writer = sqlite3.connect(target)
+    try:
+        reader.backup(writer)
+        writer.execute("PRAGMA journal_mode=DELETE")  # a copy readable without its -wal
+    finally:
+        writer.close()
+        reader.close()
+
+
+def snapshot(options: argparse.Namespace) -> dict[str, Any]:
+    names = [pattern.rsplit("/", 1)[-1] for pattern in options.pattern]
+    databases: dict[str, dict[str, str]] = {}
+    for relpath, path in _walk(options.root, options.skip):
+        if not any(fnmatch.fnmatchcase(relpath.rsplit("/", 1)[-1], name) for name in names):
+            continue
+        real = _inside(path, options.root)
+        if real is None:
+            entry = {"error": f"{relpath} is a symlink leading out of the repository (or a loop)"}
+        elif not os.path.exists(real):
+            entry = {"error": f"{relpath} is a dangling symlink"}
+        else:
+            entry = {}
+            problem = _header_error(real)
+            if problem is None:
+                try:
+                    _backup(real, os.path.join(options.out, relpath))
+                except (sqlite3.Error, OSError) as error:
+                    problem = f"{relpath}: {error}"
+            if problem is not None:
+                entry["error"] = problem
+            top = os.path.realpath(options.root)
+            if real != os.path.join(top, relpath):  # reached through a link inside
+                entry["real_path"] = os.path.relpath(real, top).replace(os.sep, "/")
+        databases[relpath] = entry
+    return {"databases": databases}
+
+
+# --- copy, pack, unpack -----------------------------------------------------------------
+
+
+def copy(options: argparse.Namespace) -> dict[str, Any]:
+    ignored = shutil.ignore_patterns(*options.exclude)
+    shutil.copytree(options.source, options.dest, symlinks=True, ignore=ignored)
+    return {"copied": options.dest}
+
+
+def _split(path: str, part_size: int) -> list[str]:
+    """Cut ``path`` into numbered parts of at most ``part_size`` bytes (the file goes)."""
+    parts: list[str] = []
+    with open(path, "rb") as whole:
+        while True:
+            chunk = whole.read(part_size)
+            if not chunk and parts:
+                break
+            part = f"{path}.{len(parts):05d}"
+            with open(part, "wb") as handle:
+                handle.write(chunk)
+            parts.append(part)
+            if len(chunk) < part_size:
+                break
+    os.remove(path)
+    return parts
+
+
+def pack(options: argparse.Namespace) -> dict[str, Any]:
+    if not os.path.isdir(options.root) or os.path.islink(options.root):
+        return {"missing": True, "parts": []}
+    skip = set(options.skip)
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if os.path.basename(info.name) in skip else info
+
+    top = os.path.realpath(options.root)
+    with tarfile.open(options.out, "w", format=tarfile.PAX_FORMAT) as bundle:
+        for folder in options.path or ["."]:
+            relpath = os.path.normpath(folder)
+            parent = os.path.join(top, os.path.dirname(relpath))
+            # Only a folder reached without a symlink on the way: a linked parent could lead
+            # anywhere (the folder itself, if a link, is packed as the link it is).
+            if os.path.realpath(parent) == os.path.normpath(parent) and not relpath.startswith(
+                ".."
+            ):
+                path = os.path.join(top, relpath)
+                if os.path.lexists(path):
+                    bundle.add(path, arcname=relpath, filter=keep)
+    size = os.path.getsize(options.out)
+    return {"missing": False, "size": size, "parts": _split(options.out, options.part)}
+
+
+def parts(options: argparse.Namespace) -> dict[str, Any]:
+    if not os.path.isfile(options.file):
+        return {"missing": True, "parts": []}
+    return {"missing": False, "parts": _split(options.file, options.part)}
+
+
+def unpack(options: argparse.Namespace) -> dict[str, Any]:
+    joined = options.parts[0] + ".tar"
+    with open(joined, "wb") as whole:
+        for part in options.parts:
+            with open(part, "rb") as handle:
+                shutil.copyfileobj(handle, whole)
+            os.remove(part)
+    with tarfile.open(joined) as bundle:
+        bundle.extractall(options.dest)  # the evaluator's own bundle
+    os.remove(joined)
+    return {"unpacked": options.dest}
+
+
+def resolve(options: argparse.Namespace) -> dict[str, Any]:
+    path = os.path.realpath(options.path)
+    return {"path": path, "is_dir": os.path.isdir(path)}
+
+
+def remove(options: argparse.Namespace) -> dict[str, Any]:
+    for path in options.path:
+        shutil.rmtree(path, ignore_errors=True)
+    return {"removed": options.path}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="_pytest_scoring_sandbox")
+    commands = parser.add_subparsers(dest="command", required=True)
+    command = commands.add_parser("run")
+    command.add_argument("--cwd", required=True)
+    command.add_argument("--timeout", type=float, default=None)
+    command.add_argument("--stdout", required=True)
+    command.add_argument("--stderr", required=True)
+    command.add_argument("--env", action="append", default=[])
+    command.add_argument("--ends", type=int, default=0, help="bytes of head and tail shown")
+    command.add_argument("argv", nargs=argparse.REMAINDER)
+    command.set_defaults(action=run)
+    command = commands.add_parser("snapshot")
+    command.add_argument("--root", required=True)
+    command.add_argument("--out", required=True)
+    command.add_argument("--pattern", action="append", default=[])
+    command.add_argument("--skip", action="append", default=[])
+    command.set_defaults(action=snapshot)
+    command = commands.add_parser("copy")
+    command.add_argument("--source", required=True)
+    command.add_argument("--dest", required=True)
+    command.add_argument("--exclude", action="append", default=[])
+    command.set_defaults(action=copy)
+    command = commands.add_parser("pack")
+    command.add_argument("--root", required=True)
+    command.add_argument("--out", required=True)
+    command.add_argument("--part", type=int, required=True)
+    command.add_argument("--path", action="append", default=[])
+    command.add_argument("--skip", action="append", default=[])
+    command.set_defaults(action=pack)
+    command = commands.add_parser("parts")
+    command.add_argument("--part", type=int, required=True)
+    command.add_argument("file")
+    command.set_defaults(action=parts)
+    command = commands.add_parser("unpack")
+    command.add_argument("--dest", required=True)
+    command.add_argument("parts", nargs="+")
+    command.set_defaults(action=unpack)
+    command = commands.add_parser("resolve")
+    command.add_argument("path")
+    command.set_defaults(action=resolve)
+    command = commands.add_parser("remove")
+    command.add_argument("path", nargs="+")
+    command.set_defaults(action=remove)
+    return parser
+
+
+def answer(argv: Sequence[str]) -> dict[str, Any]:
+    """One command's answer."""
+    options = _parser().parse_args(argv)
+    if getattr(options, "argv", None) and options.argv[0] == "--":
+        options.argv = options.argv[1:]
+    result: dict[str, Any] = options.action(options)
+    return result
+
+
+def main(argv: Sequence[str]) -> int:
+    """``batch JSON``: several commands in one process (a list of argument lists; each
+    sandbox ``exec`` costs a process start), answered as a list; else one command."""
+    if argv[:1] == ["batch"]:
+        result: Any = [answer(arguments) for arguments in json.loads(argv[1])]
+    else:
+        result = answer(argv)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

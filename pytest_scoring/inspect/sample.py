@@ -1,0 +1,321 @@
+"""What the Inspect scorers of one sample share: the kit, the one test run, host folders.
+
+Every scorer and solver of a sample looks up the same :class:`SampleScoring` (by the sample's
+``TaskState``): the repository's tests run once per sample and repository, through the launcher
+and the probe, whose stream the sandbox keeps in a file; every scorer folds that stream into its
+own tally (with its own expected set) by the one outcome rule
+(:mod:`pytest_scoring.scorers.outcomes`). Right after the run the helper backs up the
+repository's databases in the sandbox, so the state the tests left is the one diffed, whatever
+later scorers run there.
+
+Host folders (pulled snapshots, the reference copy, the diff store) are removed when the
+sample's state is gone.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from pathlib import PurePosixPath
+from typing import Any
+from typing import Final
+
+import anyio
+from inspect_ai.solver import TaskState
+from inspect_ai.util import sandbox
+
+from pytest_scoring.db.discovery import matches_pattern
+from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.evaluation.options import ScoreOptionParser
+from pytest_scoring.fs.walk import SKIPPED_DIRS
+from pytest_scoring.inspect.kit import HELPER_TIMEOUT
+from pytest_scoring.inspect.kit import SandboxKit
+from pytest_scoring.inspect.kit import SandboxProblem
+from pytest_scoring.plugin.integrity import Signal
+from pytest_scoring.plugin.integrity import cap_signals
+from pytest_scoring.plugin.integrity import early_end_signal
+from pytest_scoring.plugin.options import DEFAULT_DB_PATTERNS
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.process.stream import MAX_LINE
+from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.reference.child import OUTPUT_TAIL
+from pytest_scoring.reference.child import ChildRun
+from pytest_scoring.reference.child import reference_timeout
+from pytest_scoring.reference.expected import ExpectedTests
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import cap_text
+
+#: Where the repository is in the sandbox when neither the scorer nor the sample says.
+DEFAULT_REPO_PATH: Final = "/workspace"
+#: Sample metadata keys the scorers read.
+REPO_PATH_KEY: Final = "repo_path"
+DETERMINISTIC_KEY: Final = "deterministic"
+#: pytest's arguments in the sandbox: no cache folder written into the repository.
+PYTEST_ARGS: Final = ("-p", "no:cacheprovider")
+#: pytest's exit statuses of a session that ended as pytest meant it to.
+PYTEST_ENDED: Final = frozenset({0, 1, 2, 5})
+PROBE_FILE_VARIABLE: Final = "PYTEST_SCORING_PROBE_FILE"
+
+
+def feed(state: ProbeState, stream: bytes) -> ProbeState:
+    """Every line of a probe's stream into ``state``; a line past the cap counts as rejected."""
+    for line in stream.split(b"\n"):
+        if len(line) > MAX_LINE:
+            state.feed_line(b"")
+        elif line.strip():
+            state.feed_line(line)
+    return state
+
+
+@dataclass
+class TestRun:
+    """One pytest session in a folder of the sandbox, and what its probe wrote."""
+
+    # pytest would try to collect a class named Test*; this one is no test.
+    __test__ = False
+
+    #: The folder it ran in (absolute, in the sandbox).
+    root: str
+    #: The probe's stream, as it was written.
+    stream: bytes
+    run: ChildRun
+    #: The helper's answer about the databases it backed up after the run.
+    databases: dict[str, Any]
+    #: Where those backups are in the sandbox.
+    backups: str
+    #: The snapshot read back to the host (on first use).
+    snapshot: Snapshot | None = None
+
+    def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
+        """The stream folded into ``tally`` (a new one by default)."""
+        return feed(ProbeState(root=Path(self.root), tally=tally or OutcomeTally()), self.stream)
+
+    def complete(self, state: ProbeState) -> bool:
+        """The session ended as pytest meant it to (no timeout, no interrupt, no kill)."""
+        status = state.exit_status()
+        return (
+            state.finished_session()
+            and not state.interrupted()
+            and status in PYTEST_ENDED
+            and self.run.exit_code == status
+            and not (self.run.timed_out or self.run.signal or self.run.error)
+        )
+
+    def context(
+        self, settings: ScoringSettings, expected: ExpectedTests | None = None
+    ) -> ScoringContext:
+        """A scoring context over this run, with ``expected`` as the expected set."""
+        tally = OutcomeTally()
+        if expected is not None:
+            tally.expected, tally.expected_source = expected.outcomes, expected.describe()
+        state = self.probe(tally)
+        return ScoringContext(
+            root=settings.root,
+            tally=tally,
+            settings=settings,
+            integrity=self.signals(state),
+            complete=self.complete(state),
+        )
+
+    def signals(self, state: ProbeState) -> list[Signal]:
+        """The integrity signals of the run, as ``pytest-scoring run`` reports them."""
+        signals = list(state.integrity)
+        if state.tally.expected is not None:  # with a set, selection cannot change a score
+            signals = [signal for signal in signals if signal["kind"] != "selection"]
+        reason, file = state.stop()
+        if not state.finished_session():
+            reason = "the run timed out" if self.run.timed_out else "pytest ended early"
+        early = early_end_signal(state.tally.not_run(), reason, file)
+        return cap_signals([*signals, *([early] if early else [])])
+
+
+class SampleScoring:
+    """The kit, the runs and the host folder of one sample (one epoch of it)."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-inspect-"))
+        self.lock = anyio.Lock()
+        self._kit: SandboxKit | SandboxProblem | None = None
+        self._runs: dict[str, TestRun] = {}
+        #: ``repo_path`` as given -> the folder it names in the sandbox.
+        self._repositories: dict[str, str] = {}
+        #: Scores of this package's scorers, by the scorer's identity (``composite`` reuses).
+        self.scores: dict[int, Score] = {}
+        #: Shared inputs by name (a diff of ``diff_databases``, a reference side…).
+        self.resources: dict[str, Any] = {}
+        self._count = 0
+
+    def local(self, name: str) -> Path:
+        """A new path in the host folder (not created)."""
+        self._count += 1
+        return self.folder / f"{self._count:04d}-{name}"
+
+    async def kit(self) -> SandboxKit:
+        """The kit in the sample's sandbox, written on first use.
+
+        :raises SandboxProblem: when the sandbox has no Python or pytest to run the tests.
+        """
+        if isinstance(self._kit, SandboxProblem):
+            raise self._kit  # found once: every scorer says the same, nothing is written again
+        if self._kit is None:
+            try:
+                self._kit = await SandboxKit.open(sandbox())
+            except SandboxProblem as problem:
+                self._kit = problem
+                raise
+        return self._kit
+
+    async def repository(self, state: TaskState, repo_path: str | None) -> str:
+        """The repository's absolute path in the sandbox: ``repo_path``, else the sample's
+        ``repo_path`` metadata, else ``/workspace``; a relative one is taken from the sandbox's
+        working folder.
+
+        :raises SandboxProblem: when it is not a folder there.
+        """
+        path = repo_path or state.metadata.get(REPO_PATH_KEY) or DEFAULT_REPO_PATH
+        if not isinstance(path, str):
+            raise SandboxProblem(f"repo_path: expected a path, got {type(path).__name__}")
+        if path not in self._repositories:
+            found = await (await self.kit()).resolve(path)
+            if not found["is_dir"]:
+                raise SandboxProblem(f"repo_path {path!r} is not a folder in the sandbox")
+            self._repositories[path] = str(found["path"])
+        return self._repositories[path]
+
+    async def test_run(self, state: TaskState, repo: str) -> TestRun:
+        """The repository's tests, run once for this sample (the first caller runs them)."""
+        async with self.lock:
+            if repo not in self._runs:
+                deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
+                self._runs[repo] = await self.run_tests(repo, deterministic)
+            return self._runs[repo]
+
+    async def run_tests(self, root: str, deterministic: bool) -> TestRun:
+        """Run pytest in ``root`` of the sandbox through the launcher, the probe writing to a
+        file; then back up the databases it left (one helper process for all three)."""
+        kit = await self.kit()
+        probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
+        options = ["--deterministic"] if deterministic else []
+        options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
+        timeout = reference_timeout()
+        pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS]
+        env = {PROBE_FILE_VARIABLE: probe_file}
+        log = kit.path("pytest.log")
+        run = kit.run_command(pytest, root, timeout, env=env, log=log, ends=OUTPUT_TAIL)
+        commands = [run, kit.parts_command(probe_file), snapshot_args(root, backups)]
+        answer, stream, databases = await kit.batch(commands, timeout=timeout + HELPER_TIMEOUT)
+        local = self.local("probe.jsonl")
+        await kit.read_parts(stream["parts"], local)
+        test_run = TestRun(root, local.read_bytes(), _child_run(answer), databases, backups)
+        probe = test_run.probe()
+        if probe.finished_session() and not test_run.run.timed_out:
+            test_run.run.tally = probe.to_json()
+        return test_run
+
+    async def snapshot(self, test_run: TestRun, patterns: list[str], source: str) -> Snapshot:
+        """The databases ``test_run`` left, read back to the host once (other patterns than the
+        default ones: the databases under its folder now)."""
+        if not set(patterns) <= set(DEFAULT_DB_PATTERNS):
+            return await self.sandbox_snapshot(test_run.root, patterns, source)
+        if test_run.snapshot is None:
+            kit = await self.kit()
+            target = self.local("databases")
+            await kit.pull(test_run.backups, target)
+            test_run.snapshot = read_snapshot(test_run.databases, target, test_run.root, source)
+        return only_matching(test_run.snapshot, patterns)
+
+    async def sandbox_snapshot(self, root: str, patterns: list[str], source: str) -> Snapshot:
+        """The databases under ``root`` of the sandbox now, backed up there, read back."""
+        kit = await self.kit()
+        backups = kit.path("databases")
+        answer = await kit.helper(*snapshot_args(root, backups, patterns))
+        target = self.local("databases")
+        await kit.pull(backups, target)
+        kit.discard(backups)
+        return only_matching(read_snapshot(answer, target, root, source), patterns)
+
+
+def _child_run(answer: dict[str, Any]) -> ChildRun:
+    """How the helper says a run ended, as the plugin's reference rerun reports it."""
+    output = answer.get("stdout", {}).get("tail", "")
+    return ChildRun(
+        exit_code=answer.get("exit_code"),
+        timed_out=bool(answer.get("timed_out")),
+        duration=float(answer.get("duration") or 0.0),
+        tally=None,
+        output=cap_text(output, OUTPUT_TAIL),
+        signal=answer.get("signal"),
+        error=answer.get("error"),
+    )
+
+
+def snapshot_args(
+    root: str, out: str, patterns: list[str] | tuple[str, ...] = DEFAULT_DB_PATTERNS
+) -> list[str]:
+    """The helper's ``snapshot`` of ``root`` into ``out``: every name a pattern may match."""
+    args = ["snapshot", f"--root={root}", f"--out={out}"]
+    args += [f"--pattern={pattern}" for pattern in patterns]
+    return args + [f"--skip={name}" for name in SKIPPED_DIRS]
+
+
+def read_snapshot(answer: dict[str, Any], copies: Path, root: str, source: str) -> Snapshot:
+    """The helper's backups (pulled to ``copies``) as a :class:`Snapshot` of ``root``."""
+    snapshot = Snapshot(source=source, root=Path(PurePosixPath(root)))
+    for relpath, entry in answer["databases"].items():
+        if "error" in entry:
+            snapshot.errors[relpath] = entry["error"]
+        elif (copies / relpath).is_file():
+            snapshot.files[relpath] = copies / relpath
+        else:
+            snapshot.errors[relpath] = f"{relpath}: its copy did not reach the evaluator"
+        if "real_path" in entry:
+            snapshot.real_paths[relpath] = entry["real_path"]
+    return snapshot
+
+
+def only_matching(snapshot: Snapshot, patterns: list[str]) -> Snapshot:
+    """The databases of ``snapshot`` that ``patterns`` match (``db/discovery.py``'s rule)."""
+
+    def wanted(relpath: str) -> bool:
+        return any(matches_pattern(relpath, pattern) for pattern in patterns)
+
+    return Snapshot(
+        source=snapshot.source,
+        files={key: path for key, path in snapshot.files.items() if wanted(key)},
+        errors={key: text for key, text in snapshot.errors.items() if wanted(key)},
+        root=snapshot.root,
+        real_paths={key: path for key, path in snapshot.real_paths.items() if wanted(key)},
+    )
+
+
+def close_resources(resources: dict[str, Any], folder: Path) -> None:
+    """Close the shared resources (diff stores) and remove the host folder."""
+    for resource in resources.values():
+        close = getattr(resource, "close", None)
+        if callable(close):
+            close()
+    resources.clear()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+_SAMPLES: weakref.WeakKeyDictionary[TaskState, SampleScoring] = weakref.WeakKeyDictionary()
+
+
+def sample_scoring(state: TaskState) -> SampleScoring:
+    """The sample's shared state (made on first use, removed when ``state`` is gone)."""
+    found = _SAMPLES.get(state)
+    if found is None:
+        found = _SAMPLES[state] = SampleScoring()
+        weakref.finalize(state, close_resources, found.resources, found.folder)
+    return found
+
+
+def sandbox_join(root: str, path: str) -> str:
+    """``path`` (absolute, or relative to ``root``) as a sandbox path."""
+    return posixpath.normpath(posixpath.join(root, path))

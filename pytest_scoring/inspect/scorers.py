@@ -1,0 +1,451 @@
+"""inspect_toolkit's scorers, scored by pytest-scoring's own (docs/inspect.md).
+
+Each factory builds the plugin's scorer of the same type with the same parameters (checked
+now, before any sample runs), and returns an Inspect scorer that gathers that scorer's inputs
+from the sample's sandbox (the one test run, database snapshots, files), then lets it score
+on the evaluator's machine, off the event loop. The score is an ``inspect_ai.scorer.Score``
+with exactly the value, explanation and metadata a ``pytest-scoring`` report would hold.
+
+A scorer never raises: a sandbox without Python or pytest, a sample without the metadata a
+scorer needs, any failure — each is a ``"N"`` score saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import traceback
+import weakref
+from collections.abc import Awaitable
+from collections.abc import Callable
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+import anyio
+from inspect_ai.scorer import Score as InspectScore
+from inspect_ai.scorer import Scorer
+from inspect_ai.scorer import Target
+from inspect_ai.scorer import scorer
+from inspect_ai.solver import TaskState
+from inspect_ai.util import registry_info
+
+from pytest_scoring.errors import ConfigError
+from pytest_scoring.errors import OptionError
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.inspect.databases import DEFAULT_BEFORE
+from pytest_scoring.inspect.databases import SCORER_DIFF
+from pytest_scoring.inspect.databases import SOLVER_DIFF
+from pytest_scoring.inspect.databases import session_databases
+from pytest_scoring.inspect.databases import settings_for
+from pytest_scoring.inspect.metrics import inspect_metrics
+from pytest_scoring.inspect.metrics import scalar_value
+from pytest_scoring.inspect.reference import run_reference
+from pytest_scoring.inspect.sample import SampleScoring
+from pytest_scoring.inspect.sample import sample_scoring
+from pytest_scoring.inspect.sample import sandbox_join
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.reference.expected import ExpectedTests
+from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.reference.expected import parse_expected
+from pytest_scoring.scorers import composite
+from pytest_scoring.scorers import db_change
+from pytest_scoring.scorers import db_diff_change
+from pytest_scoring.scorers import file_contents
+from pytest_scoring.scorers import sandbox_state
+from pytest_scoring.scorers import tests
+from pytest_scoring.scorers.base import Scorer as CoreScorer
+from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.base import run_scorer
+from pytest_scoring.scorers.metrics import accuracy
+from pytest_scoring.scorers.metrics import mean
+from pytest_scoring.scorers.metrics import stderr
+from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.scorers.score import NOANSWER
+from pytest_scoring.scorers.score import Score
+from pytest_scoring.scorers.score import error_score
+
+#: The sample metadata key of the expected test set (when no parameter gives one).
+EXPECTED_KEY: Final = "expected_tests"
+#: Suffix of the registry names left out of a composite formula's variable names.
+SCORER_SUFFIX: Final = "_scorer"
+
+#: Each of this package's Inspect scorers and the plugin's scorer behind it.
+_CORES: weakref.WeakKeyDictionary[Callable[..., Any], CoreScorer] = weakref.WeakKeyDictionary()
+
+#: Gathers a scorer's inputs for one sample and scores them.
+Compute = Callable[[SampleScoring, TaskState, Target], Awaitable[Score]]
+
+
+def inspect_score(score: Score) -> InspectScore:
+    """An Inspect ``Score`` with the score's value, answer, explanation and metadata."""
+    return InspectScore(
+        value=score["value"],
+        answer=score.get("answer"),
+        explanation=score.get("explanation"),
+        metadata=score.get("metadata"),
+    )
+
+
+def score_dict(score: InspectScore | None) -> Score:
+    """An Inspect ``Score`` as the plugin's score dict (formulas read these)."""
+    if score is None:
+        return {"value": NOANSWER, "answer": None, "explanation": "no score", "metadata": {}}
+    return {
+        "value": scalar_value(score.value),
+        "answer": score.answer,
+        "explanation": score.explanation,
+        "metadata": dict(score.metadata or {}),
+    }
+
+
+def _inspect_scorer(core: CoreScorer, compute: Compute) -> Scorer:
+    """The Inspect scorer running ``compute`` for ``core``: a failure is ``"N"``, never an
+    exception; the score is kept for ``composite_scorer``."""
+
+    async def score(state: TaskState, target: Target) -> InspectScore:
+        sample = sample_scoring(state)
+        try:
+            result = await compute(sample, state, target)
+        except ScoringError as error:  # bad input: no Python, no metadata, no folder…
+            result = error_score(core.type, str(error))
+        except Exception as error:  # a scorer never takes the sample down
+            result = error_score(core.type, error, traceback=traceback.format_exc())
+        sample.scores[id(core)] = result
+        return inspect_score(result)
+
+    _CORES[score] = core
+    return score
+
+
+async def _in_thread(core: CoreScorer, context: ScoringContext) -> Score:
+    """``core`` scoring ``context`` in a worker thread (a large diff never stalls the loop)."""
+    return await anyio.to_thread.run_sync(run_scorer, core, context)
+
+
+# --- tests ------------------------------------------------------------------------------
+
+
+def _what(value: Any) -> str:
+    """How a message names an expected set given as a value (not as a path)."""
+    if isinstance(value, list):
+        return "the list given"
+    return "the object given" if isinstance(value, dict) else "its JSON text"
+
+
+def check_expected(value: Any, where: str) -> Any:
+    """An expected set given as a parameter, checked now when it is a list or object.
+
+    :raises OptionError: naming ``where`` and what is wrong with it.
+    """
+    if isinstance(value, list | dict):
+        parse_expected(json.dumps(value), _what(value), where)
+    elif value is not None and not isinstance(value, str):
+        raise OptionError(f"{where}: expected a list of test ids, an object or a path")
+    return value
+
+
+async def expected_set(value: Any, where: str) -> ExpectedTests | None:
+    """The expected set (docs/scoring.md#expected-tests): a list of ids (SWE-bench's
+    ``PASS_TO_PASS``), an object of outcomes, the same as JSON text, or a file or folder on
+    the evaluator's machine.
+
+    :raises OptionError: naming ``where`` when it cannot be read.
+    """
+    if value is None:
+        return None
+    check_expected(value, where)
+    if isinstance(value, list | dict):
+        return ExpectedTests(parse_expected(json.dumps(value), _what(value), where), where)
+    if value.lstrip()[:1] in ("[", "{"):
+        return ExpectedTests(parse_expected(value, _what(value), where), where)
+    return await anyio.to_thread.run_sync(load_expected_tests, Path(value), where)
+
+
+def _tests_scorer(core: tests.TestScorer, repo_path: str | None, expected_tests: Any) -> Scorer:
+    check_expected(expected_tests, "expected_tests")
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        repo = await sample.repository(state, repo_path)
+        test_run = await sample.test_run(state, repo)
+        if expected_tests is not None:
+            expected = await expected_set(expected_tests, "expected_tests")
+        else:
+            where = f"the sample's metadata {EXPECTED_KEY!r}"
+            expected = await expected_set(state.metadata.get(EXPECTED_KEY), where)
+        context = await anyio.to_thread.run_sync(test_run.context, settings_for(repo), expected)
+        return await _in_thread(core, context)
+
+    return _inspect_scorer(core, compute)
+
+
+def _test_metrics(kind: str) -> list[Any]:
+    """The Inspect metrics of one test scorer (those of docs/scoring.md)."""
+    return inspect_metrics(tests.TEST_SCORINGS[kind].metrics)
+
+
+@scorer(name="all_tests_pass", metrics=_test_metrics("all_tests_pass"))
+def all_tests_pass_scorer(*, repo_path: str | None = None, expected_tests: Any = None) -> Scorer:
+    """``"C"`` when at least one test ran and none failed, errored or is missing.
+
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param expected_tests: the tests that count and what each must do (default: the sample's
+        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either,
+        or a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    """
+    return _tests_scorer(tests.all_tests_pass_scorer(), repo_path, expected_tests)
+
+
+@scorer(
+    name="percent_passing_tests",
+    metrics=_test_metrics("percent_passing_tests"),
+)
+def percent_passing_tests_scorer(
+    *, repo_path: str | None = None, expected_tests: Any = None
+) -> Scorer:
+    """The share of passing tests among those that count, in percent (parameters as
+    :func:`all_tests_pass_scorer`)."""
+    return _tests_scorer(tests.percent_passing_tests_scorer(), repo_path, expected_tests)
+
+
+@scorer(
+    name="percent_failing_tests",
+    metrics=_test_metrics("percent_failing_tests"),
+)
+def percent_failing_tests_scorer(
+    *, repo_path: str | None = None, expected_tests: Any = None
+) -> Scorer:
+    """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`)."""
+    return _tests_scorer(tests.percent_failing_tests_scorer(), repo_path, expected_tests)
+
+
+_BY_METHOD: Final = {
+    "all_tests_pass": all_tests_pass_scorer,
+    "percent_passing_tests": percent_passing_tests_scorer,
+    "percent_failing_tests": percent_failing_tests_scorer,
+}
+
+
+def test_runner_scorer(
+    scoring_method: str = "percent-pass",
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+) -> Scorer:
+    """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
+    ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
+
+    :raises ConfigError: for any other method.
+    """
+    chosen = tests.test_runner_scorer(scoring_method)
+    return _BY_METHOD[chosen.type](repo_path=repo_path, expected_tests=expected_tests)
+
+
+# --- databases --------------------------------------------------------------------------
+
+
+@scorer(metrics=inspect_metrics((accuracy, stderr)))
+def db_change_scorer(
+    selector: Any = None, interim_score: bool = False, *, repo_path: str | None = None
+) -> Scorer:
+    """``"C"`` when the selector matches what changed in the databases since before the agent
+    ran: the diff ``diff_databases`` stored, else "before" from ``snapshot:[first]`` or the
+    sample's ``reference_repo_dir`` and "after" the repository once its tests ran.
+
+    :param selector: a selector (docs/selectors.md); None: any change.
+    :param interim_score: diff afresh now, sharing nothing.
+    :raises SelectorError: for an invalid selector, naming its path.
+    """
+    core = db_change.db_change_scorer(selector, interim_score)
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        databases = None if interim_score else sample.resources.get(SOLVER_DIFF)
+        if databases is None and not interim_score:
+            databases = sample.resources.get(SCORER_DIFF)
+        if databases is None:
+            repo = await sample.repository(state, repo_path)
+            patterns = list(settings_for(repo).db_patterns)
+            databases = await session_databases(sample, state, repo, DEFAULT_BEFORE, patterns)
+            if not interim_score:
+                sample.resources[SCORER_DIFF] = databases
+        settings = databases.settings
+        context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
+        context.resources[db_change.RESOURCE] = databases
+        return await _in_thread(core, context)
+
+    return _inspect_scorer(core, compute)
+
+
+@scorer(metrics=inspect_metrics((accuracy, stderr)))
+def db_diff_change_scorer(
+    selector: Any = None,
+    test_patterns: Sequence[str] | None = None,
+    *,
+    repo_path: str | None = None,
+) -> Scorer:
+    """``"C"`` when the selector matches database changes the repository makes that the
+    reference checkout (the sample's ``reference_repo_dir``) does not, both running the
+    repository's tests in the sandbox (docs/reference.md).
+
+    :param selector: a selector for the diff-of-diffs' ``after_only`` part; None: any change.
+    :param test_patterns: globs of test files copied over the reference copy (default
+        ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``).
+    """
+    core = db_diff_change.db_diff_change_scorer(selector, test_patterns)
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        repo = await sample.repository(state, repo_path)
+        key = core.resource_key()
+        if key not in sample.resources:
+            sample.resources[key] = await run_reference(sample, state, repo, core.test_patterns)
+        side = sample.resources[key]
+        own = await sample.test_run(state, repo)
+        context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
+        context.settings = side.settings
+        context.resources[key] = side
+        return await _in_thread(core, context)
+
+    return _inspect_scorer(core, compute)
+
+
+# --- files and commands -----------------------------------------------------------------
+
+
+@scorer(metrics=inspect_metrics((accuracy, stderr)))
+def file_contents_scorer(
+    folder_path: str,
+    search_string: str,
+    case_sensitive: bool = True,
+    recursive: bool = True,
+    file_extensions: Sequence[str] | None = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+    exclude: list[str] | None = None,
+) -> Scorer:
+    """``"C"`` when a file under ``folder_path`` (in the sandbox: absolute, or relative to the
+    repository) contains ``search_string``; every file is searched, binary ones too.
+
+    The folder is read to the evaluator's machine and searched there (docs/inspect.md).
+    """
+    extensions = None if file_extensions is None else list(file_extensions)
+    core = file_contents.file_contents_scorer(
+        folder_path, search_string, case_sensitive, recursive, extensions, interim_score, exclude
+    )
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        repo = await sample.repository(state, repo_path)
+        folder = sandbox_join(repo, folder_path)
+        inside = folder == repo or folder.startswith(repo.rstrip("/") + "/")
+        top = repo if inside else folder
+        mirror = sample.local("files")
+        try:
+            await (await sample.kit()).pull(top, mirror)
+            settings = ScoringSettings(root=mirror, path_map={top: mirror})
+            context = ScoringContext(root=mirror, tally=OutcomeTally(), settings=settings)
+            return await _in_thread(core, context)
+        finally:
+            shutil.rmtree(mirror, ignore_errors=True)
+
+    return _inspect_scorer(core, compute)
+
+
+@scorer(metrics=inspect_metrics((accuracy, stderr)))
+def sandbox_state_scorer(
+    command: str,
+    cwd: str | None = None,
+    timeout: int | None = 60,
+    *,
+    repo_path: str | None = None,
+) -> Scorer:
+    """``"C"`` when ``command`` (``/bin/sh -c``) exits with status 0 within ``timeout``
+    seconds; it runs in ``cwd`` (absolute, or relative to the repository; default: the
+    repository) and is killed with everything it started at its timeout."""
+    core = sandbox_state.sandbox_state_scorer(command, cwd, timeout)
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        repo = await sample.repository(state, repo_path)
+        kit = await sample.kit()
+        found = await kit.resolve(sandbox_join(repo, cwd or "."))
+        if not found["is_dir"]:
+            return error_score(core.type, f"cwd {cwd!r} is not a folder", **core.parameters())
+        answer = await kit.run(
+            [sandbox_state.SHELL, "-c", command],
+            str(found["path"]),
+            timeout,
+            sandbox_state.HEAD_BYTES,
+        )
+        return core.score_outcome(_command_outcome(answer))
+
+    return _inspect_scorer(core, compute)
+
+
+def _command_outcome(answer: dict[str, Any]) -> dict[str, Any]:
+    """The helper's answer as :func:`~pytest_scoring.scorers.sandbox_state.run_command`'s."""
+    problem = {"error": answer["error"]} if answer.get("error") else {}
+    outputs = {}
+    for stream in ("stdout", "stderr"):
+        shown = answer.get(stream) or {"head": "", "bytes": 0}
+        outputs[stream] = sandbox_state.shown_output(shown["head"], shown["bytes"])
+        outputs[f"{stream}_bytes"] = shown["bytes"]
+    return {
+        **problem,
+        # killed by a signal: its negative number, as the helper's subprocess reports it
+        "exit_code": answer.get("exit_code"),
+        "timed_out": bool(answer.get("timed_out")),
+        **outputs,
+    }
+
+
+# --- composite --------------------------------------------------------------------------
+
+
+def variable_name(child: Callable[..., Any]) -> str:
+    """A child scorer's name in a formula: its registry name, without a ``_scorer`` suffix
+    (``db_diff_change_scorer`` -> ``db_diff_change``, as in a configuration file)."""
+    try:
+        name = registry_info(child).name.rsplit("/", 1)[-1]
+    except (ValueError, AttributeError):
+        name = getattr(child, "__name__", "scorer")
+    return name.removesuffix(SCORER_SUFFIX) if name.endswith(SCORER_SUFFIX) else name
+
+
+@scorer(name="composite_scorer", metrics=inspect_metrics((mean, stderr)))
+def composite_scorer(scorers: Sequence[Scorer], formula: str | composite.FormulaFunction) -> Scorer:
+    """A formula over the scores of ``scorers`` (each child's name in it: its registry name
+    without ``_scorer``, e.g. ``db_diff_change.value == "C"``; docs/configuration.md).
+
+    Children of this package that already scored the sample are reused (unless
+    ``interim_score``); others are run now.
+
+    :raises ConfigError: for a formula outside the language, or two children of one name.
+    """
+    children = list(scorers)
+    names = [variable_name(child) for child in children]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"scorers: more than one scorer named {', '.join(twice)}")
+    core = composite.composite_scorer(names, formula)
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        context = ScoringContext(root=Path("."), tally=OutcomeTally())
+        for name, child in zip(names, children, strict=True):
+            context.scores[name] = await _child_score(sample, state, target, child)
+        return run_scorer(core, context)
+
+    return _inspect_scorer(core, compute)
+
+
+async def _child_score(
+    sample: SampleScoring, state: TaskState, target: Target, child: Callable[..., Any]
+) -> Score:
+    """The child's score for this sample: reused when it already scored and is not interim."""
+    inner = _CORES.get(child)
+    if inner is not None and not getattr(inner, "interim_score", False):
+        found = sample.scores.get(id(inner))
+        if found is not None:
+            return found
+    return score_dict(await child(state, target))
