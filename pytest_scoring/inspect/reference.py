@@ -1,21 +1,27 @@
-"""``db_diff_change`` in a sandbox: the reference rerun runs there, as inspect_toolkit runs it.
+"""``db_diff_change`` in a sandbox: the reference's runs happen there, as inspect_toolkit runs
+its rerun (docs/inspect.md#db-diff-change).
 
 The reference checkout (the sample's ``reference_repo_dir``, on the evaluator's machine) is
 copied, its databases snapshotted (the *initial reference*), the repository's test files
 (read from the sandbox) copied over the copy — all with the plugin's own copying rules
 (:mod:`pytest_scoring.reference.copy`) — and the copy is sent into the sandbox, where its tests
-run through the launcher and the probe. The databases they leave are the *final reference*;
-those the repository's own run left are the *final solution*. Both diffs and their
-diff-of-diffs are computed on the evaluator's machine
+run through the launcher and the probe: the *rerun*. Unless no scorer counts test changes, a
+second, untouched copy runs the reference's own tests there too: the *baseline*
+(:mod:`pytest_scoring.reference.baseline`). The databases each leaves, and those the
+repository's own run left, are diffed from the initial reference on the evaluator's machine
 (:func:`~pytest_scoring.reference.rerun.split_runs`), and ``db_diff_change``'s own scorer
-scores them.
+scores them: the code part and ``from_tests`` are the plugin's (docs/reference.md).
 
-The agent's sandbox is a weaker boundary than ``pytest-scoring run``'s supervisor: what the
-agent left running there can see and touch the copy while its tests run (docs/inspect.md).
+The baseline is never cached: it ran in a sandbox the agent had, so its result is not trusted
+for any other sample. The agent's sandbox is a weaker boundary than ``pytest-scoring run``'s
+supervisor: what the agent left running there can see and touch the copies while their tests
+run (docs/inspect.md#trust).
 """
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from typing import Final
@@ -25,6 +31,7 @@ from inspect_ai.solver import TaskState
 
 from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.inspect.databases import settings_for
@@ -32,6 +39,9 @@ from pytest_scoring.inspect.sample import DETERMINISTIC_KEY
 from pytest_scoring.inspect.sample import SampleScoring
 from pytest_scoring.inspect.sample import TestRun
 from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.reference.baseline import WHAT as BASELINE_RUN
+from pytest_scoring.reference.baseline import Baseline
+from pytest_scoring.reference.baseline import from_run
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.copy import CopiedTests
 from pytest_scoring.reference.copy import copy_test_files
@@ -42,10 +52,13 @@ from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRunError
 from pytest_scoring.reference.rerun import split_runs
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
 from pytest_scoring.scorers.score import cap_list
 
 #: The sample metadata key naming the reference checkout.
 REFERENCE_KEY: Final = "reference_repo_dir"
+#: ``metadata.baseline.cache`` of a baseline run in a sandbox.
+NOT_CACHED: Final = "not cached: it ran in the sample's sandbox, which the agent had"
 
 
 class SandboxReference:
@@ -69,6 +82,18 @@ class SandboxReference:
             self.store = None
 
 
+@dataclass
+class Rerun:
+    """The reference rerun of one sample: the copy's snapshots, the test files, the run."""
+
+    reference: Path
+    patterns: list[str]
+    initial: Snapshot
+    final: Snapshot
+    tests: CopiedTests
+    run: TestRun
+
+
 def reference_folder(state: TaskState) -> Path:
     """The sample's reference checkout.
 
@@ -85,51 +110,100 @@ def reference_folder(state: TaskState) -> Path:
 
 
 async def run_reference(
-    sample: SampleScoring, state: TaskState, repo: str, patterns: list[str]
+    sample: SampleScoring, state: TaskState, repo: str, patterns: list[str], with_baseline: bool
 ) -> SandboxReference:
-    """The reference rerun of one sample, in its sandbox, diffed against its own run."""
-    reference = reference_folder(state)
+    """The reference side of one sample, diffed against its own run: the rerun (shared by
+    scorers with the same test patterns) and, ``with_baseline``, the baseline (one per sample)."""
     settings = settings_for(repo)
-    settings.reference, settings.test_patterns = reference, patterns
+    rerun_key = f"rerun:{'|'.join(patterns)}"
+    if rerun_key not in sample.resources:
+        sample.resources[rerun_key] = await _rerun(sample, state, repo, patterns, settings)
+    rerun: Rerun = sample.resources[rerun_key]
+    settings.reference, settings.test_patterns = rerun.reference, patterns
     side = SandboxReference(settings)
+    own = await sample.test_run(state, repo)
+    db_patterns = settings.db_patterns
+    solution = await sample.snapshot(own, db_patterns, f"sandbox:{repo} after its tests")
+    metadata = _metadata(rerun, own)
+    missing = _missing_tests(rerun.run, own)
+    problem = rerun.run.run.failure(reference_timeout())
+    if problem is not None:
+        found = {"missing_tests": cap_list(missing), "missing_tests_count": len(missing)}
+        side.result = ReferenceRunError(problem, {**metadata, **found})
+        return side
+    baseline: Baseline | str | None = None
+    if with_baseline:
+        if BASELINE_RESOURCE not in sample.resources:
+            baseline_run = await _baseline(sample, state, rerun.reference, db_patterns)
+            sample.resources[BASELINE_RESOURCE] = baseline_run
+        baseline = sample.resources[BASELINE_RESOURCE]
+    usable = baseline.final if isinstance(baseline, Baseline) else None
+    folder = sample.local("diffs")
+    folder.mkdir()
+    side.store = DiffStore(folder / "rows.db", baseline=usable is not None)
+
+    def diff_of_diffs() -> Diffs:
+        assert side.store is not None
+        split = split_runs(
+            rerun.initial, rerun.final, solution, db_patterns, side.store, baseline_final=usable
+        )
+        return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing, baseline)
+
+    side.result = await anyio.to_thread.run_sync(diff_of_diffs)
+    return side
+
+
+async def _rerun(
+    sample: SampleScoring,
+    state: TaskState,
+    repo: str,
+    patterns: list[str],
+    settings: ScoringSettings,
+) -> Rerun:
+    """Copy the reference, snapshot it, copy the repository's test files over it, and run its
+    tests in the sandbox."""
+    reference = reference_folder(state)
     workdir = sample.local("reference")
     copy = workdir / "copy"
     db_patterns = settings.db_patterns
 
-    def copy_reference() -> Any:
+    def copy_reference() -> Snapshot:
         copy_tree(reference, copy)
         relpaths = find_databases(copy, db_patterns)
         return take_snapshot(copy, relpaths, workdir / "initial", source=str(reference))
 
     initial = await anyio.to_thread.run_sync(copy_reference)
     tests = await _copy_tests(sample, repo, patterns, copy, workdir / "tests")
-    kit = await sample.kit()
-    inside = kit.path("reference")
-    await kit.push(copy, inside)
-    deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
+    run = await _run_copy(sample, state, copy, "reference")
+    final = await sample.snapshot(run, db_patterns, f"{reference} (reference rerun)")
+    return Rerun(reference, patterns, initial, final, tests, run)
+
+
+async def _baseline(
+    sample: SampleScoring, state: TaskState, reference: Path, db_patterns: list[str]
+) -> Baseline | str:
+    """The reference's own tests on its code, in the sandbox; or why they could not run."""
+    copy = sample.local("baseline")
     try:
-        rerun = await sample.run_tests(inside, deterministic)
-        final = await sample.snapshot(rerun, db_patterns, f"{reference} (reference rerun)")
+        await anyio.to_thread.run_sync(copy_tree, reference, copy)
+        run = await _run_copy(sample, state, copy, "baseline")
+        final = await sample.snapshot(run, db_patterns, BASELINE_RUN)
+    except (OSError, ScoringError) as error:
+        return f"{BASELINE_RUN} failed: {error}"
+    return from_run("", run.run, final, reference_timeout(), NOT_CACHED)
+
+
+async def _run_copy(sample: SampleScoring, state: TaskState, copy: Path, name: str) -> TestRun:
+    """Send the local ``copy`` into the sandbox, run its tests there (the databases they leave
+    are backed up), and remove both copies."""
+    kit = await sample.kit()
+    inside = kit.path(name)
+    try:
+        await kit.push(copy, inside)
+        return await sample.run_tests(inside, bool(state.metadata.get(DETERMINISTIC_KEY)))
     finally:
         kit.discard(inside)
-    own = await sample.test_run(state, repo)
-    solution = await sample.snapshot(own, db_patterns, f"sandbox:{repo} after its tests")
-    metadata = _metadata(reference, patterns, tests, rerun, own)
-    missing = _missing_tests(rerun, own)
-    problem = rerun.run.failure(reference_timeout())
-    if problem is not None:
-        missing_metadata = {"missing_tests": cap_list(missing), "missing_tests_count": len(missing)}
-        side.result = ReferenceRunError(problem, {**metadata, **missing_metadata})
-        return side
-    side.store = DiffStore(workdir / "rows.db")
-
-    def diff_of_diffs() -> Diffs:
-        assert side.store is not None
-        split = split_runs(initial, final, solution, db_patterns, side.store)
-        return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing)
-
-    side.result = await anyio.to_thread.run_sync(diff_of_diffs)
-    return side
+        await anyio.to_thread.run_sync(shutil.rmtree, copy, True)
 
 
 async def _copy_tests(
@@ -141,22 +215,20 @@ async def _copy_tests(
     return await anyio.to_thread.run_sync(copy_test_files, mirror, patterns, copy)
 
 
-def _metadata(
-    reference: Path, patterns: list[str], tests: CopiedTests, rerun: TestRun, own: TestRun
-) -> dict[str, Any]:
+def _metadata(rerun: Rerun, own: TestRun) -> dict[str, Any]:
     """What the score says about both runs (the keys of ``pytest-scoring``'s own rerun)."""
-    reference_tally = rerun.run.tally or {}
+    run = rerun.run.run
     return {
-        "reference": str(reference),
-        "test_patterns": patterns,
-        "test_files_copied": len(tests.copied),
-        "test_files_skipped": cap_list(tests.skipped),
-        "reference_counts": reference_tally.get("counts"),
+        "reference": str(rerun.reference),
+        "test_patterns": rerun.patterns,
+        "test_files_copied": len(rerun.tests.copied),
+        "test_files_skipped": cap_list(rerun.tests.skipped),
+        "reference_counts": (run.tally or {}).get("counts"),
         "solution_counts": own.probe().tally.counts(),
-        "reference_duration": rerun.run.duration,
-        "reference_exit_code": rerun.run.exit_code,
-        "reference_timed_out": rerun.run.timed_out,
-        "reference_output": rerun.run.output if rerun.run.failure(reference_timeout()) else "",
+        "reference_duration": run.duration,
+        "reference_exit_code": run.exit_code,
+        "reference_timed_out": run.timed_out,
+        "reference_output": run.output if run.failure(reference_timeout()) else "",
         "solution_duration": own.run.duration,
     }
 

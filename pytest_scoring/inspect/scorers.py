@@ -285,23 +285,33 @@ def db_diff_change_scorer(
     test_patterns: Sequence[str] | None = None,
     *,
     repo_path: str | None = None,
+    count_test_changes: bool = True,
 ) -> Scorer:
     """``"C"`` when the selector matches database changes the repository makes that the
-    reference checkout (the sample's ``reference_repo_dir``) does not, both running the
-    repository's tests in the sandbox (docs/reference.md).
+    reference checkout (the sample's ``reference_repo_dir``) does not: its code's, found by
+    running the repository's tests on the reference's code, and its test files', found by
+    running the reference's own tests, all in the sandbox (docs/reference.md).
 
-    :param selector: a selector for the diff-of-diffs' ``after_only`` part; None: any change.
+    :param selector: a selector for the diff-of-diffs' ``after_only`` and ``from_tests``
+        parts together; None: any change.
     :param test_patterns: globs of test files copied over the reference copy (default
         ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``).
+    :param count_test_changes: false scores ``after_only`` alone, as inspect_toolkit does,
+        and the reference's own tests do not run.
     """
-    core = db_diff_change.db_diff_change_scorer(selector, test_patterns)
+    core = db_diff_change.db_diff_change_scorer(
+        selector, test_patterns, count_test_changes=count_test_changes
+    )
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
         key = core.resource_key()
-        if key not in sample.resources:
-            sample.resources[key] = await run_reference(sample, state, repo, core.test_patterns)
-        side = sample.resources[key]
+        side_key = f"{key}|count_test_changes={count_test_changes}"
+        if side_key not in sample.resources:
+            patterns = core.test_patterns
+            side = await run_reference(sample, state, repo, patterns, count_test_changes)
+            sample.resources[side_key] = side
+        side = sample.resources[side_key]
         own = await sample.test_run(state, repo)
         context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
         context.settings = side.settings

@@ -167,7 +167,7 @@ def baseline_for(
             run, final = _run(reference, options, folder, remaining, like, cancel)
         except OSError as error:
             return _failed(key, f"{WHAT} could not copy the reference: {error}", cache)
-        baseline = _from_run(key, run, final, timeout, cache.describe(key))
+        baseline = from_run(key, run, final, timeout, cache.describe(key))
         if baseline.final is not None:
             baseline.cache = cache.store(key, baseline.final, _record(baseline))
         return baseline
@@ -221,9 +221,15 @@ def _run(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _from_run(
+def from_run(
     key: str, run: ChildRun, final: Snapshot | None, timeout: float, cache: str
 ) -> Baseline:
+    """The baseline a run gave (here, or in an Inspect sandbox): usable only when the run
+    ended with results and every database it left can be read.
+
+    :param final: the databases it left (None when it failed before they were read).
+    :param cache: where it is cached, or why it is not.
+    """
     tally = run.tally or {}
     failure = run.failure(timeout, WHAT)
     if failure is None and final is not None and final.errors:
