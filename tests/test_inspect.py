@@ -587,6 +587,7 @@ def test_files_and_commands_are_looked_at_inside_the_sandbox(tmp_path: Path) -> 
     outside = make(tmp_path / "outside")
     (outside / "secret.txt").write_text("TOKEN=hunter2")
     (repo / "config.bin").write_bytes(b"\x00\x01TOKEN=abc\x00")  # binary files are searched
+    (repo / "compileall.py").write_text("raise SystemExit(5)\n")  # shadows python -m compileall
     sample = Sample(id="files", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)
     # Sample files are copied as files: the agent makes the link (leading out) and a FIFO.
     link = ["ln", "-s", str(outside / "secret.txt"), "repo/leak.txt"]
@@ -601,6 +602,9 @@ def test_files_and_commands_are_looked_at_inside_the_sandbox(tmp_path: Path) -> 
             file_contents_scorer("missing", "x"),
             sandbox_state_scorer("sleep 60", timeout=1),
             sandbox_state_scorer("ls config.bin && exit 3"),
+            sandbox_state_scorer(
+                'python3 -m compileall -q config.bin && test "$MARK" = given', env={"MARK": "given"}
+            ),
         ],
         sandbox="local",
     )
@@ -619,6 +623,9 @@ def test_files_and_commands_are_looked_at_inside_the_sandbox(tmp_path: Path) -> 
     failed = found["sandbox_state_scorer1"]
     assert (failed.value, failed.metadata["exit_code"]) == ("I", 3)
     assert failed.metadata["stdout"] == "config.bin\n"  # it ran in the repository
+    # The standard library's compileall ran, not the repository's; the evaluator's env is set.
+    unshadowed = found["sandbox_state_scorer2"]
+    assert unshadowed.value == "C", unshadowed.metadata
 
 
 @scorer(metrics=[mean()])

@@ -93,8 +93,23 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def _outside(search_path: str, root: str) -> str:
+    """A search path (``PATH``, ``PYTHONPATH``) without relative entries or folders in ``root``
+    (``pytest_scoring.scorers.sandbox_state``'s rule: this file cannot import it)."""
+    return os.pathsep.join(
+        entry
+        for entry in search_path.split(os.pathsep)
+        if os.path.isabs(entry) and _inside(entry, root) is None
+    )
+
+
 def _start(options: argparse.Namespace, out: IO[bytes], err: IO[bytes]) -> subprocess.Popen[bytes]:
     environment = dict(os.environ)
+    if options.outside is not None:  # a sandbox_state command: the repository cannot shadow it
+        environment["PATH"] = _outside(environment.get("PATH", os.defpath), options.outside)
+        if "PYTHONPATH" in environment:
+            environment["PYTHONPATH"] = _outside(environment["PYTHONPATH"], options.outside)
+        environment["PYTHONSAFEPATH"] = "1"
     environment.update(dict(item.split("=", 1) for item in options.env))
     return subprocess.Popen(
         options.argv,
@@ -283,6 +298,7 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--stdout", required=True)
     command.add_argument("--stderr", required=True)
     command.add_argument("--env", action="append", default=[])
+    command.add_argument("--outside", help="the repository, kept out of PATH and PYTHONPATH")
     command.add_argument("--ends", type=int, default=0, help="bytes of head and tail shown")
     command.add_argument("argv", nargs=argparse.REMAINDER)
     command.set_defaults(action=run)

@@ -163,11 +163,15 @@ class SandboxKit:
         env: dict[str, str] | None = None,
         log: str | None = None,
         ends: int = 0,
+        outside: str | None = None,
     ) -> list[str]:
         """The helper's ``run`` of ``argv`` in ``cwd``: killed with everything it started at
         ``timeout`` and when it ends. Output goes to ``log`` (both streams) or to two files.
 
+        :param env: variables set last, over the sandbox's environment.
         :param ends: bytes of the head and tail of each output the answer carries.
+        :param outside: a folder (the repository) that cannot shadow the command: no entry of
+            ``PATH`` or ``PYTHONPATH`` inside it or relative, and ``PYTHONSAFEPATH=1``.
         """
         out = log or self.path("stdout")
         err = log or self.path("stderr")
@@ -175,13 +179,24 @@ class SandboxKit:
         args = ["run", f"--cwd={cwd}", f"--stdout={out}", f"--stderr={err}", f"--ends={ends}"]
         if timeout is not None:
             args.append(f"--timeout={timeout}")
+        if outside is not None:
+            args.append(f"--outside={outside}")
         args += [f"--env={name}={value}" for name, value in (env or {}).items()]
         return [*args, "--", *argv]
 
-    async def run(self, argv: Sequence[str], cwd: str, timeout: float | None, ends: int) -> Any:
+    async def run(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        timeout: float | None,
+        ends: int,
+        *,
+        env: dict[str, str] | None = None,
+        outside: str | None = None,
+    ) -> Any:
         """Run ``argv`` (see :meth:`run_command`) and wait for the helper's answer."""
         seconds = None if timeout is None else timeout + HELPER_TIMEOUT
-        command = self.run_command(argv, cwd, timeout, ends=ends)
+        command = self.run_command(argv, cwd, timeout, env=env, ends=ends, outside=outside)
         return (await self.batch([command], timeout=seconds))[0]
 
     async def resolve(self, path: str) -> dict[str, Any]:

@@ -370,11 +370,16 @@ def sandbox_state_scorer(
     timeout: int | None = 60,
     *,
     repo_path: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Scorer:
     """``"C"`` when ``command`` (``/bin/sh -c``) exits with status 0 within ``timeout``
     seconds; it runs in ``cwd`` (absolute, or relative to the repository; default: the
-    repository) and is killed with everything it started at its timeout."""
-    core = sandbox_state.sandbox_state_scorer(command, cwd, timeout)
+    repository) and is killed with everything it started at its timeout.
+
+    As in the plugin, the repository cannot shadow the command: ``PATH`` and ``PYTHONPATH``
+    keep no folder inside it (nor relative entries), ``PYTHONSAFEPATH=1``; ``env`` is set last.
+    """
+    core = sandbox_state.sandbox_state_scorer(command, cwd, timeout, env)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
@@ -387,6 +392,8 @@ def sandbox_state_scorer(
             str(found["path"]),
             timeout,
             sandbox_state.HEAD_BYTES,
+            env=core.env,
+            outside=repo,
         )
         return core.score_outcome(_command_outcome(answer))
 
