@@ -111,11 +111,12 @@ def scorer_types_table() -> str:
 
 #: What pytest-scoring writes in each column of a Parquet file (docs/report.md).
 COLUMN_MEANINGS = {
-    "transcript_id": "the scan id: one transcript per report, the scored repository",
+    "transcript_id": "the scored repository: the scan id in a report of one repository; in a "
+    "batch, 22 characters derived from the repository's path and content",
     "transcript_source_type": "`pytest_scoring`",
-    "transcript_source_id": "the scan id",
+    "transcript_source_id": "the transcript id",
     "transcript_source_uri": "the repository's path",
-    "transcript_date": "when the report was made (ISO 8601)",
+    "transcript_date": "when the repository was scored (ISO 8601)",
     "transcript_task_set": "the repository's folder name",
     "transcript_task_id": "the repository's path",
     "transcript_task_repeat": "`1`",
@@ -123,7 +124,8 @@ COLUMN_MEANINGS = {
     "transcript_metadata": 'JSON: `{"tests": <test counts>}`',
     "scan_id": "the scan id (the folder's `scan_id=` part)",
     "scan_tags": "`[]`",
-    "scan_metadata": 'JSON: `{"repository": <path>}`',
+    "scan_metadata": 'JSON: `{"repository": <path>}`; in a batch `{"batch_key": <key>, '
+    '"repositories": <count>}`',
     "scanner_key": "the file's stem: the scorer's name, percent-escaped",
     "scanner_name": "the scorer's name as configured",
     "scanner_version": "`0`",
@@ -143,7 +145,7 @@ COLUMN_MEANINGS = {
     "scan_error_traceback": "the traceback when the scorer raised, else null",
     "scan_total_tokens": "`0`",
     "scan_model_usage": "`{}`",
-    "timestamp": "when the report was made (ISO 8601)",
+    "timestamp": "when the repository was scored (ISO 8601)",
 }
 
 

@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
+from typing import Final
 from typing import TypeVar
 
 import click
@@ -25,6 +27,9 @@ from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 # Imported now, when the command line loads: the children of ``run`` get the environment as
 # it is before anything else runs (docs/security.md).
 from pytest_scoring.process import environment  # noqa: F401
+
+if TYPE_CHECKING:
+    from pytest_scoring.cli.runner import RunRequest
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 #: Exit status for bad input, for every command.
@@ -101,13 +106,18 @@ def strict_kinds(text: str | None) -> frozenset[str]:
         raise OptionError(f"--strict: {error}") from None
 
 
-def exit_if_below(percent: float, fail_under: float | None, complete: bool = True) -> None:
+def exit_if_below(
+    percent: float, fail_under: float | None, complete: bool = True, samples: int | None = None
+) -> None:
     """Say so and exit with status 1 when ``--fail-under`` is given and not reached (an
-    incomplete session never reaches it)."""
+    incomplete session never reaches it).
+
+    :param samples: for a batch, how many repositories ``percent`` is the mean over.
+    """
     if fail_under is not None and (percent < fail_under or not complete):
         from pytest_scoring.report.terminal import fail_under_line
 
-        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete))
+        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete, samples))
         sys.exit(1)
 
 
@@ -160,12 +170,16 @@ def show(report: str, as_html: bool, open_page: bool, as_markdown: bool) -> None
 
 
 def _print_report(content: dict[str, Any], folder: Path) -> None:
-    from pytest_scoring.report.terminal import counts_line
-    from pytest_scoring.report.terminal import score_table
+    from pytest_scoring.report import terminal
 
     console = _console()
-    console.print(score_table(content))
-    console.print(counts_line(content))
+    if isinstance(content.get("samples"), list):  # a batch (format 2)
+        console.print(terminal.samples_table(content))
+        console.print(terminal.metrics_table(content))
+        console.print(terminal.samples_line(content))
+    else:
+        console.print(terminal.score_table(content))
+        console.print(terminal.counts_line(content))
     console.print(f"complete: {'yes' if content.get('complete') else 'no'}")
     console.print(f"report: {folder}")
 
@@ -273,8 +287,25 @@ def _check_path_maps(
     return values
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
-@click.argument("repo", type=click.Path(path_type=Path))
+#: Where ``run`` keeps what follows ``--`` (pytest's arguments) in click's context.
+PYTEST_ARGS: Final = "pytest_scoring.pytest_args"
+
+
+class RunCommand(click.Command):
+    """``run``: everything after ``--`` goes to pytest as it is, apart from the REPOs."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            args, ctx.meta[PYTEST_ARGS] = args[:at], tuple(args[at + 1 :])
+        return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- PYTEST_ARGS...]"]
+
+
+@main.command(cls=RunCommand)
+@click.argument("repos", metavar="REPO...", nargs=-1, required=True)
 @click.option(
     "--reference", type=click.Path(path_type=Path), help="Reference checkout; adds db_diff_change"
 )
@@ -313,8 +344,19 @@ def _check_path_maps(
 @strict_option
 @click.option(
     "--user",
+    "users",
+    multiple=True,
     metavar="NAME",
-    help="User the repository's processes run as (root only; default nobody)",
+    help="User the repository's processes run as (root only; default nobody); with --jobs N, "
+    "give it once per job",
+)
+@click.option(
+    "--jobs",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Repositories scored at the same time, each in its own worker",
 )
 @click.option(
     "--plugin",
@@ -336,12 +378,11 @@ def _check_path_maps(
     metavar="KIND=SIZE",
     help="Resource limit of the children: fsize, as or nofile, e.g. as=8G (repeatable)",
 )
-@click.argument("pytest_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 @reports_user_errors
 def run(
     ctx: click.Context,
-    repo: Path,
+    repos: tuple[str, ...],
     reference: Path | None,
     config: str | None,
     path_maps: tuple[str, ...],
@@ -351,12 +392,12 @@ def run(
     fail_under: float | None,
     expected_tests: str | None,
     strict: str | None,
-    user: str | None,
+    users: tuple[str, ...],
+    jobs: int,
     plugins: tuple[str, ...],
     python: str | None,
     keep: bool,
     limits: tuple[str, ...],
-    pytest_args: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
 
@@ -365,20 +406,33 @@ def run(
     Arguments after -- go to pytest, except --score-* options, which are the evaluator's.
     Shows progress while the runs go on, then the scores.
 
+    Several REPOs (or @FILE, a file listing one per line) are one batch: one scan with one
+    sample per repository, --jobs at a time; run again, it keeps what is already scored.
+
     Example: pytest-scoring run examples/solution-attack --reference examples/reference
     --config examples/scorers.yaml -- --score-deterministic -x
 
     Example: pytest-scoring run REPO --config fixtures.yaml#database-auth/change-password
     --path-map /repo=.
+
+    Example: pytest-scoring run @outputs.txt --reference examples/reference --jobs 4
     """
-    from pytest_scoring.cli.progress import ProgressDisplay
     from pytest_scoring.cli.runner import RunRequest
-    from pytest_scoring.cli.runner import run_repository
     from pytest_scoring.evaluation.options import parse_limits
 
     strict_kinds(strict)
+    pytest_args = ctx.meta.get(PYTEST_ARGS, ())
+    batch = len(repos) > 1 or repos[0].startswith("@")
+    if batch:
+        from pytest_scoring.cli.batch import repository_list
+
+        repositories = repository_list(repos, Path.cwd())
+    elif len(users) > 1:
+        raise OptionError("--user: one repository runs as one user; give it once")
+    else:
+        repositories = [Path(repos[0])]
     request = RunRequest(
-        repo,
+        repositories[0],
         report_root,
         timeout,
         reference,
@@ -389,13 +443,25 @@ def run(
         path_maps,
         strict,
         expected_tests,
-        user=user,
+        user=None if batch or not users else users[0],
         plugins=plugins,
         python=python,
         keep=keep,
         limits=parse_limits(limits),
     )
-    with ProgressDisplay(_console(), repo) as progress:
+    if batch:
+        _run_batch(ctx, repositories, request, jobs, users)
+    else:
+        _run_one(ctx, request)
+
+
+def _run_one(ctx: click.Context, request: RunRequest) -> None:
+    """``run REPO``: one repository, one report (format 1)."""
+    from pytest_scoring.cli.progress import ProgressDisplay
+    from pytest_scoring.cli.runner import run_repository
+
+    timeout, fail_under = request.timeout, request.fail_under
+    with ProgressDisplay(_console(), request.repo) as progress:
         result = run_repository(request, progress.update, progress.say)
     if result.pytest_error is not None:
         click.echo(result.pytest_error, err=True)
@@ -409,6 +475,36 @@ def run(
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     exit_if_below(result.percent_passing(), fail_under, result.evaluation.context.complete)
+
+
+def _run_batch(
+    ctx: click.Context,
+    repositories: list[Path],
+    request: RunRequest,
+    jobs: int,
+    users: tuple[str, ...],
+) -> None:
+    """``run REPO REPO …``: one scan of many repositories (format 2)."""
+    from pytest_scoring.cli.batch import BatchDisplayFactory
+    from pytest_scoring.cli.batch import BatchRequest
+    from pytest_scoring.cli.batch import run_batch
+    from pytest_scoring.report.batch import mean_percent_passing
+
+    batch = BatchRequest(repositories, request, jobs, users)
+    outcome = run_batch(batch, BatchDisplayFactory(_console()))
+    if outcome.report is not None:
+        ctx.invoke(show, report=str(outcome.report))
+    for line in outcome.summary_lines():
+        click.echo(line)
+    if (error := outcome.pytest_refused_everywhere()) is not None:
+        click.echo(error, err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if outcome.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if outcome.report is None:
+        raise ScoringError(outcome.report_error or "no report was written")
+    samples = outcome.result.samples
+    exit_if_below(mean_percent_passing(samples), request.fail_under, True, len(samples))
 
 
 @main.command()

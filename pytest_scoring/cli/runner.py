@@ -51,6 +51,9 @@ from pytest_scoring.evaluation.options import parse_run_arguments
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import ScoringTimedOut
 from pytest_scoring.evaluation.scoring import scoring_deadline
+from pytest_scoring.evaluation.shared import JobUser
+from pytest_scoring.evaluation.shared import SharedReference
+from pytest_scoring.evaluation.shared import SharedWork
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.plugin.assemble import build_scorers
 from pytest_scoring.plugin.assemble import check_scorer_settings
@@ -69,7 +72,11 @@ from pytest_scoring.process.launch import NO_PYTEST
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.report.samples import JUNIT_FILE
+from pytest_scoring.report.samples import SampleTarget
+from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
 from pytest_scoring.text import number_text
@@ -222,17 +229,24 @@ class RunResult:
         return lines
 
 
+def preloaded_modules() -> list[str]:
+    """Every module of pytest-scoring, and the libraries it writes and shows reports with."""
+    # pytest_scoring.inspect needs the optional Inspect AI, and run never uses it.
+    own = [
+        module.name
+        for module in pkgutil.walk_packages(pytest_scoring.__path__, "pytest_scoring.")
+        if not module.name.endswith("__main__") and not module.name.startswith(INSPECT)
+    ]
+    return [*own, "pyarrow", "pyarrow.parquet", "pyarrow.json", "rich.console", "rich.table"]
+
+
 def preload() -> None:
     """Import every module of pytest-scoring now, before a child runs.
 
     Where containment is partial, the repository's code could edit the installed package;
     what the evaluator already imported is not read again.
     """
-    for module in pkgutil.walk_packages(pytest_scoring.__path__, "pytest_scoring."):
-        # pytest_scoring.inspect needs the optional Inspect AI, and run never uses it.
-        if not module.name.endswith("__main__") and not module.name.startswith(INSPECT):
-            importlib.import_module(module.name)
-    for name in ("pyarrow", "pyarrow.parquet", "pyarrow.json", "rich.console", "rich.table"):
+    for name in preloaded_modules():
         importlib.import_module(name)
 
 
@@ -253,16 +267,29 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
     return parsed, settings
 
 
+@dataclass(frozen=True)
+class BatchJob:
+    """What a batch gives one repository's run (docs/cli.md#many-repositories): the work done
+    once for all, the job's own children's user, and where the repository's sample goes."""
+
+    shared: SharedWork
+    user: JobUser
+    target: SampleTarget
+
+
 def run_repository(
     request: RunRequest,
     on_progress: Callable[[ProbeState, bool], Any] = lambda state, done: None,
     say: Callable[[str], Any] = lambda line: None,
+    job: BatchJob | None = None,
 ) -> RunResult:
     """Score ``request.repo`` from outside: copies, a contained child, scoring, the report.
 
     :param on_progress: called with the probe's state while the tests run, and whether
         they are over.
     :param say: shown at once (a notice that the run goes on with partial containment).
+    :param job: in a batch, the shared work and the job's user (already checked), and the
+        sample folder written instead of a report folder.
     :raises ScoringError: for bad input, before any child starts.
     """
     preload()
@@ -270,9 +297,9 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
-    tally = _tally(settings)
-    user, problem = requested_user(request.user)
-    area = new_area(request.repo, settings.report_root)
+    tally = _tally(settings, job.shared.expected if job else None)
+    user, problem = (job.user.user, job.user.problem) if job else requested_user(request.user)
+    area = new_area(settings.report_root, request.repo)
     runner = ChildRunner(
         python=request.python or sys.executable,
         user=user,
@@ -280,13 +307,16 @@ def run_repository(
         area=area,
         private_folders=True,
         time_limit=REFERENCE_SHARE * request.timeout,
-        guard=FileGuard(),
+        guard=FileGuard(job.shared.fingerprints if job else None),
     )
+    if job is not None:
+        runner.environment = dict(job.shared.environment)
     try:
-        if user is not None and (problem := user_cannot_run(runner)) is not None:
+        if job is None and user is not None and (problem := user_cannot_run(runner)):
             say(f"pytest-scoring: {problem}; the tests run as {getpass.getuser()} instead")
             runner.user = None
-        names = _place_copies(request, settings, runner)
+        shared_reference = job.shared.reference if job else None
+        names = _place_copies(request, settings, runner, shared_reference)
         evaluation = Evaluation(
             settings,
             scorers,
@@ -296,7 +326,10 @@ def run_repository(
             tally=tally,
         )
         evaluation.names = names
-        return _run(request, parsed, evaluation, [problem] if problem else [], on_progress)
+        if shared_reference is not None:
+            _use_shared_snapshot(evaluation, shared_reference)
+        problems = [problem] if problem else []
+        return _run(request, parsed, evaluation, problems, on_progress, job)
     finally:
         if request.keep:
             say(f"pytest-scoring: the private area is kept: {area}")
@@ -304,29 +337,35 @@ def run_repository(
             shutil.rmtree(area, ignore_errors=True)
 
 
-def _tally(settings: ScoringSettings) -> OutcomeTally:
+def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> OutcomeTally:
     """The run's tally, with the expected set (``--expected-tests``) when one is given: a
     folder runs here, on the evaluator's side, never inside the scored repository's pytest.
 
+    :param expected: the set, when a batch has read it already.
     :raises OptionError: for a set that cannot be read or run.
     """
     tally = OutcomeTally()
-    if settings.expected_source is not None:
+    if expected is None and settings.expected_source is not None:
         expected = load_expected_tests(settings.expected_source, "--expected-tests")
+    if expected is not None:
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
     return tally
 
 
 def _place_copies(
-    request: RunRequest, settings: ScoringSettings, runner: ChildRunner
+    request: RunRequest,
+    settings: ScoringSettings,
+    runner: ChildRunner,
+    shared: SharedReference | None = None,
 ) -> dict[str, str]:
     """Copy the reference, then REPO, into the private area; the settings point at the copies.
 
+    :param shared: the reference's pristine copy a batch made for all its repositories.
     :returns: each copy's path and the name the report uses for it.
     """
     names = {}
     if settings.reference is not None:
-        pristine = copy_reference(runner, settings.reference)
+        pristine = shared.pristine if shared else copy_reference(runner, settings.reference)
         names[str(pristine)] = str(settings.reference)
         settings.reference = pristine
     copy = copy_repository(runner, request.repo)
@@ -338,16 +377,28 @@ def _place_copies(
     return names
 
 
+def _use_shared_snapshot(evaluation: Evaluation, shared: SharedReference) -> None:
+    """Let the reference rerun start from the batch's snapshot of the reference, when the
+    same databases would be found in this repository's copy of it (no excluded folder)."""
+    settings = evaluation.settings
+    if shared.initial is not None and not settings.excluded_folders(shared.pristine):
+        evaluation.context.resources[INITIAL_REFERENCE] = shared.initial
+
+
 def _run(
     request: RunRequest,
     parsed: ParsedArguments,
     evaluation: Evaluation,
     problems: list[str],
     on_progress: Callable[[ProbeState, bool], Any],
+    job: BatchJob | None = None,
 ) -> RunResult:
     """Start the scorers, run the tests in a contained child, score, report."""
     runner, settings = evaluation.context.children, evaluation.settings
     deadline = time.monotonic() + request.timeout
+    junit_target = parsed.junit_xml
+    if job is not None:
+        junit_target = job.target.prepare() / JUNIT_FILE if junit_target else None
     evaluation.start()
     args, junit_inside = _junit_args(parsed, runner)
     child = runner.start_pytest(
@@ -363,6 +414,9 @@ def _run(
     evaluation.interrupted = not session_complete(ended, state)
     problems = _containment(problems, runner)
     evaluation.context.integrity = _integrity(state, ended, evaluation.tally, problems)
+    pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
+    if job is not None:  # a repository that hung or did not run scores "N" in a batch
+        evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
     _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
     result = evaluation.result
     assert result is not None
@@ -372,16 +426,26 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(runner, ended, state),
     )
-    junit = _copy_out_junit(junit_inside, parsed.junit_xml, evaluation)
-    report = evaluation.report(junit)
+    junit = _copy_out_junit(junit_inside, junit_target, evaluation)
+    report = evaluation.report(junit, sample=job.target if job else None)
     return RunResult(
         evaluation,
         ended,
         state,
         report,
         notices=_notices(runner, state),
-        pytest_error=_pytest_error(ended, state, child.log, evaluation.names),
+        pytest_error=pytest_error,
     )
+
+
+def _run_failure(ended: ChildExit, pytest_error: str | None, timeout: float) -> str | None:
+    """Why a repository's run gave nothing to score: it timed out, or pytest did not run."""
+    if ended.timed_out:
+        return f"the run timed out after {timeout:g} s"
+    if pytest_error is not None:
+        lines = [line.strip() for line in pytest_error.splitlines() if line.strip()]
+        return f"pytest did not run: {lines[-1] if lines else ended.describe()}"
+    return None
 
 
 def _containment(problems: list[str], runner: ChildRunner) -> list[str]:

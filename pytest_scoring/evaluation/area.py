@@ -33,13 +33,14 @@ DEFAULT_USER: Final = "nobody"
 CHECK_TIMEOUT: Final = 120.0
 
 
-def new_area(repo: Path, report_root: Path) -> Path:
+def new_area(report_root: Path, *repos: Path) -> Path:
     """A new private area (0700 until a children's user needs to pass through).
 
-    :raises OptionError: when the temporary folder is inside REPO or the report root.
+    :raises OptionError: when the temporary folder is inside a REPO or the report root.
     """
     area = Path(tempfile.mkdtemp(prefix="pytest-scoring-run-")).resolve()
-    for what, folder in (("REPO", repo), ("the report root", report_root)):
+    places = [*(("REPO", repo) for repo in repos), ("the report root", report_root)]
+    for what, folder in places:
         if area.is_relative_to(folder.resolve()):
             area.rmdir()
             raise OptionError(

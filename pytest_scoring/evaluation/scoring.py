@@ -32,6 +32,8 @@ from pytest_scoring.report.markdown import publish_markdown
 from pytest_scoring.report.markdown import score_markdown
 from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.samples import SampleTarget
+from pytest_scoring.report.samples import write_sample
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.writer import write_report
@@ -244,22 +246,32 @@ class Evaluation:
                 close()
         self.context.children.close()
 
-    def report(self, junit_xml: Path | None = None) -> Path | None:
-        """Write the report folder, add the scores to ``junit_xml``, call the hook.
+    def report(
+        self, junit_xml: Path | None = None, sample: SampleTarget | None = None
+    ) -> Path | None:
+        """Add the scores to ``junit_xml``, write the report folder, call the hook.
 
         Ctrl-C waits until the folder is written: an interrupt never leaves half a report.
+
+        :param sample: in a batch, where this repository's sample goes instead of a report
+            folder of its own (the batch publishes one Markdown summary for all).
         """
         assert self.result is not None, "score() first"
         with _interrupts_held():
-            try:
-                self.report_path = write_report(
-                    self.result, self.settings.report_root, self.settings.value_cap
-                )
-            except ScoringError as error:
-                self.report_error = str(error)
-            self._publish_markdown(self.result)
             if junit_xml is not None:
                 self._add_junit_properties(junit_xml, self.result)
+            value_cap = self.settings.value_cap
+            try:
+                if sample is None:
+                    self.report_path = write_report(
+                        self.result, self.settings.report_root, value_cap
+                    )
+                else:
+                    self.report_path = write_sample(sample, self.result, value_cap)
+            except ScoringError as error:
+                self.report_error = str(error)
+            if sample is None:
+                self._publish_markdown(self.result)
         if self.hooks is not None:
             self.hooks.pytest_scoring_session_scored(
                 config=self.hook_config, result=self.result, report_path=self.report_path

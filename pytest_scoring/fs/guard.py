@@ -10,8 +10,11 @@ makes every score ``"N"``.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Final
 
@@ -34,21 +37,43 @@ def file_digest(path: Path) -> str:
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 of a folder's manifest: every path, its kind, and each file's own SHA-256."""
+    """SHA-256 of a folder's manifest: every path, its kind, each file's own SHA-256 and
+    whether it is executable, and where each symlink points."""
     digest = hashlib.sha256()
     for entry in TreeWalk(root):
-        kind = "dir" if entry.is_dir else "link" if entry.is_symlink else "file"
-        content = file_digest(entry.path) if entry.is_file else ""
+        if entry.is_dir:
+            kind, content = "dir", ""
+        elif entry.is_symlink:
+            kind, content = "link", _link_target(entry.path)
+        else:
+            kind = "exec" if entry.is_file and os.access(entry.path, os.X_OK) else "file"
+            content = file_digest(entry.path) if entry.is_file else ""
         digest.update(f"{entry.relpath}\0{kind}\0{content}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "missing"
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    """Digests taken once and checked by several evaluations (a batch's shared copies)."""
+
+    files: dict[Path, str] = field(default_factory=dict)
+    trees: dict[Path, str] = field(default_factory=dict)
 
 
 class FileGuard:
     """The fingerprints of the files and folders an evaluation must find unchanged."""
 
-    def __init__(self) -> None:
-        self._files: dict[Path, str] = {}
-        self._trees: dict[Path, str] = {}
+    def __init__(self, taken: Fingerprints | None = None) -> None:
+        """:param taken: fingerprints already taken elsewhere, checked here too."""
+        self._files: dict[Path, str] = dict(taken.files) if taken else {}
+        self._trees: dict[Path, str] = dict(taken.trees) if taken else {}
         self._lock = threading.Lock()  # the reference rerun adds from its own thread
 
     def add_files(self, paths: Iterable[Path]) -> None:
@@ -59,15 +84,21 @@ class FileGuard:
                     with self._lock:
                         self._files[member] = file_digest(member)
 
-    def add_tree(self, root: Path) -> None:
-        """Fingerprint a whole folder now (the pristine reference copy)."""
+    def add_tree(self, root: Path) -> str:
+        """Fingerprint a whole folder now (the pristine reference copy); its digest."""
+        digest = tree_digest(root)
         with self._lock:
-            self._trees[root] = tree_digest(root)
+            self._trees[root] = digest
+        return digest
+
+    def fingerprints(self) -> Fingerprints:
+        """Every fingerprint taken so far."""
+        with self._lock:
+            return Fingerprints(dict(self._files), dict(self._trees))
 
     def changed(self) -> list[str]:
         """The guarded files and folders that are no longer as they were."""
-        with self._lock:
-            files, trees = dict(self._files), dict(self._trees)
-        return [str(path) for path, digest in files.items() if file_digest(path) != digest] + [
-            str(root) for root, digest in trees.items() if tree_digest(root) != digest
-        ]
+        taken = self.fingerprints()
+        return [
+            str(path) for path, digest in taken.files.items() if file_digest(path) != digest
+        ] + [str(root) for root, digest in taken.trees.items() if tree_digest(root) != digest]

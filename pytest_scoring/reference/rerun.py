@@ -110,8 +110,12 @@ class ReferenceRerun:
         patterns: Sequence[str],
         timeout: float,
         children: ChildRunner,
+        initial: Snapshot | None = None,
     ):
+        """:param initial: the reference's databases before any test ran, when already
+        snapshotted (and fingerprinted) by the caller."""
         self.settings = settings
+        self.initial = initial
         self.patterns = list(patterns)
         self.timeout = timeout
         self.children = children
@@ -154,11 +158,13 @@ class ReferenceRerun:
         excluded = self.settings.excluded_folders(reference)
         own = [self.settings.report_root, workdir, copy.parent]
         copy_tree(reference, copy, exclude=[*own, *excluded])
-        initial = take_snapshot(
-            copy, self._databases(copy), workdir / "initial", source=str(self.settings.reference)
-        )
-        if self.children.guard is not None:
-            self.children.guard.add_files(initial.files.values())
+        initial = self.initial
+        if initial is None:
+            initial = take_snapshot(
+                copy, self._databases(copy), workdir / "initial", source=str(reference)
+            )
+            if self.children.guard is not None:
+                self.children.guard.add_files(initial.files.values())
         tests = copy_test_files(
             self.settings.root, self.patterns, copy, exclude=self.settings.excluded_folders()
         )

@@ -49,6 +49,7 @@ from pytest_scoring.text import value_text
 
 #: The prefix of the test-suite properties that carry scores.
 PROPERTY_PREFIX: Final = "score:"
+
 _XFAIL_TYPE: Final = "pytest.xfail"
 #: ``status`` values of a ``<testcase>`` that say the test did not run.
 _NOT_RUN_STATUSES: Final = frozenset({"todo", "pending", "skipped", "disabled", "notrun"})
@@ -207,6 +208,33 @@ def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
     except OSError as error:
         building.unlink(missing_ok=True)
         raise JUnitError(f"{path}: cannot add the scores ({error.strerror})") from None
+
+
+def merge_junit(parts: Sequence[tuple[str, Path]], target: Path) -> None:
+    """Write the JUnit XML of a batch: the test suites of every repository's ``junit.xml``
+    (with its own ``score:<name>`` properties), each with a ``repository`` property naming it.
+
+    :param parts: each repository's name and its JUnit XML file (a repository without one
+        is left out).
+    :raises JUnitError: when a file cannot be read or the result cannot be written.
+    """
+    merged = JUnitXml()
+    for repository, path in parts:
+        if not path.is_file():
+            continue
+        xml = _load(path)
+        for suite in xml if isinstance(xml, JUnitXml) else [xml]:
+            suite.add_property("repository", repository)
+            _properties_first(suite)
+            merged.add_testsuite(suite)
+    building = target.with_name(f".{target.name}.scoring.tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        merged.write(str(building))
+        building.replace(target)
+    except OSError as error:
+        building.unlink(missing_ok=True)
+        raise JUnitError(f"{target}: cannot write ({error.strerror})") from None
 
 
 def _properties_first(suite: Any) -> None:

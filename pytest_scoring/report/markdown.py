@@ -20,6 +20,7 @@ from pytest_scoring.report.html import PAGE_FILE
 from pytest_scoring.report.terminal import counts_line
 from pytest_scoring.report.terminal import format_metrics
 from pytest_scoring.report.terminal import shorten
+from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
 
 #: The variable GitHub Actions sets to the file it shows on the run's page.
@@ -96,6 +97,14 @@ def _samples_table(samples: list[Any]) -> list[str]:
     return lines
 
 
+def _metrics_table(content: Mapping[str, Any]) -> list[str]:
+    """A batch's metrics: each scorer's, over all its repositories."""
+    lines = [_row(["scorer", "metrics"]), _row(["---"] * 2)]
+    for name, metrics in (content.get("metrics") or {}).items():
+        lines.append(_row([code(name, cell=True), escape(format_metrics(metrics or {}))]))
+    return lines
+
+
 def _failing_tests(content: Mapping[str, Any]) -> list[str]:
     records = (content.get("tests") or {}).get("tests") or []
     failing = [record for record in records if record.get("outcome") in _LISTED_OUTCOMES]
@@ -130,11 +139,13 @@ def score_markdown(content: Mapping[str, Any], report_folder: Path | None = None
     """The Markdown summary of a ``scores.json``: the score table, the test counts, the
     failing tests, integrity signals and where the report is."""
     repository = content.get("repository") or content.get("scan_id") or "report"
-    lines = [f"### Scores: {code(repository)}", ""]
     samples = content.get("samples")
     if isinstance(samples, list) and all(isinstance(sample, dict) for sample in samples):
-        lines += _samples_table(samples)
+        what = plural(len(samples), "repository", "repositories")
+        lines = [f"### Scores: {what} ({code(repository)})", ""]
+        lines += [*_samples_table(samples), "", *_metrics_table(content)]
     else:
+        lines = [f"### Scores: {code(repository)}", ""]
         lines += _scores_table(content)
         lines += ["", escape(counts_line(dict(content)))]
     if not content.get("complete", True):

@@ -68,8 +68,12 @@ class ReportInfo:
     complete: bool
     #: The scored repository (empty for a Scout folder that is not ours).
     repository: str = ""
-    #: Each score's value, by scorer name.
+    #: Each score's value, by scorer name (a report of one repository).
     values: dict[str, Any] = field(default_factory=dict)
+    #: How many repositories a batch's report holds (None: a report of one repository).
+    samples: int | None = None
+    #: Each scorer's metrics over the repositories, by scorer name (a batch's report).
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 def _read_text(path: Path) -> str:
@@ -114,12 +118,25 @@ def _read_scores_json(path: Path, default: dict[str, Any] | None = None) -> dict
     """``scores.json``, with the parts ``show`` and ``list`` walk checked to be objects (a
     report root may sit in the scored repository, which can plant anything there)."""
     content = _read_object(path, default)
-    for key in ("scores", "metrics"):
-        for name, value in _object(content.get(key) or {}, f"{path}: {key}").items():
-            _object(value, f"{path}: {key}.{name}")
-    tests = _object(content.get("tests") or {}, f"{path}: tests")
-    _object(tests.get("counts") or {}, f"{path}: tests.counts")
+    _check_scored(content, str(path))
+    samples = content.get("samples")
+    if samples is not None:
+        if not isinstance(samples, list):
+            raise ReportError(
+                f"{path}: samples: expected a JSON list, found {type(samples).__name__}"
+            )
+        for index, sample in enumerate(samples):
+            _check_scored(_object(sample, f"{path}: samples[{index}]"), f"{path}: samples[{index}]")
     return content
+
+
+def _check_scored(content: dict[str, Any], where: str) -> None:
+    """The scores, metrics and test counts of a report or of one of its samples are objects."""
+    for key in ("scores", "metrics"):
+        for name, value in _object(content.get(key) or {}, f"{where}: {key}").items():
+            _object(value, f"{where}: {key}.{name}")
+    tests = _object(content.get("tests") or {}, f"{where}: tests")
+    _object(tests.get("counts") or {}, f"{where}: tests.counts")
 
 
 def _read_errors(path: Path) -> list[dict[str, Any]]:
@@ -161,6 +178,7 @@ def report_info(path: Path) -> ReportInfo:
     summary = _read_object(path / SUMMARY_FILE, default={"complete": False})
     scores = _read_scores_json(path / SCORES_FILE, default={})
     values = {name: score.get("value") for name, score in (scores.get("scores") or {}).items()}
+    samples = scores.get("samples")
     return ReportInfo(
         path=path,
         scan_id=str(spec.get("scan_id") or path.name.removeprefix(SCAN_DIR_PREFIX)),
@@ -168,6 +186,8 @@ def report_info(path: Path) -> ReportInfo:
         complete=bool(summary.get("complete", False)),
         repository=str(scores.get("repository") or ""),
         values=values,
+        samples=len(samples) if isinstance(samples, list) else None,
+        metrics=dict(scores.get("metrics") or {}) if isinstance(samples, list) else {},
     )
 
 

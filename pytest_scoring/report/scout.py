@@ -14,6 +14,8 @@ import json
 import math
 import uuid
 from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version
 from pathlib import Path
@@ -185,37 +187,93 @@ def scanner_params(scorer: Scorer) -> dict[str, Any]:
     return {"type": scorer.type, **(params if isinstance(params, Mapping) else {})}
 
 
-class ScanWriter:
-    """Builds the Scout files of one :class:`SessionResult` inside a report folder."""
+@dataclass(frozen=True)
+class Transcript:
+    """One scored repository as Scout sees it: a transcript, scored by every scanner."""
 
-    def __init__(self, result: SessionResult):
-        self.result = result
-        self.transcript_id = result.scan_id
-        self.tracebacks = {error["scanner"]: error["traceback"] for error in result.errors}
+    #: Its id: the scan id in a report of one repository; in a batch, derived from the
+    #: repository's path and content (docs/report.md).
+    id: str
+    repository: str
+    #: When it was scored (ISO 8601).
+    created: str
+    scores: Mapping[str, Score]
+    #: ``{"counts": …, "tests": […]}``.
+    tests: Mapping[str, Any]
+    #: Its run-level errors ``{"scanner", "error", "traceback"}``.
+    errors: Sequence[Mapping[str, str]] = ()
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What the Scout files of one report folder say: its transcripts and their scores."""
+
+    scan_id: str
+    created: str
+    complete: bool
+    scorers: Sequence[Scorer]
+    transcripts: Sequence[Transcript]
+    #: Each scorer's metrics over all transcripts, by scorer name.
+    metrics: Mapping[str, Mapping[str, float]]
+    #: ``scan_name`` in ``_scan.json``.
+    name: str
+    #: ``metadata`` in ``_scan.json`` (and ``scan_metadata`` in every row).
+    metadata: Mapping[str, Any]
+
+    @classmethod
+    def of_result(cls, result: SessionResult) -> Scan:
+        """The scan of a report of one repository: one transcript whose id is the scan id."""
+        transcript = Transcript(
+            id=result.scan_id,
+            repository=result.repository,
+            created=result.created,
+            scores=result.scores,
+            tests=result.tests,
+            errors=result.errors,
+        )
+        return cls(
+            scan_id=result.scan_id,
+            created=result.created,
+            complete=result.complete,
+            scorers=result.scorers,
+            transcripts=[transcript],
+            metrics=result.metrics(),
+            name=f"pytest-scoring {Path(result.repository).name}",
+            metadata={"repository": result.repository},
+        )
+
+
+class ScanWriter:
+    """Builds the Scout files of one :class:`Scan` inside a report folder."""
+
+    def __init__(self, scan: Scan):
+        self.scan = scan
 
     def write(self, folder: Path) -> None:
         """Write ``_scan.json``, ``_summary.json``, ``_errors.jsonl`` and the Parquet files."""
         import pyarrow.parquet as pq
 
         schema = arrow_schema()
-        for scorer in self._scored():
-            row = self.row(scorer, self.result.scores[scorer.name])
-            table = _table([row], schema)
-            pq.write_table(table, folder / f"{scanner_key(scorer.name)}.parquet")
+        for scorer in self.scan.scorers:
+            rows = [
+                self.row(scorer, transcript)
+                for transcript in self.scan.transcripts
+                if scorer.name in transcript.scores
+            ]
+            if rows:
+                table = _table(rows, schema)
+                pq.write_table(table, folder / f"{scanner_key(scorer.name)}.parquet")
         _write_text(folder / SCAN_FILE, json.dumps(self.spec(), indent=2) + "\n")
         _write_text(folder / SUMMARY_FILE, json.dumps(self.summary(), indent=2) + "\n")
         _write_text(folder / ERRORS_FILE, "".join(_json(line) + "\n" for line in self.errors()))
-
-    def _scored(self) -> list[Scorer]:
-        return [scorer for scorer in self.result.scorers if scorer.name in self.result.scores]
 
     def spec(self) -> dict[str, Any]:
         """The ScanSpec: every scorer declared as a scanner, keyed by its file stem."""
         package = package_versions().get("pytest_scoring")
         return {
-            "scan_id": self.result.scan_id,
-            "scan_name": f"pytest-scoring {Path(self.result.repository).name}",
-            "timestamp": self.result.created,
+            "scan_id": self.scan.scan_id,
+            "scan_name": self.scan.name,
+            "timestamp": self.scan.created,
             "scanners": {
                 scanner_key(scorer.name): {
                     "name": scorer.name,
@@ -223,65 +281,70 @@ class ScanWriter:
                     "package_version": package,
                     "params": scanner_params(scorer),
                 }
-                for scorer in self.result.scorers
+                for scorer in self.scan.scorers
             },
             "packages": package_versions(),
-            "metadata": {"repository": self.result.repository},
+            "metadata": dict(self.scan.metadata),
         }
 
     def summary(self) -> dict[str, Any]:
         """The Summary: counts and (finite) metrics per scanner, and the complete flag."""
-        metrics = self.result.metrics()
         scanners = {}
-        for scorer in self._scored():
-            score = self.result.scores[scorer.name]
-            failed = score_error(score) is not None
+        for scorer in self.scan.scorers:
+            scores = [
+                t.scores[scorer.name] for t in self.scan.transcripts if scorer.name in t.scores
+            ]
+            if not scores:
+                continue
+            failed = sum(score_error(score) is not None for score in scores)
+            results = sum(
+                score_error(score) is None and _truthy(score.get("value")) for score in scores
+            )
             scanners[scanner_key(scorer.name)] = {
-                "scans": 1,
-                "results": int(not failed and _truthy(score.get("value"))),
-                "errors": int(failed),
+                "scans": len(scores),
+                "results": results,
+                "errors": failed,
                 "validation": None,
-                "metrics": {scorer.name: _finite(metrics.get(scorer.name, {}))},
+                "metrics": {scorer.name: _finite(self.scan.metrics.get(scorer.name, {}))},
                 "tokens": 0,
                 "model_usage": {},
             }
-        return {"complete": self.result.complete, "scanners": scanners}
+        return {"complete": self.scan.complete, "scanners": scanners}
 
     def errors(self) -> list[dict[str, Any]]:
-        """One Error line per scorer that could not score, then any other run-level error."""
+        """Per transcript: one Error line per scorer that could not score, then any other
+        run-level error of that transcript."""
         lines = []
-        for scorer in self._scored():
-            error = score_error(self.result.scores[scorer.name])
-            if error is not None:
-                lines.append(self._error_line(scorer.name, error))
-        reported = {line["scanner"] for line in lines}
-        for entry in self.result.errors:
-            if scanner_key(entry["scanner"]) not in reported:
-                lines.append(self._error_line(entry["scanner"], entry["error"]))
+        for transcript in self.scan.transcripts:
+            tracebacks = _tracebacks(transcript)
+            found = []
+            for scorer in self.scan.scorers:
+                error = score_error(transcript.scores.get(scorer.name) or {})
+                if error is not None:
+                    found.append(_error_line(transcript.id, scorer.name, error, tracebacks))
+            reported = {line["scanner"] for line in found}
+            for entry in transcript.errors:
+                if scanner_key(entry["scanner"]) not in reported:
+                    found.append(
+                        _error_line(transcript.id, entry["scanner"], entry["error"], tracebacks)
+                    )
+            lines += found
         return lines
 
-    def _error_line(self, name: str, error: str) -> dict[str, Any]:
-        return {
-            "transcript_id": self.transcript_id,
-            "scanner": scanner_key(name),
-            "error": error,
-            "traceback": self.tracebacks.get(name, ""),
-            "refusal": False,
-        }
-
-    def row(self, scorer: Scorer, score: Score) -> dict[str, Any]:
-        """The scan-result row of one scorer's score for the scored repository."""
+    def row(self, scorer: Scorer, transcript: Transcript) -> dict[str, Any]:
+        """The scan-result row of one scorer's score for one transcript."""
+        score = transcript.scores[scorer.name]
         value, value_type = encode_value(score.get("value"))
         error = score_error(score)
         return {
-            **self._transcript_columns(),
+            **self._transcript_columns(transcript),
             "scanner_key": scanner_key(scorer.name),
             "scanner_name": scorer.name,
             "scanner_version": 0,
             "scanner_package_version": package_versions().get("pytest_scoring"),
             "scanner_params": _json(scanner_params(scorer)),
             "input_type": "transcript",
-            "input_ids": _json([self.transcript_id]),
+            "input_ids": _json([transcript.id]),
             "uuid": str(uuid.uuid4()),
             "value": value,
             "value_type": value_type,
@@ -291,30 +354,47 @@ class ScanWriter:
             "message_references": "[]",
             "event_references": "[]",
             "scan_error": error,
-            "scan_error_traceback": None if error is None else self.tracebacks.get(scorer.name),
+            "scan_error_traceback": None
+            if error is None
+            else _tracebacks(transcript).get(scorer.name),
             "scan_total_tokens": 0,
             "scan_model_usage": "{}",
-            "timestamp": self.result.created,
+            "timestamp": transcript.created,
         }
 
-    def _transcript_columns(self) -> dict[str, Any]:
-        result = self.result
-        tests = result.tests.get("tests", [])
+    def _transcript_columns(self, transcript: Transcript) -> dict[str, Any]:
+        tests = transcript.tests.get("tests") or []
         return {
-            "transcript_id": self.transcript_id,
+            "transcript_id": transcript.id,
             "transcript_source_type": SOURCE_TYPE,
-            "transcript_source_id": result.scan_id,
-            "transcript_source_uri": result.repository,
-            "transcript_date": result.created,
-            "transcript_task_set": Path(result.repository).name,
-            "transcript_task_id": result.repository,
+            "transcript_source_id": transcript.id,
+            "transcript_source_uri": transcript.repository,
+            "transcript_date": transcript.created,
+            "transcript_task_set": Path(transcript.repository).name,
+            "transcript_task_id": transcript.repository,
             "transcript_task_repeat": 1,
             "transcript_total_time": round(sum(test["duration"] for test in tests), 6),
-            "transcript_metadata": _json({"tests": result.tests.get("counts", {})}),
-            "scan_id": result.scan_id,
+            "transcript_metadata": _json({"tests": transcript.tests.get("counts", {})}),
+            "scan_id": self.scan.scan_id,
             "scan_tags": "[]",
-            "scan_metadata": _json({"repository": result.repository}),
+            "scan_metadata": _json(dict(self.scan.metadata)),
         }
+
+
+def _tracebacks(transcript: Transcript) -> dict[str, str]:
+    return {error["scanner"]: error["traceback"] for error in transcript.errors}
+
+
+def _error_line(
+    transcript_id: str, name: str, error: str, tracebacks: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "transcript_id": transcript_id,
+        "scanner": scanner_key(name),
+        "error": error,
+        "traceback": tracebacks.get(name, ""),
+        "refusal": False,
+    }
 
 
 def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
@@ -349,6 +429,6 @@ def _write_text(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def write_scan_results(folder: Path, result: SessionResult) -> None:
-    """Write the Scout results directory of ``result`` into ``folder`` (the ``scan_id=`` dir)."""
-    ScanWriter(result).write(folder)
+def write_scan_results(folder: Path, scan: Scan) -> None:
+    """Write the Scout results directory of ``scan`` into ``folder`` (the ``scan_id=`` dir)."""
+    ScanWriter(scan).write(folder)

@@ -8,6 +8,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.text import outcome_counts
+from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
 
 #: How many characters of an explanation ``show`` prints.
@@ -51,6 +52,48 @@ def score_table(content: dict[str, Any]) -> Any:
     return table
 
 
+def metrics_table(content: dict[str, Any]) -> Any:
+    """A rich table of a batch's metrics: each scorer's, over all its repositories."""
+    from rich.table import Table
+
+    samples = content.get("samples") or []
+    title = f"metrics over {plural(len(samples), 'repository', 'repositories')}"
+    table = Table("scorer", "metrics", title=title)
+    for name, metrics in (content.get("metrics") or {}).items():
+        table.add_row(name, format_metrics(metrics))
+    return table
+
+
+def samples_table(content: dict[str, Any]) -> Any:
+    """A rich table of a batch's repositories by scorers, with whether each completed."""
+    from rich.table import Table
+
+    samples = content.get("samples") or []
+    names = list(dict.fromkeys(name for sample in samples for name in sample.get("scores") or {}))
+    table = Table(title="repositories")
+    table.add_column("repository", overflow="fold")
+    for name in names:
+        table.add_column(name)
+    table.add_column("complete")
+    for sample in samples:
+        scores = sample.get("scores") or {}
+        values = [value_text(scores[name].get("value")) if name in scores else "" for name in names]
+        table.add_row(
+            str(sample.get("repository") or ""), *values, _yes_no(bool(sample.get("complete")))
+        )
+    return table
+
+
+def samples_line(content: dict[str, Any]) -> str:
+    """``repositories: 50 (2 did not complete, 3 kept from an earlier run)``."""
+    samples = content.get("samples") or []
+    unfinished = sum(1 for sample in samples if not sample.get("complete"))
+    kept = sum(1 for sample in samples if sample.get("kept_from"))
+    notes = [f"{unfinished} did not complete"] if unfinished else []
+    notes += [f"{kept} kept from an earlier run"] if kept else []
+    return f"repositories: {len(samples)}" + (f" ({', '.join(notes)})" if notes else "")
+
+
 def counts_line(content: dict[str, Any]) -> str:
     """``tests: 3 passed, 1 failed, 2 errors (total 6)`` from a ``scores.json``."""
     counts = dict((content.get("tests") or {}).get("counts") or {})
@@ -67,10 +110,13 @@ def reports_table(infos: Sequence[Any]) -> Any:
     for heading in ("created", "repository", "complete", "scores"):
         table.add_column(heading, overflow="fold")  # wrapped, never cut: scripts read it
     for info in infos:
-        values = "\n".join(f"{name}={value_text(v)}" for name, v in info.values.items())
-        table.add_row(
-            info.scan_id, info.created[:19], info.repository, _yes_no(info.complete), values
-        )
+        if info.samples is None:
+            repository = info.repository
+            values = "\n".join(f"{name}={value_text(v)}" for name, v in info.values.items())
+        else:  # a batch: its size, and each scorer's metrics over its repositories
+            repository = plural(info.samples, "repository", "repositories")
+            values = "\n".join(f"{name}: {format_metrics(m)}" for name, m in info.metrics.items())
+        table.add_row(info.scan_id, info.created[:19], repository, _yes_no(info.complete), values)
     return table
 
 
@@ -78,8 +124,15 @@ def _yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def fail_under_line(percent: float, threshold: float, flag: str, complete: bool = True) -> str:
+def fail_under_line(
+    percent: float, threshold: float, flag: str, complete: bool = True, samples: int | None = None
+) -> str:
     """Why the exit status is 1: ``FAIL: 50% of tests pass, below --fail-under=75`` (and
-    that the session did not complete, which no pass rate makes up for)."""
+    that the session did not complete, which no pass rate makes up for).
+
+    :param samples: for a batch, how many repositories ``percent`` is the mean over.
+    """
     why = "" if complete else " (the session did not complete)"
-    return f"FAIL: {value_text(percent)}% of tests pass, below {flag}={value_text(threshold)}{why}"
+    over = "" if samples is None else f" on average over {samples} repositories"
+    below = f"below {flag}={value_text(threshold)}"
+    return f"FAIL: {value_text(percent)}% of tests pass{over}, {below}{why}"

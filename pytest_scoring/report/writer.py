@@ -17,6 +17,7 @@ from pytest_scoring.report.reader import report_json_files
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.scout import Scan
 from pytest_scoring.report.scout import write_scan_results
 from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 from pytest_scoring.scorers.score import REPORT_FILE_CAP
@@ -61,7 +62,7 @@ def write_report(
             (building / name).write_text(text, encoding="utf-8")
         # The page pastes the text just written: no second encoding of the report.
         write_page(building, texts)
-        write_scan_results(building, result)
+        write_scan_results(building, Scan.of_result(result))
         building.rename(final)
     # ValueError/TypeError: encoding; RecursionError: a document that holds itself
     except (OSError, ValueError, TypeError, RecursionError) as error:

@@ -60,6 +60,9 @@ from pytest_scoring.selector.language import Verdict
 
 SCORER_TYPE: Final = "db_diff_change"
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
+#: The resource holding a snapshot of the reference's databases made before this evaluation
+#: (a batch takes it once for all its repositories); without it, each rerun takes its own.
+INITIAL_REFERENCE: Final = "reference:initial"
 #: The resource of the baseline run, shared by every ``db_diff_change`` that counts tests.
 BASELINE_RESOURCE: Final = "baseline"
 #: Why a score is "N" when the baseline failed and the code part does not match.
@@ -134,7 +137,8 @@ class DiffChangeScorer:
         if self.resource_key() not in context.resources:
             if settings.db_reset:
                 reset_solution_databases(settings)
-            rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children)
+            initial = context.resources.get(INITIAL_REFERENCE)
+            rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children, initial)
             context.resources[self.resource_key()] = rerun
             rerun.start()
         rerun = context.resources[self.resource_key()]

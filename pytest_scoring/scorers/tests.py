@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +32,15 @@ from pytest_scoring.text import outcome_counts
 
 def percent_passing(tally: OutcomeTally) -> float:
     """``round(100 * passed / total, 2)``, 0 when no test ran."""
-    counts = tally.counts()
-    if counts["total"] == 0:
+    return percent_of_counts(tally.counts())
+
+
+def percent_of_counts(counts: Mapping[str, Any]) -> float:
+    """:func:`percent_passing` from a report's test ``counts``."""
+    total, passed = counts.get("total") or 0, counts.get("passed") or 0
+    if total == 0:
         return 0
-    return round(100 * counts["passed"] / counts["total"], 2)
+    return round(100 * passed / total, 2)
 
 
 def _all_pass_value(tally: OutcomeTally) -> Value:
