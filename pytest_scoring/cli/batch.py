@@ -173,13 +173,10 @@ class BatchOutcome:
     report_error: str | None = None
 
     def pytest_refused_everywhere(self) -> str | None:
-        """pytest's message when it refused to run in every repository scored now (the
+        """pytest's message when it refused to run in every repository of the batch (the
         arguments are at fault, not one repository), else None."""
-        scored = [run for run in self.runs if run.kept_from is None]
-        errors = [run.pytest_error for run in scored]
-        if scored and all(errors):
-            return errors[0]
-        return None
+        errors = [run.pytest_error for run in self.runs]
+        return errors[0] if all(errors) else None
 
     def summary_lines(self) -> list[str]:
         """What went wrong or was partial, per repository, then for the batch."""
@@ -227,6 +224,8 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             folder.release()
         outcome.notices[:0] = notices
         _publish(outcome, settings.markdown, parsed.junit_xml)
+        if request.template.keep:
+            outcome.notices.append(f"the shared private area is kept: {area}")
         return outcome
     finally:
         if not request.template.keep:
@@ -335,7 +334,7 @@ def _score_all(
         interrupted = _score_in_workers(pending, shared, users, request.jobs, shown)
     for run in pending:
         if run.sample is None and run.target is not None:
-            reason = "not scored: the batch was interrupted" if interrupted else "not scored"
+            reason = _unscored_reason(run, interrupted)
             run.sample = unscored_sample(run.request.repo, run.target, scorers, reason)
             with contextlib.suppress(ScoringError):
                 write_unscored_sample(run.target, run.sample)
@@ -355,6 +354,13 @@ def _score_all(
     except ScoringError as error:
         outcome.report_error = f"score report NOT written: {error}"
     return outcome
+
+
+def _unscored_reason(run: RepositoryRun, interrupted: bool) -> str:
+    """Why a repository has no sample: what its worker said, else why it never started."""
+    if run.notes:
+        return run.notes[0]
+    return "not scored: the batch was interrupted" if interrupted else "not scored"
 
 
 def _score_in_workers(

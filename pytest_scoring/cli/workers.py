@@ -46,6 +46,8 @@ class Job:
 
     request: RunRequest
     batch: BatchJob
+    #: The batch's own environment (the fork server's may be older): the worker takes it.
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,13 @@ def work(job: Job, connection: Connection) -> None:
     """A worker's life: score the repository, answer, exit."""
     os.setsid()
     _silence()
+    os.environ.clear()
+    os.environ.update(job.environ)
+    os.chdir(job.request.invocation_dir)
     send = _sender(connection)
+    said: list[str] = []
     try:
-        result = run_repository(job.request, _progress_sender(send), lambda line: None, job.batch)
+        result = run_repository(job.request, _progress_sender(send), _note(said), job.batch)
     except ScoringError as error:
         send("answer", Answer(None, [str(error)]))
     except KeyboardInterrupt:
@@ -146,7 +152,7 @@ def work(job: Job, connection: Connection) -> None:
         send("answer", Answer(None, [f"{type(error).__name__}: {error}", detail]))
     else:
         sample = read_sample(result.report) if result.report is not None else None
-        notes = result.summary_lines(job.request.timeout)
+        notes = [*result.summary_lines(job.request.timeout), *said]
         if sample is None and not notes:
             notes = [result.evaluation.report_error or "no sample was written"]
         send("answer", Answer(sample, notes, result.pytest_error))
@@ -160,6 +166,11 @@ def _silence() -> None:
     for descriptor in (1, 2):
         os.dup2(null, descriptor)
     os.close(null)
+
+
+def _note(notes: list[str]) -> Callable[[str], None]:
+    """``say`` for :func:`run_repository`: its lines become the repository's notes."""
+    return lambda line: notes.append(line.removeprefix("pytest-scoring: "))
 
 
 def _sender(connection: Connection) -> Callable[[str, object], None]:

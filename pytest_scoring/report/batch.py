@@ -9,6 +9,7 @@ repository and the metrics count it (``"N"`` is 0).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ def write_unscored_sample(target: SampleTarget, sample: Mapping[str, Any]) -> No
     try:
         staging = target.prepare()
         (staging / SAMPLE_FILE).write_text(encode_json(sample), encoding="utf-8")
+        shutil.rmtree(target.folder, ignore_errors=True)  # what a failed worker left
         staging.rename(target.folder)
     except OSError as error:
         raise ReportError(f"cannot write the sample {target.folder}: {error}") from None
