@@ -37,6 +37,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.cli.progress import BatchDisplay
+from pytest_scoring.cli.runner import REFERENCE_SHARE
 from pytest_scoring.cli.runner import BatchJob
 from pytest_scoring.cli.runner import RunRequest
 from pytest_scoring.cli.runner import preload
@@ -65,7 +66,10 @@ from pytest_scoring.plugin.assemble import build_scorers
 from pytest_scoring.plugin.assemble import check_scorer_settings
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.reference.baseline import Baseline
+from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.reference.rerun import compute_baseline
 from pytest_scoring.report.batch import BatchResult
 from pytest_scoring.report.batch import unscored_sample
 from pytest_scoring.report.batch import write_batch_report
@@ -80,6 +84,7 @@ from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.report.samples import open_batch_folder
 from pytest_scoring.report.scout import ScanWriter
 from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
 from pytest_scoring.text import value_text
 
 #: Seconds the batch waits for its workers' messages before it looks at the time again.
@@ -204,13 +209,16 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
     users = job_users(request.jobs, request.users)
     area = new_area(settings.report_root, *request.repositories)
     try:
+        template = request.template
         runner = ChildRunner(
-            python=request.template.python or sys.executable,
+            python=template.python or sys.executable,
+            limits=template.limits,
             area=area,
             private_folders=True,
+            time_limit=REFERENCE_SHARE * template.timeout,
             guard=FileGuard(),
         )
-        shared = _shared_work(settings, runner)
+        shared = _shared_work(settings, scorers, runner, request.repositories)
         notices: list[str] = []
         users = _checked_users(users, runner, notices)
         options = _options_digest(request.template, parsed, settings)
@@ -242,12 +250,20 @@ class BatchDisplayFactory:
         return BatchDisplay(self.console, total, kept)
 
 
-def _shared_work(settings: ScoringSettings, runner: ChildRunner) -> SharedWork:
-    """The reference copied and snapshotted, the expected set read: once for the batch."""
-    reference = None
+def _shared_work(
+    settings: ScoringSettings,
+    scorers: Sequence[Scorer],
+    runner: ChildRunner,
+    repositories: Sequence[Path],
+) -> SharedWork:
+    """What depends only on the reference and the options, made once for the batch: the
+    reference copied and snapshotted, its baseline run, the expected set read."""
+    reference = baseline = None
     if settings.reference is not None:
         snapshot = not settings.db_exclude  # with exclusions, the list depends on REPO
         reference = share_reference(runner, settings.reference, settings.db_patterns, snapshot)
+        if any(isinstance(s, DiffChangeScorer) and s.count_test_changes for s in scorers):
+            baseline = _baseline(settings, runner, reference.pristine, repositories)
     expected = None
     if settings.expected_source is not None:
         expected = load_expected_tests(settings.expected_source, "--expected-tests")
@@ -256,8 +272,20 @@ def _shared_work(settings: ScoringSettings, runner: ChildRunner) -> SharedWork:
         environment=runner.environment,
         reference=reference,
         expected=expected,
+        baseline=baseline,
         fingerprints=runner.guard.fingerprints(),
     )
+
+
+def _baseline(
+    settings: ScoringSettings, runner: ChildRunner, pristine: Path, repositories: Sequence[Path]
+) -> Baseline:
+    """The baseline run of the reference's pristine copy, as each repository's run would
+    start it (the evaluator's cache is read and written the same way)."""
+    timeout = min(reference_timeout(), runner.time_limit or float("inf"))
+    checkout = replace(settings, reference=pristine)
+    folder = runner.folder("baseline")
+    return compute_baseline(checkout, runner, folder, timeout, never_inside=repositories)
 
 
 def _checked_users(users: list[JobUser], runner: ChildRunner, notices: list[str]) -> list[JobUser]:

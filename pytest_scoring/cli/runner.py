@@ -72,10 +72,12 @@ from pytest_scoring.process.launch import NO_PYTEST
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
+from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
 from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
@@ -326,8 +328,8 @@ def run_repository(
             tally=tally,
         )
         evaluation.names = names
-        if shared_reference is not None:
-            _use_shared_snapshot(evaluation, shared_reference)
+        if job is not None:
+            _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
         return _run(request, parsed, evaluation, problems, on_progress, job)
     finally:
@@ -377,12 +379,16 @@ def _place_copies(
     return names
 
 
-def _use_shared_snapshot(evaluation: Evaluation, shared: SharedReference) -> None:
-    """Let the reference rerun start from the batch's snapshot of the reference, when the
-    same databases would be found in this repository's copy of it (no excluded folder)."""
-    settings = evaluation.settings
-    if shared.initial is not None and not settings.excluded_folders(shared.pristine):
-        evaluation.context.resources[INITIAL_REFERENCE] = shared.initial
+def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:
+    """Let ``db_diff_change`` start from what the batch made once: the snapshot of the
+    reference (when the same databases would be found in this repository's copy of it, no
+    folder being excluded) and the baseline run."""
+    reference, resources = shared.reference, evaluation.context.resources
+    excluded = evaluation.settings.excluded_folders
+    if reference and reference.initial is not None and not excluded(reference.pristine):
+        resources[INITIAL_REFERENCE] = reference.initial
+    if shared.baseline is not None:
+        resources[BASELINE_RESOURCE] = BaselineRun.made(shared.baseline)
 
 
 def _run(

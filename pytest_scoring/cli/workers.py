@@ -30,6 +30,7 @@ from pytest_scoring.cli.runner import RunRequest
 from pytest_scoring.cli.runner import preloaded_modules
 from pytest_scoring.cli.runner import run_repository
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.process.environment import adopt_captured
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import Progress
 from pytest_scoring.report.samples import read_sample
@@ -138,6 +139,7 @@ def work(job: Job, connection: Connection) -> None:
     _silence()
     os.environ.clear()
     os.environ.update(job.environ)
+    adopt_captured(job.batch.shared.environment)
     os.chdir(job.request.invocation_dir)
     send = _sender(connection)
     said: list[str] = []

@@ -1,11 +1,11 @@
 """Work a batch does once for all its repositories, and one children's user per job.
 
-The pristine copy of the reference checkout and the snapshot of its databases before any test
-ran depend only on the reference and the evaluator's options, and so do the expected set and
-the check that a children's user can run the interpreter: a batch (docs/cli.md#many-repositories)
-makes them once, in a shared area only the evaluator can read, fingerprints them, and hands
-them to every repository's run, which checks the fingerprints before it scores, as a single
-run checks its own copies.
+The pristine copy of the reference checkout, the snapshot of its databases before any test
+ran and the baseline run of its own tests depend only on the reference and the evaluator's
+options, and so do the expected set and the check that a children's user can run the
+interpreter: a batch (docs/cli.md#many-repositories) makes them once, in a shared area only the
+evaluator can read, fingerprints them, and hands them to every repository's run, which checks
+the fingerprints before it scores, as a single run checks its own copies.
 
 Repositories scored at the same time never share a user: a repository's processes could
 otherwise signal, trace or write into those of the repository beside it.
@@ -31,6 +31,7 @@ from pytest_scoring.fs.guard import Fingerprints
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.environment import captured_environment
 from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.expected import ExpectedTests
 
 #: The user ids of a batch's further jobs when ``--user`` names none (root only): ids that no
@@ -69,6 +70,8 @@ class SharedWork:
     reference: SharedReference | None = None
     #: ``--expected-tests``, read (or run) once.
     expected: ExpectedTests | None = None
+    #: The reference's own tests run once (when a ``db_diff_change`` counts test changes).
+    baseline: Baseline | None = None
     #: Of the shared files, checked by every run before it scores.
     fingerprints: Fingerprints = field(default_factory=Fingerprints)
 

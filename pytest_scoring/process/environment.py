@@ -18,3 +18,10 @@ _CAPTURED: Final = dict(os.environ)
 def captured_environment() -> dict[str, str]:
     """A copy of the environment as pytest-scoring found it when it loaded."""
     return dict(_CAPTURED)
+
+
+def adopt_captured(environ: dict[str, str]) -> None:
+    """Take ``environ`` as the captured environment: a batch's worker, forked from a fork
+    server that loaded earlier, uses the batch's own capture (docs/cli.md#many-repositories)."""
+    _CAPTURED.clear()
+    _CAPTURED.update(environ)

@@ -296,9 +296,10 @@ def _from_record(key: str, final: Snapshot, record: dict[str, Any], entry: str) 
 class BaselineRun:
     """:func:`baseline_for` in a background thread, from session start until scoring."""
 
-    def __init__(self, work: Callable[[threading.Event], Baseline], folder: Path):
+    def __init__(self, work: Callable[[threading.Event], Baseline], folder: Path | None):
         """:param work: computes the baseline; its argument is set to cancel the run.
-        :param folder: the folder ``work`` writes to, removed by :meth:`close`.
+        :param folder: the folder ``work`` writes to, removed by :meth:`close` (None: the
+            files are someone else's).
         """
         self._work = work
         self._folder = folder
@@ -306,6 +307,14 @@ class BaselineRun:
         self._result: Baseline | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._target, name="pytest-scoring-baseline")
+
+    @classmethod
+    def made(cls, baseline: Baseline) -> BaselineRun:
+        """A baseline made before the evaluation (a batch's, once for all its repositories):
+        its files belong to the batch and stay when the evaluation ends."""
+        run = cls(lambda cancel: baseline, None)
+        run.start()
+        return run
 
     def start(self) -> None:
         self._thread.start()
@@ -332,7 +341,8 @@ class BaselineRun:
         self._cancel.set()
         if self._thread.is_alive():
             self._thread.join()
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def spare_cores() -> int:

@@ -318,32 +318,50 @@ def start_baseline(
     On a machine with fewer than three cores it waits for the reference rerun's pytest to end
     rather than compete with it and the session.
     """
-    assert settings.reference is not None
-    reference = settings.reference
-    options = baseline_options(settings, children)
-    places = (settings.root, settings.repository, reference, settings.report_root)
-    cache = BaselineCache.open([place for place in places if place is not None])
     folder = children.folder("baseline")
     wait_for = rerun_done if spare_cores() < 2 else None
 
     def work(cancel: threading.Event) -> Baseline:
-        baseline = baseline_for(
-            reference,
-            options,
-            folder,
-            cache,
-            timeout=timeout,
-            like=children,
-            cancel=cancel,
-            wait_for=wait_for,
-        )
-        if baseline.final is not None and children.guard is not None:
-            children.guard.add_files(baseline.final.files.values())
-        return baseline
+        return compute_baseline(settings, children, folder, timeout, cancel, wait_for)
 
     run = BaselineRun(work, folder)
     run.start()
     return run
+
+
+def compute_baseline(
+    settings: ScoringSettings,
+    children: ChildRunner,
+    folder: Path,
+    timeout: float,
+    cancel: threading.Event | None = None,
+    wait_for: threading.Event | None = None,
+    never_inside: Sequence[Path] = (),
+) -> Baseline:
+    """The baseline of ``settings.reference`` with this evaluation's options and the
+    evaluator's cache; its final databases fingerprinted by ``children``'s guard.
+
+    A batch of repositories calls it once for all of them (docs/cli.md#many-repositories).
+
+    :param folder: a private folder that receives the final databases.
+    :param never_inside: more folders a scored repository can write (a batch's repositories).
+    """
+    assert settings.reference is not None
+    places = [settings.root, settings.repository, settings.reference, settings.report_root]
+    cache = BaselineCache.open([place for place in places if place is not None] + [*never_inside])
+    baseline = baseline_for(
+        settings.reference,
+        baseline_options(settings, children),
+        folder,
+        cache,
+        timeout=timeout,
+        like=children,
+        cancel=cancel,
+        wait_for=wait_for,
+    )
+    if baseline.final is not None and children.guard is not None:
+        children.guard.add_files(baseline.final.files.values())
+    return baseline
 
 
 def baseline_options(settings: ScoringSettings, children: ChildRunner) -> BaselineOptions:
