@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from click.testing import Result
 
 from pytest_scoring.cli.main import main
-from pytest_scoring.cli.runner import RunRequest
+from pytest_scoring.cli.request import RunRequest
 
 PASS_AND_FAIL = """
 def test_ok():

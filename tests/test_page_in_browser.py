@@ -169,3 +169,40 @@ def test_markup_from_the_repository_is_shown_as_text_and_never_runs(
         assert value in shown
     assert IMG in " ".join(visible_tests(browser))
     assert console_problems(browser) == []
+
+
+def test_a_batch_page_has_a_table_of_repositories_linking_to_each_ones_page(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    examples = Path(shutil.copytree(EXAMPLES, tmp_path / "examples"))
+    reports = tmp_path / "scores"
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(examples / "solution-honest"),
+            str(examples / "solution-attack"),
+            f"--reference={examples / 'reference'}",
+            f"--config={examples / 'scorers.yaml'}",
+            f"--report={reports}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (folder,) = reports.glob("scan_id=*")
+    open_page(browser, folder)
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr")
+    names = [row.find_element(By.CSS_SELECTOR, "td.mono").text for row in rows]
+    assert names == [str(examples / "solution-honest"), str(examples / "solution-attack")]
+    assert console_problems(browser) == []
+
+    rows[1].find_element(By.CSS_SELECTOR, "a.sample-page").click()
+    assert browser.current_url.endswith("/index.html") and "/samples/" in browser.current_url
+    assert browser.title == f"scores · {examples / 'solution-attack'}"
+    only_here = browser.find_element(By.CSS_SELECTOR, ".column.focus")
+    (cell,) = only_here.find_elements(
+        By.CSS_SELECTOR, 'td.cell-changed[data-column="password_hash"]'
+    )
+    assert cell.is_displayed()
+    assert console_problems(browser) == []

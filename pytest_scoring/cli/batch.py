@@ -37,11 +37,11 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.cli.progress import BatchDisplay
+from pytest_scoring.cli.request import RunRequest
+from pytest_scoring.cli.request import preload
+from pytest_scoring.cli.request import prepare
 from pytest_scoring.cli.runner import REFERENCE_SHARE
 from pytest_scoring.cli.runner import BatchJob
-from pytest_scoring.cli.runner import RunRequest
-from pytest_scoring.cli.runner import preload
-from pytest_scoring.cli.runner import prepare
 from pytest_scoring.cli.workers import Answer
 from pytest_scoring.cli.workers import Job
 from pytest_scoring.cli.workers import Worker

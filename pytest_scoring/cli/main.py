@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import TypeVar
@@ -27,9 +26,6 @@ from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 # Imported now, when the command line loads: the children of ``run`` get the environment as
 # it is before anything else runs (docs/security.md).
 from pytest_scoring.process import environment  # noqa: F401
-
-if TYPE_CHECKING:
-    from pytest_scoring.cli.runner import RunRequest
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 #: Exit status for bad input, for every command.
@@ -125,7 +121,7 @@ def exit_if_below(
 PIPED_WIDTH = 160
 
 
-def _console() -> Any:
+def console() -> Any:
     from rich.console import Console
 
     console = Console()
@@ -172,16 +168,16 @@ def show(report: str, as_html: bool, open_page: bool, as_markdown: bool) -> None
 def _print_report(content: dict[str, Any], folder: Path) -> None:
     from pytest_scoring.report import terminal
 
-    console = _console()
+    shown = console()
     if isinstance(content.get("samples"), list):  # a batch (format 2)
-        console.print(terminal.samples_table(content))
-        console.print(terminal.metrics_table(content))
-        console.print(terminal.samples_line(content))
+        shown.print(terminal.samples_table(content))
+        shown.print(terminal.metrics_table(content))
+        shown.print(terminal.samples_line(content))
     else:
-        console.print(terminal.score_table(content))
-        console.print(terminal.counts_line(content))
-    console.print(f"complete: {'yes' if content.get('complete') else 'no'}")
-    console.print(f"report: {folder}")
+        shown.print(terminal.score_table(content))
+        shown.print(terminal.counts_line(content))
+    shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
+    shown.print(f"report: {folder}")
 
 
 def _show_page(folder: Path, open_page: bool) -> None:
@@ -224,7 +220,7 @@ def list_command(report_root: str) -> None:
     if not infos:
         click.echo(f"no reports under {report_root}")
         return
-    _console().print(reports_table(infos))
+    console().print(reports_table(infos))
 
 
 @main.command()
@@ -417,7 +413,7 @@ def run(
 
     Example: pytest-scoring run @outputs.txt --reference examples/reference --jobs 4
     """
-    from pytest_scoring.cli.runner import RunRequest
+    from pytest_scoring.cli.request import RunRequest
     from pytest_scoring.evaluation.options import parse_limits
 
     strict_kinds(strict)
@@ -449,62 +445,13 @@ def run(
         keep=keep,
         limits=parse_limits(limits),
     )
+    from pytest_scoring.cli.routes import run_batch_route
+    from pytest_scoring.cli.routes import run_one_route
+
     if batch:
-        _run_batch(ctx, repositories, request, jobs, users)
+        run_batch_route(ctx, repositories, request, jobs, users)
     else:
-        _run_one(ctx, request)
-
-
-def _run_one(ctx: click.Context, request: RunRequest) -> None:
-    """``run REPO``: one repository, one report (format 1)."""
-    from pytest_scoring.cli.progress import ProgressDisplay
-    from pytest_scoring.cli.runner import run_repository
-
-    timeout, fail_under = request.timeout, request.fail_under
-    with ProgressDisplay(_console(), request.repo) as progress:
-        result = run_repository(request, progress.update, progress.say)
-    if result.pytest_error is not None:
-        click.echo(result.pytest_error, err=True)
-    if result.report is None:
-        raise ScoringError(result.evaluation.report_error or "no report was written")
-    ctx.invoke(show, report=str(result.report))
-    for line in result.summary_lines(timeout):
-        click.echo(line)
-    if result.pytest_error is not None:
-        sys.exit(EXIT_BAD_INPUT)
-    if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
-    exit_if_below(result.percent_passing(), fail_under, result.evaluation.context.complete)
-
-
-def _run_batch(
-    ctx: click.Context,
-    repositories: list[Path],
-    request: RunRequest,
-    jobs: int,
-    users: tuple[str, ...],
-) -> None:
-    """``run REPO REPO …``: one scan of many repositories (format 2)."""
-    from pytest_scoring.cli.batch import BatchDisplayFactory
-    from pytest_scoring.cli.batch import BatchRequest
-    from pytest_scoring.cli.batch import run_batch
-    from pytest_scoring.report.batch import mean_percent_passing
-
-    batch = BatchRequest(repositories, request, jobs, users)
-    outcome = run_batch(batch, BatchDisplayFactory(_console()))
-    if outcome.report is not None:
-        ctx.invoke(show, report=str(outcome.report))
-    for line in outcome.summary_lines():
-        click.echo(line)
-    if (error := outcome.pytest_refused_everywhere()) is not None:
-        click.echo(error, err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    if outcome.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
-    if outcome.report is None:
-        raise ScoringError(outcome.report_error or "no report was written")
-    samples = outcome.result.samples
-    exit_if_below(mean_percent_passing(samples), request.fail_under, True, len(samples))
+        run_one_route(ctx, request)
 
 
 @main.command()
@@ -560,7 +507,7 @@ def diff(before: Path, after: Path, as_json: bool, max_rows: int) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        _console().print(summary_table(result))
+        console().print(summary_table(result))
     errors = diff_errors(result)
     if errors:
         raise DatabaseError("; ".join(errors))

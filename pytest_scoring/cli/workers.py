@@ -25,9 +25,9 @@ from multiprocessing.context import ForkServerContext
 from typing import Any
 from typing import Final
 
+from pytest_scoring.cli.request import RunRequest
+from pytest_scoring.cli.request import preloaded_modules
 from pytest_scoring.cli.runner import BatchJob
-from pytest_scoring.cli.runner import RunRequest
-from pytest_scoring.cli.runner import preloaded_modules
 from pytest_scoring.cli.runner import run_repository
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.process.environment import adopt_captured

@@ -66,7 +66,9 @@ def write_unscored_sample(target: SampleTarget, sample: Mapping[str, Any]) -> No
 
     try:
         staging = target.prepare()
-        (staging / SAMPLE_FILE).write_text(encode_json(sample), encoding="utf-8")
+        text = encode_json(sample)
+        (staging / SAMPLE_FILE).write_text(text, encoding="utf-8")
+        write_page(staging, {SCORES_FILE: text})
         shutil.rmtree(target.folder, ignore_errors=True)  # what a failed worker left
         staging.rename(target.folder)
     except OSError as error:

@@ -5,8 +5,8 @@ as ``.scan_id=<id>.tmp`` (only the evaluator can enter it), and renames it to
 ``scan_id=<id>`` once every repository has its sample. ``_scan.json`` is written first and
 carries the batch's key (a hash of the options and the reference). Each repository's worker
 writes ``samples/<transcript id>/``: ``sample.json`` (its entry of ``samples[]``), its data
-files (``diff.json``…) and its ``junit.xml``, staged under a hidden name and renamed when
-complete, so the folder always holds whole samples only.
+files (``diff.json``…), its page ``index.html`` and its ``junit.xml``, staged under a hidden
+name and renamed when complete, so the folder always holds whole samples only.
 
 That folder is the resume state (docs/report.md#batches). When the same batch runs again, the
 newest folder with its key, finished or not, gives every sample whose inputs still match (the
@@ -37,7 +37,9 @@ from typing import Final
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
 from pytest_scoring.evaluation.inputs import SampleInputs
+from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
+from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.result import new_scan_id
 from pytest_scoring.report.scout import SCAN_FILE
@@ -90,7 +92,8 @@ def sample_entry(result: SessionResult, target: SampleTarget) -> dict[str, Any]:
 def write_sample(
     target: SampleTarget, result: SessionResult, value_cap: int = DEFAULT_VALUE_CAP
 ) -> Path:
-    """Write a repository's sample folder and return it.
+    """Write a repository's sample folder, with the page of that repository alone (the batch's
+    page links to it), and return it.
 
     :raises ReportError: when a file cannot be written or a value cannot be encoded.
     """
@@ -99,10 +102,13 @@ def write_sample(
 
     staging = target.staging if target.staging.is_dir() else target.prepare()
     try:
-        for name, content in result.files.items():
-            (staging / name).write_text(encode_data_file(content, value_cap), encoding="utf-8")
-        entry = sample_entry(result, target)
-        (staging / SAMPLE_FILE).write_text(encode_json(entry), encoding="utf-8")
+        files = result.files.items()
+        texts = {name: encode_data_file(content, value_cap) for name, content in files}
+        for name, text in texts.items():
+            (staging / name).write_text(text, encoding="utf-8")
+        entry = encode_json(sample_entry(result, target))
+        (staging / SAMPLE_FILE).write_text(entry, encoding="utf-8")
+        write_page(staging, {SCORES_FILE: entry, **texts})
         shutil.rmtree(target.folder, ignore_errors=True)
         staging.rename(target.folder)
     except (OSError, ValueError, TypeError, RecursionError) as error:

@@ -1,0 +1,157 @@
+"""What ``pytest-scoring run`` was asked to do, checked before anything is copied or started
+(docs/cli.md): the request, its options and settings, and the modules loaded before any child.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+import pytest_scoring
+from pytest_scoring.errors import OptionError
+from pytest_scoring.evaluation.area import check_report_root_outside
+from pytest_scoring.evaluation.options import ParsedArguments
+from pytest_scoring.evaluation.options import parse_run_arguments
+from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
+from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.plugin.options import resolve_settings
+from pytest_scoring.plugin.options import split_config_argument
+from pytest_scoring.process.supervisor import Limits
+from pytest_scoring.text import number_text
+
+#: The package of the Inspect scorers (the ``inspect`` extra).
+INSPECT: Final = "pytest_scoring.inspect"
+
+
+@dataclass
+class RunRequest:
+    """What ``pytest-scoring run`` was asked to do; checked on creation."""
+
+    repo: Path
+    report_root: Path | None = None
+    timeout: float = 3600.0
+    reference: Path | None = None
+    #: ``FILE`` or ``FILE#NAME`` (one fixture of a fixtures file).
+    config: str | None = None
+    selector: str | None = None
+    fail_under: float | None = None
+    pytest_args: Sequence[str] = ()
+    #: ``SANDBOX=LOCAL`` pairs (``--path-map``), LOCAL relative to the repository.
+    path_maps: Sequence[str] = ()
+    #: ``--strict[=KINDS]`` (``""``: the default kinds): signals that make the test scores N;
+    #: kind ``containment`` is partial containment (docs/security.md).
+    strict: str | None = None
+    #: ``--expected-tests SOURCE``, relative to where ``run`` was started.
+    expected_tests: str | None = None
+    #: ``--user`` (None: ``nobody`` when root, else the evaluator's own user).
+    user: str | None = None
+    #: ``--plugin`` modules (names or ``.py`` files) that may register scorers and hooks.
+    plugins: Sequence[str] = ()
+    #: ``--python``: the interpreter of the repository's tests (default: this one).
+    python: str | None = None
+    #: ``--keep``: leave the private area (with the copy of REPO) in place.
+    keep: bool = False
+    limits: Limits = field(default_factory=Limits)
+    invocation_dir: Path = field(default_factory=Path.cwd)
+
+    def __post_init__(self) -> None:
+        self.repo = _folder(self.repo, "REPO")
+        if self.reference is not None:
+            self.reference = _folder(self.reference, "--reference")
+        if self.config is not None:
+            self.config = _config_argument(self.config, self.invocation_dir)
+        if self.timeout <= 0:
+            raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
+        if self.python is not None:
+            self.python = _interpreter(self.python)
+
+    def own_options(self) -> list[str]:
+        """``run``'s own flags as the ``--score-*`` options they stand for."""
+        args = ["--score"]
+        if self.report_root is not None:
+            args.append(f"--score-report={self.report_root.absolute()}")
+        elif not any(arg.startswith("--score-report") for arg in self.pytest_args):
+            args.append(f"--score-report={Path(DEFAULT_REPORT_ROOT).absolute()}")
+        if self.reference is not None:
+            args.append(f"--score-reference={self.reference}")
+        if self.config is not None:
+            args.append(f"--score-config={self.config}")
+        args += [f"--score-path-map={pair}" for pair in self.path_maps]
+        if self.selector is not None:
+            args.append(f"--score-selector={self.selector}")
+        if self.fail_under is not None:
+            args.append(f"--score-fail-under={number_text(self.fail_under)}")
+        if self.expected_tests is not None:
+            args.append(f"--score-expected-tests={self.invocation_dir / self.expected_tests}")
+        if self.strict is not None:
+            args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
+        return args
+
+
+def _folder(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        raise OptionError(f"{what}: {path} is not a folder")
+    return path.resolve()
+
+
+def _config_argument(text: str, base: Path) -> str:
+    """``--config FILE[#NAME]`` with FILE made absolute."""
+    path, entry = split_config_argument(text, base)
+    if not path.is_file():
+        raise OptionError(f"--config: {path} is not a file")
+    return str(path.absolute()) + ("" if entry is None else f"#{entry}")
+
+
+def _interpreter(python: str) -> str:
+    """``--python`` as an absolute path (not resolved: a virtual environment's link matters)."""
+    found = shutil.which(python) if os.sep not in python else python
+    if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
+        raise OptionError(f"--python: {python} is not an interpreter that can be run")
+    return str(Path(found).absolute())
+
+
+def preloaded_modules() -> list[str]:
+    """Every module of pytest-scoring, and the libraries it writes and shows reports with."""
+    # pytest_scoring.inspect needs the optional Inspect AI, and run never uses it.
+    own = [
+        module.name
+        for module in pkgutil.walk_packages(pytest_scoring.__path__, "pytest_scoring.")
+        if not module.name.endswith("__main__") and not module.name.startswith(INSPECT)
+    ]
+    return [*own, "pyarrow", "pyarrow.parquet", "pyarrow.json", "rich.console", "rich.table"]
+
+
+def preload() -> None:
+    """Import every module of pytest-scoring now, before a child runs.
+
+    Where containment is partial, the repository's code could edit the installed package;
+    what the evaluator already imported is not read again.
+    """
+    for name in preloaded_modules():
+        importlib.import_module(name)
+
+
+def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
+    """The options and settings of a run, checked before anything is copied or started.
+
+    :raises OptionError: for bad input, naming the option.
+    """
+    parsed = parse_run_arguments(
+        request.repo, request.invocation_dir, request.pytest_args, request.own_options()
+    )
+    report_root = request.invocation_dir / parsed.options.getoption("score_report")
+    check_report_root_outside(report_root, request.repo)  # before it is created
+    try:
+        settings = resolve_settings(parsed.options)
+    except pytest.UsageError as error:
+        raise OptionError(str(error)) from None
+    return parsed, settings
