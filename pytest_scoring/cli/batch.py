@@ -7,7 +7,8 @@ The batch adds:
 1. checks before anything runs: every REPO is a folder, none is given twice, the options hold
    for every repository; the scorers are built once;
 2. work done once (:mod:`pytest_scoring.evaluation.shared`): the reference copied and its
-   databases snapshotted, the expected set read, one children's user per job checked;
+   databases snapshotted, its baseline run, the expected set read, one children's user per
+   job checked;
 3. the batch's folder (:mod:`pytest_scoring.report.samples`): a new one, or the unfinished one
    of an earlier run of the same batch, with the samples of earlier runs whose inputs match;
 4. the other repositories scored ``--jobs`` at a time, each in a worker process of its own
