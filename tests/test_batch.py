@@ -24,8 +24,8 @@ from runs import start_run
 
 from pytest_scoring import results_df
 from pytest_scoring.cli.main import main
-from pytest_scoring.evaluation.inputs import path_digest
 from pytest_scoring.evaluation.inputs import transcript_id
+from pytest_scoring.report.provenance import path_digest
 
 # inspect_scout inside a test adds a metadata finder that hides our entry point from later runs.
 with contextlib.suppress(ImportError):
@@ -101,6 +101,7 @@ def test_several_repositories_are_one_scan_with_a_sample_each(tmp_path: Path) ->
     for repo, sample in zip(repos, report["samples"], strict=True):
         assert sample["id"] == transcript_id(repo, path_digest(repo))
         assert sample["complete"] is True
+        assert sample["provenance"]["inputs"]["repository"] == path_digest(repo)
         assert (report["report"] / "samples" / sample["id"] / "sample.json").is_file()
     percents = [values(sample)["percent_passing_tests"] for sample in report["samples"]]
     assert percents == [100, 50, 100]

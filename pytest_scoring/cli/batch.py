@@ -55,7 +55,6 @@ from pytest_scoring.evaluation.hooks import evaluator_plugins
 from pytest_scoring.evaluation.inputs import SampleInputs
 from pytest_scoring.evaluation.inputs import batch_key
 from pytest_scoring.evaluation.inputs import options_digest
-from pytest_scoring.evaluation.inputs import path_digest
 from pytest_scoring.evaluation.inputs import transcript_id
 from pytest_scoring.evaluation.options import ParsedArguments
 from pytest_scoring.evaluation.shared import JobUser
@@ -78,6 +77,7 @@ from pytest_scoring.report.batch import write_unscored_sample
 from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.markdown import publish_markdown
 from pytest_scoring.report.markdown import score_markdown
+from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SAMPLES_DIR
 from pytest_scoring.report.samples import BatchFolder

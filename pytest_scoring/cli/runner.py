@@ -293,6 +293,8 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(runner, ended, state),
     )
+    if job is not None and result.provenance:  # the batch hashed REPO before copying it
+        result.provenance["inputs"]["repository"] = job.target.inputs["repository"]
     junit = _copy_out_junit(junit_inside, junit_target, evaluation)
     report = evaluation.report(junit, sample=job.target if job else None)
     return RunResult(

@@ -14,15 +14,13 @@ import hashlib
 import json
 from collections.abc import Iterable
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 from typing import Final
 from typing import TypedDict
 
-from pytest_scoring.fs.guard import file_digest
-from pytest_scoring.fs.guard import tree_digest
+from pytest_scoring.report.provenance import path_digest
+from pytest_scoring.report.provenance import tool_version
 
 #: ``--score-*`` options that say where things go, not how anything is scored.
 OUTPUT_OPTIONS: Final = frozenset({"score_report", "score_markdown", "score_reference"})
@@ -43,23 +41,11 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def path_digest(path: Path) -> str:
-    """SHA-256 of a file's content, or of a folder's manifest (``"missing"`` when absent)."""
-    return tree_digest(path) if path.is_dir() else file_digest(path)
-
-
 def transcript_id(repository: Path, content: str) -> str:
     """The transcript id of a repository in a batch: 22 url-safe characters derived from its
     resolved path and its content hash, like a scan id in form."""
     digest = hashlib.sha256(f"{repository}\0{content}".encode("utf-8", "surrogateescape"))
     return base64.urlsafe_b64encode(digest.digest()).decode("ascii")[:22]
-
-
-def tool_version() -> str:
-    try:
-        return version("pytest-scoring")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def options_digest(options: Mapping[str, Any], files: Iterable[Path]) -> str:
