@@ -116,3 +116,25 @@ def test_a_junit_report_hashes_the_files_it_was_read_from(
         "expected_tests": sha256(tmp_path / "expected.txt"),
         "junit_xml results.xml": sha256(tmp_path / "results.xml"),
     }
+
+
+def test_run_hashes_the_repository_and_names_the_evaluators_paths(tmp_path: Path) -> None:
+    repo, reference = tmp_path / "repo", tmp_path / "reference"
+    for folder in (repo, reference):
+        folder.mkdir()
+        (folder / "test_app.py").write_text("def test_ok():\n    pass\n")
+    report_root = tmp_path / "reports"
+    arguments = [str(repo), "--reference", str(reference), "--report", str(report_root)]
+    result = CliRunner().invoke(main, ["run", *arguments])
+    assert result.exit_code == 0, result.output
+    first = scores_json(report_root)["provenance"]
+    assert first["route"] == "run"
+    assert first["options"]["reference"] == str(reference)
+    assert set(first["inputs"]) == {"reference", "repository"}
+    (repo / "test_app.py").write_text("def test_ok():\n    assert True\n")
+    assert CliRunner().invoke(main, ["run", *arguments]).exit_code == 0
+    digests = {
+        scores_json_of(folder)["provenance"]["inputs"]["repository"]
+        for folder in report_root.glob("scan_id=*")
+    }
+    assert first["inputs"]["repository"] in digests and len(digests) == 2

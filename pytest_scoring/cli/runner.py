@@ -64,6 +64,7 @@ from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
@@ -179,6 +180,8 @@ def run_repository(
             say(f"pytest-scoring: {problem}; the tests run as {getpass.getuser()} instead")
             runner.user = None
         shared_reference = job.shared.reference if job else None
+        # Hashed before it is copied, for the report's provenance (a batch has done it).
+        digest = job.target.inputs["repository"] if job else path_digest(request.repo)
         names = _place_copies(request, settings, runner, shared_reference)
         evaluation = Evaluation(
             settings,
@@ -192,7 +195,7 @@ def run_repository(
         if job is not None:
             _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
-        return _run(request, parsed, evaluation, problems, on_progress, job)
+        return _run(request, parsed, evaluation, problems, on_progress, digest, job)
     finally:
         if request.keep:
             say(f"pytest-scoring: the private area is kept: {area}")
@@ -258,6 +261,7 @@ def _run(
     evaluation: Evaluation,
     problems: list[str],
     on_progress: Callable[[ProbeState, bool], Any],
+    repository_digest: str,
     job: BatchJob | None = None,
 ) -> RunResult:
     """Start the scorers, run the tests in a contained child, score, report."""
@@ -293,8 +297,7 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(runner, ended, state),
     )
-    if job is not None and result.provenance:  # the batch hashed REPO before copying it
-        result.provenance["inputs"]["repository"] = job.target.inputs["repository"]
+    result.provenance["inputs"] = {**result.provenance["inputs"], "repository": repository_digest}
     junit = _copy_out_junit(junit_inside, junit_target, evaluation)
     report = evaluation.report(junit, sample=job.target if job else None)
     return RunResult(

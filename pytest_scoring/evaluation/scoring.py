@@ -208,7 +208,7 @@ class Evaluation:
             errors=_renamed(self.context.errors, self.names),
             files=_renamed(self.context.report_files, self.names),
             integrity=_renamed(self.context.integrity, self.names),
-            provenance=session_provenance(self.settings),
+            provenance=_renamed(session_provenance(self.settings), self.names),
         )
         _last_result = self.result
         return self.result
