@@ -195,7 +195,10 @@ def run_repository(
         if job is not None:
             _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
-        return _run(request, parsed, evaluation, problems, on_progress, digest, job)
+        try:
+            return _run(request, parsed, evaluation, problems, on_progress, digest, job)
+        finally:
+            evaluation.close()  # its helper process, when the run ends before its report
     finally:
         if request.keep:
             say(f"pytest-scoring: the private area is kept: {area}")
@@ -270,7 +273,7 @@ def _run(
     junit_target = parsed.junit_xml
     if job is not None:
         junit_target = job.target.prepare() / JUNIT_FILE if junit_target else None
-    evaluation.start()
+    evaluation.start(report_folder=job is None)  # a batch's sample has no Parquet files
     args, junit_inside = _junit_args(parsed, runner)
     child = runner.start_pytest(
         settings.root,

@@ -30,6 +30,7 @@ from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.markdown import publish_markdown
 from pytest_scoring.report.markdown import score_markdown
+from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.samples import SampleTarget
@@ -172,9 +173,19 @@ class Evaluation:
         self.report_error: str | None = None
         self.summary_error: str | None = None
         self.junit_error: str | None = None
+        self._parquet_helper: ParquetHelper | None = None
 
-    def start(self) -> None:
-        """Let the scorers act before any test runs (snapshots, the reference rerun)."""
+    def start(self, report_folder: bool = True) -> None:
+        """Let the scorers act before any test runs (snapshots, the reference rerun), and
+        start the helper process that will write the report's Parquet files.
+
+        Call :meth:`close` when the evaluation ends without its report.
+
+        :param report_folder: False when the evaluation writes a batch's sample instead,
+            which has no Parquet files of its own: no helper is started.
+        """
+        if report_folder:
+            self._parquet_helper = ParquetHelper.start()
         for scorer in self.scorers:
             if isinstance(scorer, StartsWithSession):
                 try:
@@ -264,12 +275,14 @@ class Evaluation:
             try:
                 if sample is None:
                     self.report_path = write_report(
-                        self.result, self.settings.report_root, value_cap
+                        self.result, self.settings.report_root, value_cap, self._parquet_helper
                     )
                 else:
                     self.report_path = write_sample(sample, self.result, value_cap)
             except ScoringError as error:
                 self.report_error = str(error)
+            finally:
+                self.close()
             if sample is None:
                 self._publish_markdown(self.result)
         if self.hooks is not None:
@@ -277,6 +290,12 @@ class Evaluation:
                 config=self.hook_config, result=self.result, report_path=self.report_path
             )
         return self.report_path
+
+    def close(self) -> None:
+        """End the Parquet helper if it still runs (the report closes it too)."""
+        if self._parquet_helper is not None:
+            self._parquet_helper.close()
+            self._parquet_helper = None
 
     def _publish_markdown(self, result: SessionResult) -> None:
         """The score table as Markdown, to ``--score-markdown`` and GitHub's step summary.

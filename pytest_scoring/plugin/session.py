@@ -76,6 +76,7 @@ class ScoringSession:
     @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.evaluation.start()
+        self.config.add_cleanup(self.evaluation.close)  # no helper process outlives pytest
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version
 from pathlib import Path
+from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
@@ -31,6 +32,7 @@ from pytest_scoring.text import number_text
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from pytest_scoring.report.parquet_helper import ParquetHelper
     from pytest_scoring.report.result import SessionResult
 
 #: What a scored repository is, as a transcript source (free text for Scout).
@@ -249,20 +251,27 @@ class ScanWriter:
     def __init__(self, scan: Scan):
         self.scan = scan
 
-    def write(self, folder: Path) -> None:
-        """Write ``_scan.json``, ``_summary.json``, ``_errors.jsonl`` and the Parquet files."""
-        import pyarrow.parquet as pq
-
-        schema = arrow_schema()
+    def start(self, folder: Path, helper: ParquetHelper | None = None) -> ParquetFiles:
+        """Hand the Parquet files to ``helper``, which writes them while the writer goes on
+        with the report's other files; :meth:`write` finishes them."""
+        rows = {}
         for scorer in self.scan.scorers:
-            rows = [
+            scored = [
                 self.row(scorer, transcript)
                 for transcript in self.scan.transcripts
                 if scorer.name in transcript.scores
             ]
-            if rows:
-                table = _table(rows, schema)
-                pq.write_table(table, folder / f"{scanner_key(scorer.name)}.parquet")
+            if scored:
+                rows[folder / f"{scanner_key(scorer.name)}.parquet"] = json_lines(scored)
+        return ParquetFiles(rows, helper if helper is not None and helper.send(rows) else None)
+
+    def write(self, folder: Path, parquet: ParquetFiles | None = None) -> None:
+        """Write ``_scan.json``, ``_summary.json``, ``_errors.jsonl`` and the Parquet files.
+
+        :param parquet: the Parquet files :meth:`start` handed on; without it, they are
+            written here.
+        """
+        (parquet or self.start(folder)).finish()
         _write_text(folder / SCAN_FILE, json.dumps(self.spec(), indent=2) + "\n")
         _write_text(folder / SUMMARY_FILE, json.dumps(self.summary(), indent=2) + "\n")
         _write_text(folder / ERRORS_FILE, "".join(_json(line) + "\n" for line in self.errors()))
@@ -397,6 +406,22 @@ def _error_line(
     }
 
 
+@dataclass(frozen=True)
+class ParquetFiles:
+    """A report folder's Parquet files, each as its rows' JSON lines, on their way to disk."""
+
+    #: Path → the rows of that file (:func:`json_lines`).
+    rows: dict[Path, bytes]
+    #: The helper process writing them, or None when this process writes them.
+    helper: ParquetHelper | None
+
+    def finish(self) -> None:
+        """Wait for the helper to have written them; write any it did not."""
+        if self.helper is None or not self.helper.written():
+            for path, lines in self.rows.items():
+                write_parquet(path, lines)
+
+
 def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
     """Scout rejects null and NaN metrics: drop any value that is not a finite number."""
     return {
@@ -406,23 +431,32 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
     }
 
 
-def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    """Rows as an Arrow table of exactly ``schema`` (absent columns are null).
+def json_lines(rows: list[dict[str, Any]]) -> bytes:
+    """The rows of one Parquet file as UTF-8 JSON lines, what :func:`write_parquet` reads."""
+    # Parquet text is UTF-8: a lone surrogate (a file name from the scored repository that is
+    # not UTF-8, decoded by Python with surrogateescape) becomes "?" instead of failing the file.
+    text = "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows)
+    return text.encode("utf-8", errors="replace")
+
+
+def write_parquet(path: Path | IO[bytes], lines: bytes) -> None:
+    """Write the rows given as :func:`json_lines` to ``path`` (a file name or a binary
+    file) as a table of exactly the recorder's schema (absent columns are null).
 
     Built by Arrow's JSON reader, not ``pa.array``/``from_pylist``: those import pandas,
     which would add about 0.2 s to the end of every scored session (docs/benchmarks.md).
     """
     import pyarrow.json as pa_json
+    import pyarrow.parquet as pq
 
-    # Parquet text is UTF-8: a lone surrogate (a file name from the scored repository that is
-    # not UTF-8, decoded by Python with surrogateescape) becomes "?" instead of failing the file.
-    text = "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows)
-    lines = text.encode("utf-8", errors="replace")
-    options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    options = pa_json.ParseOptions(
+        explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"
+    )
     # A row longer than Arrow's 1 MiB default block fails to parse ("straddling object"), and
     # a plugin scorer's metadata can be that large: one block holds everything.
     reading = pa_json.ReadOptions(block_size=max(len(lines), 1 << 20))
-    return pa_json.read_json(io.BytesIO(lines), read_options=reading, parse_options=options)
+    table = pa_json.read_json(io.BytesIO(lines), read_options=reading, parse_options=options)
+    pq.write_table(table, path)
 
 
 def _write_text(path: Path, text: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from pytest_scoring.errors import ReportError
@@ -18,11 +19,14 @@ from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import Scan
-from pytest_scoring.report.scout import write_scan_results
+from pytest_scoring.report.scout import ScanWriter
 from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 from pytest_scoring.scorers.score import REPORT_FILE_CAP
 from pytest_scoring.scorers.score import cap_value
 from pytest_scoring.scorers.score import cap_values
+
+if TYPE_CHECKING:
+    from pytest_scoring.report.parquet_helper import ParquetHelper
 
 
 def encode_json(content: Any) -> str:
@@ -40,11 +44,15 @@ def encode_data_file(content: Any, value_cap: int = DEFAULT_VALUE_CAP) -> str:
 
 
 def write_report(
-    result: SessionResult, report_root: Path, value_cap: int = DEFAULT_VALUE_CAP
+    result: SessionResult,
+    report_root: Path,
+    value_cap: int = DEFAULT_VALUE_CAP,
+    parquet_helper: ParquetHelper | None = None,
 ) -> Path:
     """Write ``report_root/scan_id=<id>/`` and return its path.
 
     :param value_cap: the longest text or BLOB (bytes) a data file keeps whole.
+    :param parquet_helper: the process that writes the Parquet files, if one was started.
 
     :raises ReportError: when the report root cannot be created or written, or a value
         cannot be encoded (JSON, Parquet); nothing half-written is left behind.
@@ -54,6 +62,8 @@ def write_report(
     try:
         report_root.mkdir(parents=True, exist_ok=True)
         building.mkdir()
+        scan = ScanWriter(Scan.of_result(result))
+        parquet = scan.start(building, parquet_helper)  # the helper writes them meanwhile
         texts = {SCORES_FILE: encode_json(result.scores_json())}
         texts.update(
             (name, encode_data_file(content, value_cap)) for name, content in result.files.items()
@@ -62,10 +72,12 @@ def write_report(
             (building / name).write_text(text, encoding="utf-8")
         # The page pastes the text just written: no second encoding of the report.
         write_page(building, texts)
-        write_scan_results(building, Scan.of_result(result))
+        scan.write(building, parquet)
         building.rename(final)
     # ValueError/TypeError: encoding; RecursionError: a document that holds itself
     except (OSError, ValueError, TypeError, RecursionError) as error:
+        if parquet_helper is not None:
+            parquet_helper.close()  # it writes nothing more into the folder removed now
         shutil.rmtree(building, ignore_errors=True)
         raise ReportError(
             f"cannot write the report under {report_root}: {type(error).__name__}: {error}"

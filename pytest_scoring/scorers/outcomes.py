@@ -289,6 +289,8 @@ class OutcomeTally:
     #: Put before every id: the rootdir's path relative to the repository root (``"sub/"``),
     #: so that ids do not move when a repository moves pytest's rootdir with an ini file.
     id_prefix: str = ""
+    #: :meth:`_finished`, kept until the next record changes a test.
+    _finals: dict[str, Outcome] | None = field(default=None, init=False, repr=False)
 
     def record_test(self, report: RunReport) -> None:
         """Fold one pytest phase report into that test's outcome."""
@@ -298,6 +300,7 @@ class OutcomeTally:
         """Fold one phase (a subtest's too) into that test's state."""
         if record["outcome"] == "rerun":  # a failed attempt; the next one starts with setup
             return
+        self._finals = None
         nodeid = self.id_prefix + record["nodeid"]
         state = self.tests.get(nodeid)
         if state is None or state.starts_anew(record):
@@ -328,6 +331,7 @@ class OutcomeTally:
             message = short_longrepr(report.longrepr)
             state = _TestState(direct="error", messages={"direct": message} if message else {})
             self.tests[self.id_prefix + report.nodeid] = state
+            self._finals = None
 
     def record_collected(self, nodeids: Iterable[str]) -> None:
         """Test ids pytest collected, as it gives them (relative to its rootdir)."""
@@ -339,20 +343,21 @@ class OutcomeTally:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
         messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else {}
         self.tests[nodeid] = _TestState(direct=outcome, duration=duration, messages=messages)
+        self._finals = None
 
     def outcome_of(self, nodeid: str) -> Outcome | None:
         """The final outcome of one test, or None when none arrived."""
-        state = self.tests.get(nodeid)
-        return None if state is None else state.final()
+        return self._finished().get(nodeid)
 
     def not_run(self) -> list[str]:
         """Collected tests with no final outcome: the session ended before they ran."""
-        return sorted(nodeid for nodeid in self.collected if self.outcome_of(nodeid) is None)
+        finished = self._finished()
+        return sorted(nodeid for nodeid in self.collected if nodeid not in finished)
 
     def missing(self) -> list[str]:
         """Expected tests with no final outcome (not collected, deselected, not run…)."""
-        expected = self.expected or {}
-        return [nodeid for nodeid in expected if self.outcome_of(nodeid) is None]
+        finished = self._finished()
+        return [nodeid for nodeid in self.expected or {} if nodeid not in finished]
 
     def extra(self) -> list[str]:
         """Tests with an outcome that the expected set does not list (none without a set)."""
@@ -361,12 +366,12 @@ class OutcomeTally:
         return [nodeid for nodeid in self._finished() if nodeid not in self.expected]
 
     def _finished(self) -> dict[str, Outcome]:
-        finished: dict[str, Outcome] = {}
-        for nodeid, state in self.tests.items():
-            outcome = state.final()
-            if outcome is not None:
-                finished[nodeid] = outcome
-        return finished
+        """Every test with a final outcome, in the order first seen (computed once per change:
+        scoring a session asks for it many times)."""
+        if self._finals is None:
+            finals = ((nodeid, state.final()) for nodeid, state in self.tests.items())
+            self._finals = {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
+        return self._finals
 
     def counted_as(self, nodeid: str) -> Outcome | Literal["missing"] | None:
         """How one test counts: what it did, judged against the expected set when there is
@@ -390,7 +395,7 @@ class OutcomeTally:
                 "duration": round(state.duration, 6),
                 "user_properties": state.user_properties,
             }
-            message = state.message()
+            message = None if outcome in ("passed", "xpassed") else state.message()
             if message:
                 record["message"] = message
             if state.subtests:
