@@ -320,3 +320,20 @@ def test_a_value_that_cannot_be_encoded_is_a_report_error_leaving_no_half_report
     ):
         write_report(result, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_report_json_lists_one_item_per_line_and_reads_back_as_written(tmp_path: Path) -> None:
+    """The JSON files are quick to write (issue 17) yet still indented for a reader: a grep
+    for a test id finds that test's whole entry."""
+    result = scored_result(default_test_scorers(), passed=3)
+    result.files["diff.json"] = {"databases": {"app.db": {"rows": [{"id": 1}, {"id": 2}]}}}
+    folder = write_report(result, tmp_path)
+    text = (folder / "scores.json").read_text(encoding="utf-8")
+    (line,) = [line for line in text.splitlines() if '"test_1"' in line]
+    assert (
+        json.loads(line.strip().rstrip(","))
+        == read_json(folder / "scores.json")["tests"]["tests"][1]
+    )
+    assert '\n  "scan_id": ' in text
+    assert read_json(folder / "diff.json") == result.files["diff.json"]
+    assert '{"id": 2}' in (folder / "diff.json").read_text(encoding="utf-8")

@@ -5,10 +5,10 @@ These work on the JSON shape alone, so they serve a diff from a file as well as 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from typing import Final
 
+from pytest_scoring.report.encoding import encode_json
 from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 from pytest_scoring.scorers.score import cap_values
 
@@ -98,7 +98,7 @@ def _cap_table(table: dict[str, Any], max_rows: int, value_cap: int) -> dict[str
 
 def json_size(content: Any) -> int:
     """Bytes of ``content`` as a report file holds it (the report writer's encoding)."""
-    return len(json.dumps(content, indent=2, default=str).encode("utf-8", "surrogatepass"))
+    return len(encode_json(content).encode("utf-8", "surrogatepass"))
 
 
 def fit_diff(diff: dict[str, Any], max_rows: int, value_cap: int, max_bytes: int) -> dict[str, Any]:

@@ -6,13 +6,13 @@ every file is written, so a reader never sees half a report.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
 from pytest_scoring.errors import ReportError
+from pytest_scoring.report.encoding import encode_json
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.reader import report_json_files
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
@@ -27,11 +27,6 @@ from pytest_scoring.scorers.score import cap_values
 
 if TYPE_CHECKING:
     from pytest_scoring.report.parquet_helper import ParquetHelper
-
-
-def encode_json(content: Any) -> str:
-    """JSON text for a report file; NaN is allowed where Inspect writes it (unscored values)."""
-    return json.dumps(content, indent=2, default=str) + "\n"
 
 
 def encode_data_file(content: Any, value_cap: int = DEFAULT_VALUE_CAP) -> str:
