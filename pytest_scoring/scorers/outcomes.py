@@ -14,6 +14,7 @@ CLI feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -289,8 +290,11 @@ class OutcomeTally:
     #: Put before every id: the rootdir's path relative to the repository root (``"sub/"``),
     #: so that ids do not move when a repository moves pytest's rootdir with an ini file.
     id_prefix: str = ""
-    #: :meth:`_finished`, kept until the next record changes a test.
-    _finals: dict[str, Outcome] | None = field(default=None, init=False, repr=False)
+    #: Records folded in so far: with the sizes of :attr:`tests` and :attr:`collected` and
+    #: the expected set, what the answers in :attr:`_memo` were computed for.
+    _changes: int = field(default=0, init=False, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _memo_state: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     def record_test(self, report: RunReport) -> None:
         """Fold one pytest phase report into that test's outcome."""
@@ -300,7 +304,7 @@ class OutcomeTally:
         """Fold one phase (a subtest's too) into that test's state."""
         if record["outcome"] == "rerun":  # a failed attempt; the next one starts with setup
             return
-        self._finals = None
+        self._changes += 1
         nodeid = self.id_prefix + record["nodeid"]
         state = self.tests.get(nodeid)
         if state is None or state.starts_anew(record):
@@ -331,7 +335,7 @@ class OutcomeTally:
             message = short_longrepr(report.longrepr)
             state = _TestState(direct="error", messages={"direct": message} if message else {})
             self.tests[self.id_prefix + report.nodeid] = state
-            self._finals = None
+            self._changes += 1
 
     def record_collected(self, nodeids: Iterable[str]) -> None:
         """Test ids pytest collected, as it gives them (relative to its rootdir)."""
@@ -343,7 +347,7 @@ class OutcomeTally:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
         messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else {}
         self.tests[nodeid] = _TestState(direct=outcome, duration=duration, messages=messages)
-        self._finals = None
+        self._changes += 1
 
     def outcome_of(self, nodeid: str) -> Outcome | None:
         """The final outcome of one test, or None when none arrived."""
@@ -351,6 +355,9 @@ class OutcomeTally:
 
     def not_run(self) -> list[str]:
         """Collected tests with no final outcome: the session ended before they ran."""
+        return list(self._memoized("not_run", self._not_run))
+
+    def _not_run(self) -> list[str]:
         finished = self._finished()
         return sorted(nodeid for nodeid in self.collected if nodeid not in finished)
 
@@ -366,12 +373,27 @@ class OutcomeTally:
         return [nodeid for nodeid in self._finished() if nodeid not in self.expected]
 
     def _finished(self) -> dict[str, Outcome]:
-        """Every test with a final outcome, in the order first seen (computed once per change:
-        scoring a session asks for it many times)."""
-        if self._finals is None:
-            finals = ((nodeid, state.final()) for nodeid, state in self.tests.items())
-            self._finals = {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
-        return self._finals
+        """Every test with a final outcome, in the order first seen."""
+        finished: dict[str, Outcome] = self._memoized("finished", self._final_outcomes)
+        return finished
+
+    def _final_outcomes(self) -> dict[str, Outcome]:
+        finals = ((nodeid, state.final()) for nodeid, state in self.tests.items())
+        return {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
+
+    def _memoized(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, computed once for the tally as it is now.
+
+        Scoring a session asks the same questions many times (every test scorer wants the
+        counts and the failing ids), and each answer walks every test (issue 17). Any record
+        folded in, test id collected or expected set given makes every answer stale.
+        """
+        state = (self._changes, len(self.tests), len(self.collected), id(self.expected))
+        if state != self._memo_state:
+            self._memo, self._memo_state = {}, state
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
 
     def counted_as(self, nodeid: str) -> Outcome | Literal["missing"] | None:
         """How one test counts: what it did, judged against the expected set when there is
@@ -407,6 +429,10 @@ class OutcomeTally:
 
     def counts(self) -> Counts:
         """How many tests counted how (docs/scoring.md#counts)."""
+        counts: Counts = self._memoized("counts", self._count)
+        return counts.copy()
+
+    def _count(self) -> Counts:
         tally: dict[str, int] = dict.fromkeys((*OUTCOMES, "missing"), 0)
         if self.expected is None:
             for outcome in self._finished().values():
@@ -436,10 +462,16 @@ class OutcomeTally:
 
     def ids_with(self, outcome: Outcome | Literal["missing"]) -> list[str]:
         """Test ids that count as ``outcome`` (see :meth:`counted_as`)."""
-        ids = [*self.tests, *sorted(self.collected - set(self.tests))]
+        counted = self._memoized("counted", self._counted)
+        return [nodeid for nodeid, counts_as in counted.items() if counts_as == outcome]
+
+    def _counted(self) -> dict[str, Outcome | Literal["missing"] | None]:
+        """How every test counts: the expected set's, or every test seen, then the tests
+        collected but never seen."""
+        ids = [*self.tests, *sorted(self.collected - self.tests.keys())]
         if self.expected is not None:
             ids = list(self.expected)
-        return [nodeid for nodeid in ids if self.counted_as(nodeid) == outcome]
+        return {nodeid: self.counted_as(nodeid) for nodeid in ids}
 
     def subtest_counts(self) -> dict[str, int]:
         """Subtests by outcome over every test's last attempt (empty without subtests)."""
