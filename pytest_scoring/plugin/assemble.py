@@ -1,4 +1,8 @@
-"""Turn the options of one pytest run into a registered scoring session (or nothing)."""
+"""Turn the options of one pytest run into a registered scoring session (or nothing).
+
+A run without scoring imports only the options from here: the session and the scorers are
+imported once scoring is on, so having the plugin installed costs a plain run next to nothing.
+"""
 
 from __future__ import annotations
 
@@ -12,22 +16,16 @@ import pytest
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
-from pytest_scoring.plugin.integrity import IntegrityWatch
-from pytest_scoring.plugin.integrity import repository_root
 from pytest_scoring.plugin.options import PytestOptions
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
-from pytest_scoring.plugin.session import PLUGIN_NAME
-from pytest_scoring.plugin.session import ScoringSession
-from pytest_scoring.plugin.session import XdistCollection
-from pytest_scoring.scorers import default_test_scorers
-from pytest_scoring.scorers.base import Scorer
 
 #: The scorer types that read a selector, database patterns and ``--score-db-reset``.
 DATABASE_TYPES: Final = frozenset({"db_change", "db_diff_change"})
 
 if TYPE_CHECKING:
     from pytest_scoring.reference.expected import ExpectedTests
+    from pytest_scoring.scorers.base import Scorer
 
 
 def build_scorers(hooks: Any, hook_config: object, settings: ScoringSettings) -> list[Scorer]:
@@ -43,6 +41,8 @@ def build_scorers(hooks: Any, hook_config: object, settings: ScoringSettings) ->
         process, the evaluator's own under ``run``).
     :param hook_config: its ``config`` argument (pytest's config, or ``run``'s options).
     """
+    from pytest_scoring.scorers import default_test_scorers
+
     _check_command_line_patterns(settings.test_patterns)
     if settings.config_file is None:
         scorers = default_test_scorers()
@@ -144,6 +144,12 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
         install_deterministic(config)
     if not settings.enabled:
         return
+    from pytest_scoring.plugin.integrity import IntegrityWatch
+    from pytest_scoring.plugin.integrity import repository_root
+    from pytest_scoring.plugin.session import PLUGIN_NAME
+    from pytest_scoring.plugin.session import ScoringSession
+    from pytest_scoring.plugin.session import XdistCollection
+
     watch = IntegrityWatch(config, repository_root(config), _guarded_functions())
     _register(config, watch, f"{PLUGIN_NAME}-integrity")
     if is_worker:
@@ -173,6 +179,7 @@ def _guarded_functions() -> list[tuple[str, object, str]]:
     """Our functions that decide a verdict: replacing one at run time is ``patched``."""
     from pytest_scoring.evaluation.scoring import Evaluation
     from pytest_scoring.plugin import integrity
+    from pytest_scoring.plugin.session import ScoringSession
     from pytest_scoring.scorers import outcomes
     from pytest_scoring.scorers import tests
 

@@ -392,10 +392,10 @@ def _number_setting(
 
 def _strict(option: str | None, ini: str | None) -> frozenset[str]:
     """``--score-strict`` alone means the default kinds; an empty ini setting means none."""
-    from pytest_scoring.plugin.integrity import parse_strict
-
     if option is None and not (ini or "").strip():
         return frozenset()
+    from pytest_scoring.plugin.integrity import parse_strict
+
     text, where = (option, "--score-strict") if option is not None else (ini, "score_strict")
     try:
         return parse_strict(text)
