@@ -148,6 +148,9 @@ def outcome_hook_signals(pluginmanager: pytest.PytestPluginManager, root: Path) 
     objects registered at run time all count when their hook functions live in the repository.
     """
     signals: list[Signal] = []
+    # Most implementations share a few files (pytest's own modules): each is resolved once.
+    inside: dict[str, str | None] = {}
+    root = root.resolve()
     for name in OUTCOME_HOOKS:
         caller = getattr(pluginmanager.hook, name, None)
         if caller is None:
@@ -155,7 +158,9 @@ def outcome_hook_signals(pluginmanager: pytest.PytestPluginManager, root: Path) 
         files = set()
         for impl in caller.get_hookimpls():
             source = _function_file(impl.function)
-            relative = None if source is None else relative_inside(source, root)
+            if source is not None and source not in inside:
+                inside[source] = relative_inside(source, root)
+            relative = None if source is None else inside[source]
             if relative is not None:
                 files.add(relative)
         signals.extend(
