@@ -16,6 +16,7 @@ import pytest
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.errors import SelectorError
+from pytest_scoring.plugin.options import DEFAULT_TEST_PATTERNS
 from pytest_scoring.plugin.options import PytestOptions
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.plugin.options import resolve_settings
@@ -60,6 +61,8 @@ def build_scorers(hooks: Any, hook_config: object, settings: ScoringSettings) ->
 
 def _check_command_line_patterns(patterns: list[str]) -> None:
     """``--score-test-pattern``s, named as such whichever ``db_diff_change`` takes them."""
+    if tuple(patterns) == DEFAULT_TEST_PATTERNS:
+        return  # ours, known good: not worth importing the reference's copier for
     from pytest_scoring.reference.copy import check_test_pattern
 
     for pattern in patterns:
@@ -106,14 +109,16 @@ def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
 
 def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer]:
     """The database scorers that options ask for and the scorer list lacks."""
-    from pytest_scoring.scorers.db_change import db_change_scorer
-    from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
-
+    # Each scorer's module is imported only when it runs: the reference's is heavy.
     added: list[Scorer] = []
     try:
         if settings.reference is not None and "db_diff_change" not in present:
+            from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
+
             added.append(db_diff_change_scorer(settings.selector, settings.test_patterns))
         if _wants_db_change(settings, present | {scorer.type for scorer in added}):
+            from pytest_scoring.scorers.db_change import db_change_scorer
+
             added.insert(0, db_change_scorer(settings.selector))
     except SelectorError as error:
         raise SelectorError(f"--score-selector: {error}") from None
