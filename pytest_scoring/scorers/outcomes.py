@@ -195,7 +195,7 @@ def merged(previous: Outcome | None, entry: Outcome) -> Outcome:
     return entry
 
 
-@dataclass
+@dataclass(slots=True)
 class _TestState:
     """One test's latest attempt, phase by phase; :meth:`final` applies the outcome rule."""
 
