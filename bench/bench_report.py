@@ -50,10 +50,10 @@ def page_cost(tests: int, rounds: int) -> tuple[float, float, int]:
     """Median wall and CPU seconds of writing ``index.html`` for a ``tests``-test report (10%
     failing, with a message each), and the page's size in bytes. CPU time is given because it
     hardly moves when other work loads the machine."""
+    from pytest_scoring.report.encoding import encode_json
     from pytest_scoring.report.html import write_page
     from pytest_scoring.report.result import SCORES_FILE
     from pytest_scoring.report.result import SessionResult
-    from pytest_scoring.report.writer import encode_json
     from pytest_scoring.scorers import default_test_scorers
     from pytest_scoring.scorers.base import ScoringContext
     from pytest_scoring.scorers.base import run_scorers
