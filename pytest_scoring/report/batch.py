@@ -62,7 +62,7 @@ def write_unscored_sample(target: SampleTarget, sample: Mapping[str, Any]) -> No
 
     :raises ReportError: when it cannot be written.
     """
-    from pytest_scoring.report.writer import encode_json
+    from pytest_scoring.report.encoding import encode_json
 
     try:
         staging = target.prepare()
@@ -153,7 +153,7 @@ def write_batch_report(folder: BatchFolder, result: BatchResult, report_root: Pa
 
     :raises ReportError: when a file cannot be written or a value cannot be encoded.
     """
-    from pytest_scoring.report.writer import encode_json
+    from pytest_scoring.report.encoding import encode_json
 
     try:
         text = encode_json(result.scores_json())

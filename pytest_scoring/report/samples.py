@@ -97,8 +97,8 @@ def write_sample(
 
     :raises ReportError: when a file cannot be written or a value cannot be encoded.
     """
+    from pytest_scoring.report.encoding import encode_json
     from pytest_scoring.report.writer import encode_data_file
-    from pytest_scoring.report.writer import encode_json
 
     staging = target.staging if target.staging.is_dir() else target.prepare()
     try:
