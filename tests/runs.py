@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from click.testing import Result
 
@@ -80,3 +81,14 @@ def system_python_with_pytest() -> bool:
         return False
     check = [SYSTEM_PYTHON, "-c", "import pytest"]
     return subprocess.run(check, capture_output=True, check=False).returncode == 0
+
+
+#: Marks for tests of ``run``'s unprivileged users: they need root and an interpreter that
+#: other users can run (Debian's python3 with python3-pytest).
+AS_OTHER_USERS = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to other users"),
+    pytest.mark.skipif(
+        not system_python_with_pytest(),
+        reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
+    ),
+]

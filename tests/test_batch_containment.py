@@ -8,7 +8,6 @@ of the test, so that its attempts can only ever aim at this test's own repositor
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import tempfile
@@ -19,20 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
 from runs import run_cli
 from runs import scores_json
 from runs import shown_report
-from runs import system_python_with_pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to other users"),
-    pytest.mark.skipif(
-        not system_python_with_pytest(),
-        reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
-    ),
-]
+pytestmark = [pytest.mark.slow, *AS_OTHER_USERS]
 
 #: Both repositories' test: meet the other one while both run, try to overwrite its
 #: ``data.txt`` in its private copy, then check that its own was not overwritten.

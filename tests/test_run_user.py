@@ -16,21 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
-from runs import system_python_with_pytest
 
 import pytest_scoring
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to another user"),
-    pytest.mark.skipif(
-        not system_python_with_pytest(),
-        reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
-    ),
-]
+pytestmark = [pytest.mark.slow, *AS_OTHER_USERS]
 
 APP = """
 import sqlite3

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sqlite3
 import tempfile
@@ -19,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
-from runs import system_python_with_pytest
 from users_db import alice_hash
 from users_db import make_users_db
 
@@ -410,11 +409,8 @@ POISONS_THE_CACHE = """
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only a run as root drops to another user")
-@pytest.mark.skipif(
-    not system_python_with_pytest(),
-    reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
-)
+@AS_OTHER_USERS[0]
+@AS_OTHER_USERS[1]
 def test_under_run_the_repositorys_processes_cannot_poison_the_cache(
     open_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
