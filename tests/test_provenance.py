@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from pytest_scoring.cli.main import main
+from pytest_scoring.fs.guard import tree_digest
 
 SELECTOR = {"rows": {"changed": {"has_one": ["role"]}}}
 CONFIG = '[[scorers]]\ntype = "percent_passing_tests"\n'
@@ -131,6 +132,7 @@ def test_run_hashes_the_repository_and_names_the_evaluators_paths(tmp_path: Path
     assert first["route"] == "run"
     assert first["options"]["reference"] == str(reference)
     assert set(first["inputs"]) == {"reference", "repository"}
+    assert first["inputs"]["reference"] == tree_digest(reference)  # its copy's manifest
     (repo / "test_app.py").write_text("def test_ok():\n    assert True\n")
     assert CliRunner().invoke(main, ["run", *arguments]).exit_code == 0
     digests = {

@@ -219,7 +219,9 @@ class Evaluation:
             errors=_renamed(self.context.errors, self.names),
             files=_renamed(self.context.report_files, self.names),
             integrity=_renamed(self.context.integrity, self.names),
-            provenance=_renamed(session_provenance(self.settings), self.names),
+            provenance=_renamed(
+                session_provenance(self.settings, self._fingerprints()), self.names
+            ),
         )
         _last_result = self.result
         return self.result
@@ -232,6 +234,11 @@ class Evaluation:
             self.stopped = self.stopped or "scoring was interrupted (Ctrl-C)"
         except ScoringTimedOut:
             self.stopped = self.stopped or "scoring ran past the timeout"
+
+    def _fingerprints(self) -> Mapping[Path, str]:
+        """The folders the evaluator fingerprinted (the reference copy), by path."""
+        guard = self.context.children.guard
+        return guard.fingerprints().trees if guard is not None else {}
 
     def _check_evaluator_files(self) -> None:
         guard = self.context.children.guard

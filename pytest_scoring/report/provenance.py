@@ -72,14 +72,22 @@ def settings_json(settings: ScoringSettings) -> dict[str, Any]:
     }
 
 
-def input_digests(settings: ScoringSettings) -> dict[str, str]:
-    """Hashes of the inputs the evaluator named: only those given appear."""
+def input_digests(settings: ScoringSettings, known: Mapping[Path, str]) -> dict[str, str]:
+    """Hashes of the inputs the evaluator named: only those given appear.
+
+    :param known: digests already taken (``run``'s fingerprint of the reference copy), used
+        rather than reading the files again.
+    """
     named = {
         "config": settings.config_file,
         "expected_tests": settings.expected_source,
         "reference": settings.reference,
     }
-    digests = {name: path_digest(path) for name, path in named.items() if path is not None}
+    digests = {
+        name: known.get(path) or path_digest(path)
+        for name, path in named.items()
+        if path is not None
+    }
     if settings.selector is not None:
         digests["selector"] = json_digest(settings.selector)
     return digests
@@ -105,11 +113,16 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
     }
 
 
-def session_provenance(settings: ScoringSettings) -> dict[str, Any]:
+def session_provenance(
+    settings: ScoringSettings, known: Mapping[Path, str] | None = None
+) -> dict[str, Any]:
     """The provenance of a scored session: its settings and the inputs they name (``run``
-    adds the repository's own hash, see :mod:`pytest_scoring.cli.runner`)."""
+    adds the repository's own hash, see :mod:`pytest_scoring.cli.runner`).
+
+    :param known: digests already taken, by path (see :func:`input_digests`).
+    """
     route = "plugin" if settings.repository is None else "run"
-    return provenance(route, settings_json(settings), input_digests(settings))
+    return provenance(route, settings_json(settings), input_digests(settings, known or {}))
 
 
 def _text(path: Path | None) -> str | None:
