@@ -14,6 +14,7 @@ import pytest
 from runs import SYSTEM_PYTHON
 from runs import system_python_with_pytest
 
+from pytest_scoring import last_result
 from pytest_scoring.process.children import KIT_FILES
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
@@ -204,8 +205,6 @@ def test_each_test_keeps_the_same_message_as_in_process(
     for path in suite.glob("test_*.py"):
         pytester.path.joinpath(path.name).write_text(path.read_text())
     pytester.runpytest("--score", "-p", "no:cacheprovider")
-    from pytest_scoring import last_result
-
     result = last_result()
     assert result is not None
     in_process = {r["nodeid"]: r.get("message") for r in result.tests["tests"]}
