@@ -1,9 +1,9 @@
 """Tally test outcomes from pytest's own reports, one final outcome per test id (docs/scoring.md).
 
-Pure bookkeeping over :class:`PhaseRecord` dicts, the one shape every route delivers: the
-plugin converts pytest's ``TestReport`` objects (on the controller under pytest-xdist, where
-workers' reports are replayed), the probe of a child run streams them as JSON lines, and the
-CLI feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere else:
+Pure bookkeeping over one test phase at a time, whatever the route: the plugin reads
+pytest's ``TestReport`` objects (on the controller under pytest-xdist, where workers' reports
+are replayed), the probe of a child run streams :class:`PhaseRecord` JSON lines, and the CLI
+feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere else:
 
 * a setup error makes the test an ``error``;
 * otherwise the call's outcome counts, made ``failed`` by any failed subtest (a skipped
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -108,27 +109,6 @@ class RunReport(Protocol):
     def longrepr(self) -> object: ...
 
 
-def phase_record(report: RunReport) -> PhaseRecord:
-    """The :class:`PhaseRecord` of a pytest ``TestReport`` (or a subtest's report)."""
-    record: PhaseRecord = {
-        "nodeid": report.nodeid,
-        "when": report.when or "",
-        "outcome": report.outcome,
-        "duration": float(report.duration or 0.0),
-        "user_properties": [list(item) for item in report.user_properties],
-    }
-    if hasattr(report, "wasxfail"):
-        record["wasxfail"] = str(report.wasxfail)
-    subtest = subtest_context(report)
-    if subtest is not None:
-        record["subtest"] = subtest
-    if report.outcome != "passed":
-        text = short_longrepr(report.longrepr)
-        if text:
-            record["longrepr"] = text
-    return record
-
-
 def short_longrepr(longrepr: object) -> str | None:
     """The short text of a pytest ``longrepr``, capped: for a failure its crash line, for a
     skip (``(path, line, reason)``) its reason."""
@@ -197,33 +177,50 @@ def merged(previous: Outcome | None, entry: Outcome) -> Outcome:
 
 @dataclass(slots=True)
 class _TestState:
-    """One test's latest attempt, phase by phase; :meth:`final` applies the outcome rule."""
+    """One test's latest attempt, phase by phase; :meth:`final` applies the outcome rule.
+
+    Built once per test of the session and kept to its end: containers most tests never
+    fill stay None until used (issue 17).
+    """
 
     #: The outcome setup decided on its own: ``error``, ``skipped`` or ``xfailed``.
     setup: Outcome | None = None
     call: Outcome | None = None
     teardown_failed: bool = False
-    subtests: dict[str, int] = field(default_factory=dict)
+    #: Subtests by outcome, once the test has one.
+    subtests: dict[str, int] | None = None
     duration: float = 0.0
-    user_properties: list[list[Any]] = field(default_factory=list)
+    user_properties: Sequence[list[Any]] = ()
     #: Why each phase did not pass (``setup``, ``call``, ``subtest``: the first failed one,
     #: ``teardown``); the final outcome's own reason becomes the test's message.
-    messages: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] | None = None
     #: An outcome set directly (JUnit XML), bypassing the phases.
     direct: Outcome | None = None
     setup_seen: bool = False
     #: Its teardown was reported: the attempt is over.
     finished: bool = False
 
-    def starts_anew(self, record: PhaseRecord) -> bool:
-        """Whether ``record`` opens another attempt (pytest-rerunfailures).
+    def starts_anew(self, when: str, is_subtest: bool) -> bool:
+        """Whether a phase report opens another attempt (pytest-rerunfailures).
 
         An attempt opens with its setup report, or with a subtest's report: rerunfailures
         logs an attempt's phase reports only once it is over, while subtests report the
         moment they finish, so they arrive before that attempt's setup.
         """
-        opening = record["when"] == "setup" or "subtest" in record
-        return opening and (self.finished or (record["when"] == "setup" and self.setup_seen))
+        opening = when == "setup" or is_subtest
+        return opening and (self.finished or (when == "setup" and self.setup_seen))
+
+    def count_subtest(self, outcome: str, longrepr: str | None) -> None:
+        subtests = self.subtests = self.subtests or {}
+        subtests[outcome] = subtests.get(outcome, 0) + 1
+        if outcome == "failed" and longrepr is not None:
+            self.note("subtest", longrepr, first=True)
+
+    def note(self, phase: str, message: str, first: bool = False) -> None:
+        """Keep why ``phase`` did not pass (``first``: unless a message is kept already)."""
+        messages = self.messages = self.messages or {}
+        if not (first and phase in messages):
+            messages[phase] = message
 
     def final(self) -> Outcome | None:
         """The test's outcome, or None while it has none (it never finished a phase that says)."""
@@ -232,7 +229,7 @@ class _TestState:
     def message(self) -> str | None:
         """Why the test did not pass: the text of the phase that decided its outcome."""
         outcome, phase = self._decided()
-        if outcome in (None, "passed", "xpassed"):
+        if outcome in _SILENT or self.messages is None:
             return None
         return self.messages.get(phase)
 
@@ -243,33 +240,37 @@ class _TestState:
         if self.setup == "error":
             return "error", "setup"
         outcome, phase = (self.setup, "setup") if self.setup else (self.call, "call")
-        if self.subtests.get("failed") and outcome is not None and outcome != "failed":
+        failed_subtest = self.subtests is not None and self.subtests.get("failed")
+        if failed_subtest and outcome is not None and outcome != "failed":
             outcome, phase = "failed", "subtest"
         if self.teardown_failed and outcome != "failed":
             return "error", "teardown"
         return outcome, phase
 
 
-def _message(record: PhaseRecord, outcome: Outcome | None) -> str | None:
+#: Phase outcomes that need no message (most phases of most sessions).
+_SILENT: Final = frozenset((None, "passed", "xpassed"))
+
+
+def _message(outcome: Outcome | None, wasxfail: str | None, longrepr: str | None) -> str | None:
     """Why a phase did not pass: its text, or for an xfail its reason."""
-    if outcome in (None, "passed", "xpassed"):
+    if outcome in _SILENT:
         return None
-    if outcome == "xfailed" and record.get("wasxfail"):
-        return cap_text(record["wasxfail"], MESSAGE_CAP)
-    return record.get("longrepr") or None
+    if outcome == "xfailed" and wasxfail:
+        return cap_text(wasxfail, MESSAGE_CAP)
+    return longrepr or None
 
 
-def _phase_outcome(record: PhaseRecord) -> Outcome | None:
+def _phase_outcome(when: str, outcome: str, xfail: bool) -> Outcome | None:
     """The outcome one phase reports on its own, or None when it says nothing (a pass of
     setup or teardown)."""
-    wasxfail = "wasxfail" in record
-    if record["outcome"] == "skipped":
-        return "xfailed" if wasxfail else "skipped"
-    if record["when"] == "call":
-        if record["outcome"] == "passed":
-            return "xpassed" if wasxfail else "passed"
+    if outcome == "skipped":
+        return "xfailed" if xfail else "skipped"
+    if when == "call":
+        if outcome == "passed":
+            return "xpassed" if xfail else "passed"
         return "failed"
-    return "error" if record["outcome"] == "failed" else None
+    return "error" if outcome == "failed" else None
 
 
 @dataclass
@@ -297,35 +298,74 @@ class OutcomeTally:
     _memo_state: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     def record_test(self, report: RunReport) -> None:
-        """Fold one pytest phase report into that test's outcome."""
-        self.record_phase(phase_record(report))
+        """Fold one pytest phase report (a subtest's too) into that test's outcome.
+
+        This runs for every phase of every test, so it reads the report straight into
+        :meth:`_fold` rather than building a :class:`PhaseRecord` first (issue 17).
+        """
+        outcome, properties = report.outcome, report.user_properties
+        self._fold(
+            report.nodeid,
+            report.when or "",
+            outcome,
+            float(report.duration or 0.0),
+            [list(item) for item in properties] if properties else (),
+            str(report.wasxfail) if hasattr(report, "wasxfail") else None,
+            None if outcome == "passed" else short_longrepr(report.longrepr),
+            subtest_context(report) is not None,
+        )
 
     def record_phase(self, record: PhaseRecord) -> None:
-        """Fold one phase (a subtest's too) into that test's state."""
-        if record["outcome"] == "rerun":  # a failed attempt; the next one starts with setup
+        """Fold one phase record (a child's probe line) into that test's outcome."""
+        self._fold(
+            record["nodeid"],
+            record["when"],
+            record["outcome"],
+            float(record.get("duration") or 0.0),
+            record.get("user_properties", ()),
+            record.get("wasxfail"),
+            record.get("longrepr"),
+            "subtest" in record,
+        )
+
+    def _fold(
+        self,
+        nodeid: str,
+        when: str,
+        outcome: str,
+        duration: float,
+        user_properties: Sequence[list[Any]],
+        wasxfail: str | None,
+        longrepr: str | None,
+        is_subtest: bool,
+    ) -> None:
+        """One phase into its test's state: the bookkeeping of the outcome rule.
+
+        :param wasxfail: the xfail reason, None when the phase was no expected failure.
+        :param longrepr: why the phase did not pass (capped), None when it passed.
+        """
+        if outcome == "rerun":  # a failed attempt; the next one starts with setup
             return
         self._changes += 1
-        nodeid = self.id_prefix + record["nodeid"]
+        nodeid = self.id_prefix + nodeid
         state = self.tests.get(nodeid)
-        if state is None or state.starts_anew(record):
+        if state is None or state.starts_anew(when, is_subtest):
             state = self.tests[nodeid] = _TestState()  # keeps the id's place in the order
-        if "subtest" in record:
-            key = "skipped" if record["outcome"] == "skipped" else record["outcome"]
-            state.subtests[key] = state.subtests.get(key, 0) + 1
-            if key == "failed" and "longrepr" in record:
-                state.messages.setdefault("subtest", record["longrepr"])
+        if is_subtest:
+            state.count_subtest(outcome, longrepr)
             return
-        state.duration += float(record.get("duration") or 0.0)
-        state.user_properties = record.get("user_properties", [])
-        phase = _phase_outcome(record)
-        message = _message(record, phase)
-        if message is not None:
-            state.messages[record["when"]] = message
-        if record["when"] == "setup":
+        state.duration += duration
+        state.user_properties = user_properties
+        phase = _phase_outcome(when, outcome, wasxfail is not None)
+        if phase not in _SILENT:
+            message = _message(phase, wasxfail, longrepr)
+            if message is not None:
+                state.note(when, message)
+        if when == "setup":
             state.setup, state.setup_seen = phase, True
-        elif record["when"] == "call":
+        elif when == "call":
             state.call = phase
-        elif record["when"] == "teardown":
+        elif when == "teardown":
             state.finished = True
             state.teardown_failed = phase == "error"
 
@@ -333,7 +373,7 @@ class OutcomeTally:
         """A failed collector counts as one ``error``, once per collector id."""
         if report.outcome == "failed":
             message = short_longrepr(report.longrepr)
-            state = _TestState(direct="error", messages={"direct": message} if message else {})
+            state = _TestState(direct="error", messages={"direct": message} if message else None)
             self.tests[self.id_prefix + report.nodeid] = state
             self._changes += 1
 
@@ -345,7 +385,7 @@ class OutcomeTally:
         self, nodeid: str, outcome: Outcome, duration: float = 0.0, message: str | None = None
     ) -> None:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
-        messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else {}
+        messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else None
         self.tests[nodeid] = _TestState(direct=outcome, duration=duration, messages=messages)
         self._changes += 1
 
@@ -399,7 +439,9 @@ class OutcomeTally:
         """How one test counts: what it did, judged against the expected set when there is
         one; ``missing`` for an expected test without a report; None when it does not count
         (outside the set)."""
-        outcome = self.outcome_of(nodeid)
+        return self._judge(nodeid, self.outcome_of(nodeid))
+
+    def _judge(self, nodeid: str, outcome: Outcome | None) -> Outcome | Literal["missing"] | None:
         if self.expected is None:
             return "failed" if outcome is None and nodeid in self.collected else outcome
         if nodeid not in self.expected:
@@ -415,7 +457,7 @@ class OutcomeTally:
                 "nodeid": nodeid,
                 "outcome": outcome,
                 "duration": round(state.duration, 6),
-                "user_properties": state.user_properties,
+                "user_properties": list(state.user_properties),
             }
             message = None if outcome in ("passed", "xpassed") else state.message()
             if message:
@@ -462,22 +504,30 @@ class OutcomeTally:
 
     def ids_with(self, outcome: Outcome | Literal["missing"]) -> list[str]:
         """Test ids that count as ``outcome`` (see :meth:`counted_as`)."""
-        counted = self._memoized("counted", self._counted)
-        return [nodeid for nodeid, counts_as in counted.items() if counts_as == outcome]
+        by_count: dict[str | None, list[str]] = self._memoized("by_count", self._ids_by_count)
+        return list(by_count.get(outcome, ()))
 
-    def _counted(self) -> dict[str, Outcome | Literal["missing"] | None]:
-        """How every test counts: the expected set's, or every test seen, then the tests
-        collected but never seen."""
+    def _ids_by_count(self) -> dict[str | None, list[str]]:
+        """Every test id under how it counts: the expected set's, or every test seen, then the
+        tests collected but never seen."""
         ids = [*self.tests, *sorted(self.collected - self.tests.keys())]
         if self.expected is not None:
             ids = list(self.expected)
-        return {nodeid: self.counted_as(nodeid) for nodeid in ids}
+        finished = self._finished()
+        by_count: dict[str | None, list[str]] = {}
+        for nodeid in ids:
+            counted = self._judge(nodeid, finished.get(nodeid))
+            by_count.setdefault(counted, []).append(nodeid)
+        return by_count
 
     def subtest_counts(self) -> dict[str, int]:
         """Subtests by outcome over every test's last attempt (empty without subtests)."""
+        return dict(self._memoized("subtests", self._subtest_counts))
+
+    def _subtest_counts(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for state in self.tests.values():
-            for outcome, number in state.subtests.items():
+            for outcome, number in (state.subtests or {}).items():
                 totals[outcome] = totals.get(outcome, 0) + number
         return dict(sorted(totals.items()))
 
