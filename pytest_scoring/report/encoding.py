@@ -10,21 +10,42 @@ times as long for the 5,000 tests of a session's ``scores.json`` (issue 17).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 from typing import Final
 
 #: One value on one line; ``str`` of what JSON cannot hold; NaN allowed (Inspect writes it
-#: for unscored values); anything but ASCII escaped, so characters are bytes.
-_ONE_LINE: Final = json.JSONEncoder(default=str)
+#: for unscored values); anything but ASCII escaped, so characters are bytes. A document
+#: that holds itself ends in ``RecursionError``, as a too deeply nested one does.
+_ONE_LINE: Final = json.JSONEncoder(default=str, check_circular=False)
 _INDENT: Final = "  "
+
+
+def _one_line_encoder() -> Callable[[Any], str]:
+    """:data:`_ONE_LINE`'s ``encode``, with the C encoder made once when Python has one.
+
+    ``JSONEncoder.encode`` builds a new C encoder for every call: for the thousands of one-line
+    items of a large report that doubled the time of the encoding itself (issue 17).
+    """
+    if c_make_encoder is None:
+        return _ONE_LINE.encode
+    encoder = c_make_encoder(
+        None, str, encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    return lambda value: "".join(encoder(value, 0))
+
+
+_encode_line: Final = _one_line_encoder()
 
 
 def encode_json(content: Any) -> str:
     """The JSON text of a report file (ends with a newline).
 
-    :raises ValueError: for a value JSON cannot hold (a circular reference).
     :raises TypeError: for an object whose keys JSON cannot hold.
-    :raises RecursionError: for a document nested deeper than Python's recursion limit.
+    :raises RecursionError: for a document that holds itself or is nested deeper than
+        Python's recursion limit.
     """
     parts: list[str] = []
     _encode(content, "\n", parts)
@@ -38,12 +59,12 @@ def _encode(value: Any, newline: str, parts: list[str]) -> None:
     if isinstance(value, dict) and value and all(isinstance(key, str) for key in value):
         separator = "{" + inner
         for key, item in value.items():
-            parts += (separator, _ONE_LINE.encode(key), ": ")
+            parts += (separator, _encode_line(key), ": ")
             _encode(item, inner, parts)
             separator = "," + inner
         parts.append(newline + "}")
     elif isinstance(value, list | tuple) and value:
-        items = ("," + inner).join(map(_ONE_LINE.encode, value))
+        items = ("," + inner).join(map(_encode_line, value))
         parts.append(f"[{inner}{items}{newline}]")
     else:  # a scalar, an empty container, or an object with keys JSON converts
-        parts.append(_ONE_LINE.encode(value))
+        parts.append(_encode_line(value))
