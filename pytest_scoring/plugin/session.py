@@ -8,6 +8,9 @@ It feeds pytest's reports and the session's integrity signals to the evaluation
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,9 +105,10 @@ class ScoringSession:
     # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.evaluation.context.integrity = self._integrity(session)
-        self.evaluation.score()
-        self.evaluation.report(self._junit_xml())
+        with garbage_collection_paused():
+            self.evaluation.context.integrity = self._integrity(session)
+            self.evaluation.score()
+            self.evaluation.report(self._junit_xml())
         if self.evaluation.stopped is not None:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         elif self.evaluation.below_fail_under() and session.exitstatus in (
@@ -158,6 +162,24 @@ class XdistCollection:
     @pytest.hookimpl
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
         self.tally.record_collected(ids)
+
+
+@contextlib.contextmanager
+def garbage_collection_paused() -> Iterator[None]:
+    """No automatic garbage collection while the session is scored and its report written.
+
+    Scoring allocates tens of thousands of objects for a large suite (a record per test, the
+    report's text), all kept until the report is written: each automatic collection they set
+    off would only walk every object of the session again, for nothing (issue 17).
+    Collections resume once the report is written.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def id_prefix(rootdir: Path, repository: Path) -> str:
