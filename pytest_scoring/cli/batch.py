@@ -70,11 +70,11 @@ from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.rerun import compute_baseline
+from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.batch import BatchResult
 from pytest_scoring.report.batch import unscored_sample
 from pytest_scoring.report.batch import write_batch_report
 from pytest_scoring.report.batch import write_unscored_sample
-from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.markdown import publish_markdown
 from pytest_scoring.report.markdown import score_markdown
 from pytest_scoring.report.provenance import path_digest

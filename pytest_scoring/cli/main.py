@@ -196,7 +196,7 @@ def _show_page(folder: Path, open_page: bool) -> None:
 def _publish_step_summary(folder: Path) -> None:
     """Append the score table to GitHub's step summary when running there (``junit``; ``run``
     publishes it in its evaluation, as the plugin does)."""
-    from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
+    from pytest_scoring.report import GITHUB_SUMMARY_ENV
     from pytest_scoring.report.markdown import publish_markdown
     from pytest_scoring.report.markdown import score_markdown
     from pytest_scoring.report.reader import read_scores

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
@@ -36,7 +37,9 @@ from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import read_only_uri
 from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
-from pytest_scoring.selector.evaluation import TimeBudget
+
+if TYPE_CHECKING:
+    from pytest_scoring.selector.evaluation import TimeBudget
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000

@@ -19,22 +19,17 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
 from typing import runtime_checkable
 
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.fs.guard import CHANGED
 from pytest_scoring.plugin.options import ScoringSettings
-from pytest_scoring.process.children import ChildRunner
-from pytest_scoring.report.markdown import GITHUB_SUMMARY_ENV
-from pytest_scoring.report.markdown import publish_markdown
-from pytest_scoring.report.markdown import score_markdown
+from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
-from pytest_scoring.report.samples import SampleTarget
-from pytest_scoring.report.samples import write_sample
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.writer import write_report
@@ -45,6 +40,10 @@ from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.tests import percent_passing
+
+if TYPE_CHECKING:
+    from pytest_scoring.process.children import ChildRunner
+    from pytest_scoring.report.samples import SampleTarget
 
 _last_result: SessionResult | None = None
 
@@ -144,7 +143,8 @@ class Evaluation:
         """:param hooks: where ``pytest_scoring_session_scored`` is called (None: nowhere).
         :param hook_config: the ``config`` argument of our hooks (pytest's config in process,
             ``run``'s options object under ``run``).
-        :param children: how children (reference rerun, commands) are started.
+        :param children: how children (reference rerun, commands) are started (default: a
+            runner made when a scorer first starts one).
         :param tally: where the outcomes go (with its id prefix and expected set, if any).
         """
         self.settings = settings
@@ -157,7 +157,7 @@ class Evaluation:
             tally=self.tally,
             settings=settings,
             strict=settings.strict,
-            children=children or ChildRunner(),
+            runner=children,
         )
         #: The test session was interrupted (Ctrl-C, a timeout): the report is incomplete.
         self.interrupted = False
@@ -237,13 +237,14 @@ class Evaluation:
 
     def _fingerprints(self) -> Mapping[Path, str]:
         """The folders the evaluator fingerprinted (the reference copy), by path."""
-        guard = self.context.children.guard
+        guard = self.context.guard
         return guard.fingerprints().trees if guard is not None else {}
 
     def _check_evaluator_files(self) -> None:
-        guard = self.context.children.guard
-        changed = guard.changed() if guard is not None else []
-        if changed:
+        guard = self.context.guard
+        if guard is not None and (changed := guard.changed()):
+            from pytest_scoring.fs.guard import CHANGED
+
             self.withheld = f"{CHANGED}: {', '.join(changed)}"
 
     def _score_one(self, scorer: Scorer) -> Score:
@@ -262,7 +263,8 @@ class Evaluation:
             close = getattr(resource, "close", None)
             if callable(close):
                 close()
-        self.context.children.close()
+        if self.context.runner is not None:
+            self.context.runner.close()
 
     def report(
         self, junit_xml: Path | None = None, sample: SampleTarget | None = None
@@ -285,6 +287,9 @@ class Evaluation:
                         self.result, self.settings.report_root, value_cap, self._parquet_helper
                     )
                 else:
+                    # Loaded only in a batch, the one kind of evaluation that writes samples.
+                    from pytest_scoring.report.samples import write_sample
+
                     self.report_path = write_sample(sample, self.result, value_cap)
             except ScoringError as error:
                 self.report_error = str(error)
@@ -312,6 +317,10 @@ class Evaluation:
         """
         if self.settings.markdown is None and not os.environ.get(GITHUB_SUMMARY_ENV):
             return
+        # Loaded only now: most sessions write no summary.
+        from pytest_scoring.report.markdown import publish_markdown
+        from pytest_scoring.report.markdown import score_markdown
+
         text = score_markdown(result.scores_json(), self.report_path)
         try:
             publish_markdown(text, self.settings.markdown)

@@ -12,7 +12,6 @@ the session can hide from code beside it; the signals make the cheap attacks vis
 from __future__ import annotations
 
 import ast
-import configparser
 import inspect
 import shlex
 import sys
@@ -411,6 +410,9 @@ def read_ini(path: Path) -> dict[str, Any] | None:
             return None
         options = table.get("ini_options")
         return options if isinstance(options, dict) else table
+    # Loaded only for an INI-style file (pytest.ini, tox.ini, setup.cfg), not for TOML.
+    import configparser
+
     section = "tool:pytest" if name == "setup.cfg" else "pytest"
     parser = configparser.ConfigParser(interpolation=None)
     try:

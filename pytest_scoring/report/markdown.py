@@ -16,6 +16,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.errors import ReportError
+from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.html import PAGE_FILE
 from pytest_scoring.report.terminal import counts_line
 from pytest_scoring.report.terminal import format_metrics
@@ -23,8 +24,6 @@ from pytest_scoring.report.terminal import shorten
 from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
 
-#: The variable GitHub Actions sets to the file it shows on the run's page.
-GITHUB_SUMMARY_ENV: Final = "GITHUB_STEP_SUMMARY"
 #: Tests listed below the table (failed and erroring first); the others are counted.
 LISTED_TESTS: Final = 10
 #: Characters of an explanation or message kept in one table cell or list line.

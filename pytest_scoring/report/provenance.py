@@ -23,9 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
-from pytest_scoring.fs.guard import file_digest
-from pytest_scoring.fs.guard import tree_digest
-
 if TYPE_CHECKING:
     from pytest_scoring.plugin.options import ScoringSettings
 
@@ -40,6 +37,10 @@ def tool_version() -> str:
 
 def path_digest(path: Path) -> str:
     """SHA-256 of a file's content, or of a folder's manifest (``"missing"`` when absent)."""
+    # Loaded only now: most sessions name no file to hash.
+    from pytest_scoring.fs.guard import file_digest
+    from pytest_scoring.fs.guard import tree_digest
+
     return tree_digest(path) if path.is_dir() else file_digest(path)
 
 

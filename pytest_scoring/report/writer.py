@@ -14,7 +14,6 @@ from typing import Any
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report.encoding import encode_json
 from pytest_scoring.report.html import write_page
-from pytest_scoring.report.reader import report_json_files
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
@@ -85,6 +84,9 @@ def rebuild_page(folder: Path) -> Path:
 
     :raises ReportError: when a file cannot be read or the page cannot be written.
     """
+    # Loaded only here: writing a report never reads one back.
+    from pytest_scoring.report.reader import report_json_files
+
     texts = {name: encode_json(content) for name, content in report_json_files(folder).items()}
     try:
         return write_page(folder, texts)

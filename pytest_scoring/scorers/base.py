@@ -25,6 +25,7 @@ from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import error_score
 
 if TYPE_CHECKING:
+    from pytest_scoring.fs.guard import FileGuard
     from pytest_scoring.plugin.integrity import Signal
     from pytest_scoring.plugin.options import ScoringSettings
     from pytest_scoring.process.children import ChildRunner
@@ -73,20 +74,30 @@ class ScoringContext:
     strict: frozenset[str] = frozenset()
     #: False when the session did not end as pytest meant it to (interrupted, ``pytest.exit``).
     complete: bool = True
-    #: How scorers start processes (the reference rerun, ``sandbox_state`` commands): the
-    #: evaluation's user, environment and supervisor.
-    children: ChildRunner = field(default_factory=lambda: _default_children())
+    #: The evaluation's own runner (``run``'s: its user, environment, limits); None until
+    #: :attr:`children` is first asked for one.
+    runner: ChildRunner | None = None
+
+    @property
+    def children(self) -> ChildRunner:
+        """How scorers start processes (the reference rerun, ``sandbox_state`` commands): the
+        evaluation's user, environment and supervisor."""
+        if self.runner is None:
+            # Made on first use: a session that starts no process never loads the supervisor.
+            from pytest_scoring.process.children import ChildRunner
+
+            self.runner = ChildRunner()
+        return self.runner
+
+    @property
+    def guard(self) -> FileGuard | None:
+        """The fingerprints of the evaluator's files (``pytest-scoring run`` only)."""
+        return self.runner.guard if self.runner is not None else None
 
     @property
     def path_map(self) -> dict[str, Path]:
         """Sandbox path prefixes and their local folders (``--score-path-map``, ``paths:``)."""
         return self.settings.path_map if self.settings is not None else {}
-
-
-def _default_children() -> ChildRunner:
-    from pytest_scoring.process.children import ChildRunner
-
-    return ChildRunner()
 
 
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:

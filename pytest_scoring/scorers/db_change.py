@@ -12,6 +12,7 @@ import sqlite3
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
@@ -30,7 +31,6 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
-from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.metrics import Metric
@@ -42,14 +42,12 @@ from pytest_scoring.scorers.score import Score
 from pytest_scoring.scorers.score import bool_value
 from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.score import make_score
-from pytest_scoring.selector.evaluation import SelectorTimeout
-from pytest_scoring.selector.evaluation import TimeBudget
-from pytest_scoring.selector.evaluation import budget_for
-from pytest_scoring.selector.evaluation import is_positive_seconds
-from pytest_scoring.selector.language import Selector
-from pytest_scoring.selector.language import Verdict
-from pytest_scoring.selector.language import parse_selector
 from pytest_scoring.text import plural
+
+if TYPE_CHECKING:
+    from pytest_scoring.fs.guard import FileGuard
+    from pytest_scoring.selector.evaluation import TimeBudget
+    from pytest_scoring.selector.language import Selector
 
 SCORER_TYPE: Final = "db_change"
 #: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
@@ -107,7 +105,7 @@ class SessionDatabases:
         if RESOURCE not in context.resources:
             if context.settings is None:
                 raise DatabaseError("database scoring needs the session's settings")
-            context.resources[RESOURCE] = cls(context.settings, context.children.guard)
+            context.resources[RESOURCE] = cls(context.settings, context.guard)
         databases: SessionDatabases = context.resources[RESOURCE]
         return databases
 
@@ -225,15 +223,20 @@ class DbChangeScorer:
             "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
         if self.selector is None:
-            verdict = Verdict(has_changes(diff))
+            matched, warnings = has_changes(diff), []
         else:
+            # Loaded only with a selector (parsing it loaded the rest of the language).
+            from pytest_scoring.selector.evaluation import SelectorTimeout
+            from pytest_scoring.selector.evaluation import budget_for
+
             budget = budget_for(self.selector_timeout, session_selector_timeout(context))
             try:
                 verdict = self.selector.evaluate(databases.complete(diff, budget), budget)
             except SelectorTimeout as error:
                 return error_score(self.type, str(error), **metadata)
+            matched, warnings = verdict.matched, list(verdict.warnings)
         lost = lost_databases(diff)
-        if not verdict.matched and lost:
+        if not matched and lost:
             return error_score(
                 self.type,
                 f"cannot tell what the session did: {'; '.join(lost.values())}",
@@ -241,10 +244,10 @@ class DbChangeScorer:
                 counts=summary,
             )
         return make_score(
-            bool_value(verdict.matched),
+            bool_value(matched),
             self.type,
-            explanation=self._explain(verdict.matched, summary),
-            metadata={**metadata, "selector_warnings": list(verdict.warnings)},
+            explanation=self._explain(matched, summary),
+            metadata={**metadata, "selector_warnings": warnings},
         )
 
     def _explain(self, matched: bool, summary: dict[str, int]) -> str:
@@ -269,6 +272,13 @@ def checked_selector(selector: Any, selector_timeout: float | None) -> Selector 
     :raises ConfigError: for a ``selector_timeout`` that is not a positive number of seconds.
     :raises SelectorError: for an invalid selector, naming its path.
     """
+    if selector is None and selector_timeout is None:
+        return None
+    # Loaded only now: a session without a selector never needs the selector language.
+    from pytest_scoring.selector.evaluation import is_positive_seconds
+    from pytest_scoring.selector.language import Selector
+    from pytest_scoring.selector.language import parse_selector
+
     if selector_timeout is not None and not is_positive_seconds(selector_timeout):
         raise ConfigError(
             f"selector_timeout: {selector_timeout!r} is not a positive number of seconds"
