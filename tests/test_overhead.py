@@ -1,5 +1,6 @@
 """What a pytest process imports (issue 17): the plugin installed costs a plain run next to
-nothing, and a scored run leaves pyarrow to the report's helper process.
+nothing, a scored run leaves pyarrow to the report's helper process and loads only the parts
+it uses, while what decides a score is loaded before any test runs.
 
 The cost itself is measured by ``bench/bench_plugin.py`` (docs/benchmarks.md), never here.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +17,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-#: A conftest that writes, once pytest is done (after the report), the modules it imported.
+#: A conftest that writes the modules imported when the session starts (before any test
+#: runs) and once pytest is done (after the report).
 RECORDING_CONFTEST = """
 import json
 import sys
+
+
+def pytest_sessionstart(session):
+    with open("started.json", "w") as file:
+        json.dump(sorted(sys.modules), file)
 
 
 def pytest_unconfigure(config):
@@ -33,12 +41,50 @@ SCORING_MACHINERY = (
     "pytest_scoring.plugin.session",
     "pytest_scoring.scorers.tests",
 )
+#: Our modules that a scored session without a reference, a selector, a batch or a summary
+#: never uses: starting the repository's processes, the selector language, reading reports.
+UNUSED_BY_A_PLAIN_SCORED_RUN = (
+    "pytest_scoring.process.children",
+    "pytest_scoring.process.supervisor",
+    "pytest_scoring.process.supervise",
+    "pytest_scoring.process.stream",
+    "pytest_scoring.process.launch",
+    "pytest_scoring.probe",
+    "pytest_scoring.selector",
+    "pytest_scoring.report.samples",
+    "pytest_scoring.report.reader",
+    "pytest_scoring.report.markdown",
+    "pytest_scoring.evaluation.inputs",
+    "pytest_scoring.db.diff_store",
+    "pytest_scoring.fs.guard",
+)
+#: Our modules that decide the scores of ``--score --score-db-diff``: loaded before any test
+#: of the repository runs, so that none can be replaced by a module the repository planted.
+DECIDING = (
+    "pytest_scoring.scorers.outcomes",
+    "pytest_scoring.scorers.tests",
+    "pytest_scoring.scorers.db_change",
+    "pytest_scoring.db.snapshot",
+    "pytest_scoring.db.diff",
+    "pytest_scoring.evaluation.scoring",
+)
+#: A test that adds a user to ``app.db``.
+ADDS_A_USER = """
+import sqlite3
 
 
-def imported_by(folder: Path, *args: str) -> list[str]:
-    """The modules a pytest run in ``folder`` imported."""
+def test_sign_up():
+    with sqlite3.connect("app.db") as db:
+        db.execute("INSERT INTO users (name) VALUES ('eve')")
+    db.close()
+"""
+
+
+def imported_by(folder: Path, *args: str, test: str = "def test_one():\n    pass\n") -> list[str]:
+    """The modules a pytest run in ``folder`` imported (``started.json``: those imported
+    when its session started)."""
     (folder / "conftest.py").write_text(RECORDING_CONFTEST)
-    (folder / "test_some.py").write_text("def test_one():\n    pass\n")
+    (folder / "test_some.py").write_text(test)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=folder,
@@ -69,3 +115,49 @@ def test_a_scored_run_writes_its_parquet_files_without_importing_pyarrow(tmp_pat
     (folder,) = (tmp_path / "scores").glob("scan_id=*")
     rows = pq.read_table(folder / "percent_passing_tests.parquet").to_pylist()
     assert [row["value"] for row in rows] == ["100"]
+
+
+def ours(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return [name for name in modules if name.startswith(names)]
+
+
+def started_with(folder: Path) -> list[str]:
+    """The modules imported when the last run's session started."""
+    modules: list[str] = json.loads((folder / "started.json").read_text())
+    return modules
+
+
+def scores(folder: Path) -> dict[str, object]:
+    (report,) = (folder / "scores").glob("scan_id=*")
+    return {
+        name: score["value"]
+        for name, score in json.loads((report / "scores.json").read_text())["scores"].items()
+    }
+
+
+def make_database(folder: Path) -> None:
+    with sqlite3.connect(folder / "app.db") as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    db.close()
+
+
+@pytest.mark.slow
+def test_a_scored_run_loads_only_the_parts_it_uses_and_those_before_any_test(
+    tmp_path: Path,
+) -> None:
+    make_database(tmp_path)
+    modules = imported_by(tmp_path, "--score", "--score-db-diff", test=ADDS_A_USER)
+    assert ours(modules, UNUSED_BY_A_PLAIN_SCORED_RUN) == []
+    assert set(DECIDING) <= set(started_with(tmp_path))
+    assert scores(tmp_path)["db_change"] == "C"
+
+
+@pytest.mark.slow
+def test_a_run_with_a_selector_loads_the_selector_language_before_any_test(
+    tmp_path: Path,
+) -> None:
+    make_database(tmp_path)
+    selector = json.dumps({"rows": {"added": {"has_one": {"name": "eve"}}}})
+    imported_by(tmp_path, "--score", f"--score-selector={selector}", test=ADDS_A_USER)
+    assert "pytest_scoring.selector.language" in started_with(tmp_path)
+    assert scores(tmp_path)["db_change"] == "C"

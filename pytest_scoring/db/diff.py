@@ -16,15 +16,13 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
-from dataclasses import dataclass
-from dataclasses import field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from typing import final
 
-from pytest_scoring.db.diff_store import RowSink
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
@@ -39,6 +37,7 @@ from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
 
 if TYPE_CHECKING:
+    from pytest_scoring.db.diff_store import RowSink
     from pytest_scoring.selector.evaluation import TimeBudget
 
 #: Examples kept per row list of a table (``counts`` stay exact).
@@ -52,13 +51,16 @@ PROGRESS_STEPS: Final = 10_000
 TableSink = Callable[[str, dict[str, Any], int], None]
 
 
-@dataclass
+@final
 class _Examples:
     """An exact count and at most ``limit`` examples of one row list."""
 
-    limit: int | None
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    count: int = 0
+    __slots__ = ("count", "limit", "rows")
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.rows: list[dict[str, Any]] = []
+        self.count = 0
 
     def wants_example(self) -> bool:
         return self.limit is None or len(self.rows) < self.limit
@@ -242,7 +244,7 @@ def _connect(timeout: float) -> sqlite3.Connection:
     return connection
 
 
-@dataclass(frozen=True)
+@final
 class RowStream:
     """Every row of one row list of one table, read afresh from both sides on each iteration.
 
@@ -250,13 +252,21 @@ class RowStream:
     memory stays flat, however many rows the session changed.
     """
 
-    before: Path | None
-    after: Path | None
-    table: str
-    kind: str
-    timeout: float = LOCK_TIMEOUT
-    #: The selector's time budget, also checked inside SQLite while it looks for the rows.
-    budget: TimeBudget | None = None
+    __slots__ = ("after", "before", "budget", "kind", "table", "timeout")
+
+    def __init__(
+        self,
+        before: Path | None,
+        after: Path | None,
+        table: str,
+        kind: str,
+        timeout: float = LOCK_TIMEOUT,
+        budget: TimeBudget | None = None,
+    ):
+        self.before, self.after, self.table, self.kind = before, after, table, kind
+        self.timeout = timeout
+        #: The selector's time budget, also checked inside SQLite while it looks for the rows.
+        self.budget = budget
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         connection = _connect(self.timeout)

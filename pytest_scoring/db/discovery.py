@@ -16,9 +16,9 @@ import os
 import stat
 from collections.abc import Iterable
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from typing import NamedTuple
 
 from pytest_scoring.fs.walk import TreeWalk
 
@@ -45,8 +45,7 @@ def _matches_any(relpath: str, patterns: Sequence[str]) -> bool:
     return any(matches_pattern(relpath, pattern) for pattern in patterns)
 
 
-@dataclass
-class Discovery:
+class Discovery(NamedTuple):
     """The databases of a tree, and the folders that were not searched for them."""
 
     #: Relative POSIX paths of matching regular files and symlinks, sorted.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from typing import Final
+from typing import NamedTuple
 from typing import TypedDict
 from typing import final
 
@@ -32,11 +32,8 @@ def quote(identifier: str) -> str:
 
 
 @final
-@dataclass(frozen=True)
-class Table:
+class Table(NamedTuple):
     """One table of one attached database."""
-
-    __slots__ = ("columns", "name", "primary_key", "schema", "without_rowid")
 
     #: The attached schema name (``b`` before, ``a`` after).
     schema: str
@@ -118,11 +115,8 @@ _BUILTIN_COLLATIONS: Final = frozenset({"BINARY", "NOCASE", "RTRIM"})
 
 
 @final
-@dataclass(frozen=True)
-class UniqueIndex:
+class UniqueIndex(NamedTuple):
     """A UNIQUE constraint or index of the before side that rows may pair by."""
-
-    __slots__ = ("collations", "columns", "name")
 
     name: str
     columns: tuple[str, ...]
@@ -201,11 +195,8 @@ def schema_changes(before: Table | None, after: Table | None) -> dict[str, objec
 
 
 @final
-@dataclass(frozen=True)
-class Pairing:
+class Pairing(NamedTuple):
     """How the rows of a table present on both sides pair (the table's ``pairing`` entry)."""
-
-    __slots__ = ("key", "unique")
 
     #: The key columns (``["rowid"]`` for the rowid; empty: rows pair by content).
     key: tuple[str, ...]

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import NamedTuple
 from typing import Protocol
 from typing import runtime_checkable
 
@@ -113,8 +113,7 @@ class StartsWithSession(Protocol):
     def start(self, context: ScoringContext) -> None: ...
 
 
-@dataclass(frozen=True)
-class SummaryLine:
+class SummaryLine(NamedTuple):
     """One line of the end-of-session summary; ``problem`` lines are shown in red."""
 
     text: str

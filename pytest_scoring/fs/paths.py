@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from pathlib import PurePosixPath
+from typing import NamedTuple
 from typing import final
 
 
@@ -40,8 +40,7 @@ def cache_home(environ: Mapping[str, str]) -> Path:
 
 
 @final
-@dataclass(frozen=True)
-class ConfiguredPath:
+class ConfiguredPath(NamedTuple):
     """Where a path of the evaluator's configuration (``folder_path``, ``cwd``) leads."""
 
     #: The resolved path; ``None`` when a path in the repository leads out of it (or loops).

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 from typing import Final
+from typing import NamedTuple
 from typing import final
 
 #: Folder names no walk enters, wherever they are.
@@ -28,8 +29,7 @@ SKIPPED_DIRS: Final = frozenset({".git"})
 
 
 @final
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """A name a walk found: a folder it enters, a file, a symlink, a FIFO…"""
 
     #: POSIX path relative to the walk's root.

@@ -19,9 +19,11 @@ from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
+from typing import NamedTuple
 from typing import Protocol
 from typing import TypeVar
 from typing import cast
+from typing import final
 
 import pytest
 
@@ -88,11 +90,14 @@ class OptionSource(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@final
 class PytestOptions:
     """A pytest config as an :class:`OptionSource`."""
 
-    config: pytest.Config
+    __slots__ = ("config",)
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
 
     @property
     def rootpath(self) -> Path:
@@ -218,8 +223,7 @@ def _option_or_ini(config: OptionSource, name: str) -> Any:
     return value if value not in (None, [], False) else config.getini(name)
 
 
-@dataclass(frozen=True)
-class _PathSetting:
+class _PathSetting(NamedTuple):
     """A path-valued setting as given, the folder it is relative to, and where it came from."""
 
     text: str | None

@@ -15,7 +15,6 @@ import math
 import uuid
 from collections.abc import Mapping
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from typing import NamedTuple
 from urllib.parse import quote
 
 from pytest_scoring.scorers.base import Scorer
@@ -189,8 +189,7 @@ def scanner_params(scorer: Scorer) -> dict[str, Any]:
     return {"type": scorer.type, **(params if isinstance(params, Mapping) else {})}
 
 
-@dataclass(frozen=True)
-class Transcript:
+class Transcript(NamedTuple):
     """One scored repository as Scout sees it: a transcript, scored by every scanner."""
 
     #: Its id: the scan id in a report of one repository; in a batch, derived from the
@@ -206,8 +205,7 @@ class Transcript:
     errors: Sequence[Mapping[str, str]] = ()
 
 
-@dataclass(frozen=True)
-class Scan:
+class Scan(NamedTuple):
     """What the Scout files of one report folder say: its transcripts and their scores."""
 
     scan_id: str
@@ -406,8 +404,7 @@ def _error_line(
     }
 
 
-@dataclass(frozen=True)
-class ParquetFiles:
+class ParquetFiles(NamedTuple):
     """A report folder's Parquet files, each as its rows' JSON lines, on their way to disk."""
 
     #: Path → the rows of that file (:func:`json_lines`).
