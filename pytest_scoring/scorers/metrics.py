@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 from typing import final
 
 from pytest_scoring.scorers.score import CORRECT
@@ -18,7 +18,8 @@ from pytest_scoring.scorers.score import value_to_float
 
 
 @final
-class Metric(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Metric:
     """A named function from the scores of all samples to one number."""
 
     #: The key under which the value is stored (``mean``, ``accuracy_at_100``…).
