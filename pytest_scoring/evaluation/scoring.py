@@ -242,7 +242,7 @@ class Evaluation:
     def _check_evaluator_files(self) -> None:
         guard = self.context.guard
         if guard is not None and (changed := guard.changed()):
-            from pytest_scoring.fs.guard import CHANGED
+            from pytest_scoring.fs.guard import CHANGED  # loaded already: it made the guard
 
             self.withheld = f"{CHANGED}: {', '.join(changed)}"
 

@@ -37,7 +37,7 @@ def tool_version() -> str:
 
 def path_digest(path: Path) -> str:
     """SHA-256 of a file's content, or of a folder's manifest (``"missing"`` when absent)."""
-    # Loaded only now: most sessions name no file to hash.
+    # Loaded only when the evaluator names a file to hash (configuration, reference…).
     from pytest_scoring.fs.guard import file_digest
     from pytest_scoring.fs.guard import tree_digest
 
