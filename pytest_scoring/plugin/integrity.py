@@ -224,12 +224,14 @@ def outcome_changed(report: Any, comparing: bool) -> str | None:
         :data:`COMPUTED_ATTR`; a favourable one without it was made outside pytest's
         ``pytest_runtest_makereport``.
     """
+    computed = getattr(report, COMPUTED_ATTR, None)
+    if not (comparing or isinstance(computed, str)):  # most sessions: nothing to compare
+        return None
     outcome = getattr(report, "outcome", None)
     if outcome not in _RANK or getattr(report, "when", None) is None:
         return None
-    computed = getattr(report, COMPUTED_ATTR, None)
     if not isinstance(computed, str):
-        if comparing and outcome != "failed":
+        if outcome != "failed":
             where = f"{report.nodeid} {report.when}"
             return f"{where}: a {outcome} report that pytest's makereport did not make"
         return None

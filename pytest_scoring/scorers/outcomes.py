@@ -312,7 +312,7 @@ class OutcomeTally:
             [list(item) for item in properties] if properties else (),
             str(report.wasxfail) if hasattr(report, "wasxfail") else None,
             None if outcome == "passed" else short_longrepr(report.longrepr),
-            subtest_context(report) is not None,
+            hasattr(report, "context") and subtest_context(report) is not None,
         )
 
     def record_phase(self, record: PhaseRecord) -> None:
