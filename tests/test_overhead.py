@@ -17,6 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pytest_scoring.report.parquet_helper import HELPER_NICENESS
+
 #: A conftest that writes the modules imported when the session starts (before any test
 #: runs) and once pytest is done (after the report).
 RECORDING_CONFTEST = """
@@ -161,3 +163,48 @@ def test_a_run_with_a_selector_loads_the_selector_language_before_any_test(
     imported_by(tmp_path, "--score", f"--score-selector={selector}", test=ADDS_A_USER)
     assert "pytest_scoring.selector.language" in started_with(tmp_path)
     assert scores(tmp_path)["db_change"] == "C"
+
+
+#: Starts a report helper, as a session does, and prints its priority and the session's once
+#: the helper has lowered its own (its first step), or after two minutes.
+HELPER_PRIORITY_SCRIPT = """
+import os, time
+from pathlib import Path
+from pytest_scoring.report.parquet_helper import HELPER_NICENESS, ParquetHelper
+
+def children():
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (command) state ppid ...": the command may hold spaces
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                found.add(int(stat.parent.name))
+        except OSError:
+            pass
+    return found
+
+before = children()
+helper = ParquetHelper.start()
+(pid,) = children() - before
+session = os.getpriority(os.PRIO_PROCESS, 0)
+deadline = time.monotonic() + 120
+while os.getpriority(os.PRIO_PROCESS, pid) == session and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(session, os.getpriority(os.PRIO_PROCESS, pid))
+helper.close()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_the_report_helper_takes_only_spare_cpu() -> None:
+    """The helper imports pyarrow at a lower priority than the session: on a machine whose
+    cores are all busy, it does not take the tests' CPU time."""
+    done = subprocess.run(
+        [sys.executable, "-c", HELPER_PRIORITY_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    session, helper = map(int, done.stdout.split())
+    assert helper == min(19, session + HELPER_NICENESS)

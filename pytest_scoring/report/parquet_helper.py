@@ -2,11 +2,13 @@
 
 Importing pyarrow takes about 0.35 s of CPU: most of what a scored session used to add to a
 fast suite. A thread would save little, as an import holds the GIL the tests need; a
-process runs on another core. So an evaluation starts a :class:`ParquetHelper` when its
-session starts (on pytest-xdist's controller only: workers hold no evaluation). The helper
-imports pyarrow while the tests run, then waits. At the end the writer hands it the rows of
-each Parquet file; it writes them into the report folder being built, answers, and exits.
-The writer still renames the folder into place once every file is in it.
+process runs on another core, at a lower priority (:data:`HELPER_NICENESS`) so that on a
+machine whose cores are all busy it does not take the tests' share. So an evaluation starts
+a :class:`ParquetHelper` when its session starts (on pytest-xdist's controller only: workers
+hold no evaluation). The helper imports pyarrow while the tests run, then waits. At the end
+the writer hands it the rows of each Parquet file; it writes them into the report folder
+being built, answers, and exits. The writer still renames the folder into place once every
+file is in it.
 
 Whatever keeps the helper from writing (it could not start, import or write, it died, it took
 longer than :data:`WRITE_TIMEOUT`), the writer writes the files itself as it always did: the
@@ -37,6 +39,9 @@ WRITTEN: Final = b"written\n"
 #: normally comes in milliseconds; importing pyarrow from a cold disk on a loaded machine,
 #: which the helper may still be doing for a short session, can take seconds).
 WRITE_TIMEOUT: Final = 60.0
+#: How much lower the helper's scheduling priority is than the session's: on a machine with
+#: every core busy it gets about a tenth of the CPU time the session gets (Linux's weights).
+HELPER_NICENESS: Final = 10
 #: The most the pipe to the helper is asked to hold (Linux's limit for an ordinary user):
 #: files whose rows take more are written by the session itself.
 PIPE_SIZE: Final = 1 << 20
@@ -146,6 +151,10 @@ def serve() -> None:
 
     Any failure ends the helper without the answer, and the session writes the files itself.
     """
+    # Spare CPU only: on a busy machine the tests keep their core. When the session waits for
+    # the helper at its end, that core is free again for it.
+    with contextlib.suppress(AttributeError, OSError):  # no os.nice outside POSIX
+        os.nice(HELPER_NICENESS)
     from pytest_scoring.report.scout import json_lines
     from pytest_scoring.report.scout import write_parquet
 
