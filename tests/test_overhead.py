@@ -7,6 +7,7 @@ The cost itself is measured by ``bench/bench_plugin.py`` (docs/benchmarks.md), n
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
@@ -208,3 +209,19 @@ def test_the_report_helper_takes_only_spare_cpu() -> None:
     )
     session, helper = map(int, done.stdout.split())
     assert helper == min(19, session + HELPER_NICENESS)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_scoring_leaves_garbage_collection_as_the_suite_had_it(
+    pytester: pytest.Pytester, enabled: bool
+) -> None:
+    """Collection pauses while the report is written, then is as the suite left it: on for
+    pytest's own ``pytest.main`` callers, still off for a suite that turned it off."""
+    pytester.makepyfile("def test_one():\n    pass\n")
+    was_enabled = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        pytester.runpytest_inprocess("--score", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
