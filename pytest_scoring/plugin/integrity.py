@@ -557,6 +557,8 @@ class IntegrityWatch:
 
     def check_report(self, report: Any) -> None:
         """An ``outcome_changed`` signal when this phase report is better than pytest said."""
+        if not (self.comparing or hasattr(report, COMPUTED_ATTR)):
+            return  # most sessions, every phase: nothing to compare (outcome_changed's test)
         detail = outcome_changed(report, self.comparing)
         if detail is not None:
             self.signals.append(make_signal("outcome_changed", detail, self._hook_file))

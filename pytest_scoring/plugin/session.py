@@ -58,6 +58,8 @@ class ScoringSession:
         self.evaluation = Evaluation(
             settings, scorers, hooks=config.hook, hook_config=config, tally=tally
         )
+        #: The evaluation's tally, held here for the hook every phase report goes through.
+        self.tally = tally
         self.watch = watch
         #: What ended the session, when pytest was interrupted or ``pytest.exit()`` called.
         self.stopped_by: pytest.ExceptionInfo[BaseException] | None = None
@@ -66,10 +68,6 @@ class ScoringSession:
     def scorers(self) -> list[Scorer]:
         """The scorers the session runs (a conftest may add to them before it ends)."""
         return self.evaluation.scorers
-
-    @property
-    def tally(self) -> OutcomeTally:
-        return self.evaluation.tally
 
     @pytest.hookimpl
     def pytest_report_header(self) -> list[str]:

@@ -200,15 +200,14 @@ class _TestState:
     #: Its teardown was reported: the attempt is over.
     finished: bool = False
 
-    def starts_anew(self, when: str, is_subtest: bool) -> bool:
-        """Whether a phase report opens another attempt (pytest-rerunfailures).
+    def starts_anew(self, when: str) -> bool:
+        """Whether a setup or subtest report opens another attempt (pytest-rerunfailures).
 
         An attempt opens with its setup report, or with a subtest's report: rerunfailures
         logs an attempt's phase reports only once it is over, while subtests report the
         moment they finish, so they arrive before that attempt's setup.
         """
-        opening = when == "setup" or is_subtest
-        return opening and (self.finished or (when == "setup" and self.setup_seen))
+        return self.finished or (when == "setup" and self.setup_seen)
 
     def count_subtest(self, outcome: str, longrepr: str | None) -> None:
         subtests = self.subtests = self.subtests or {}
@@ -347,16 +346,23 @@ class OutcomeTally:
         if outcome == "rerun":  # a failed attempt; the next one starts with setup
             return
         self._changes += 1
-        nodeid = self.id_prefix + nodeid
+        if self.id_prefix:
+            nodeid = self.id_prefix + nodeid
         state = self.tests.get(nodeid)
-        if state is None or state.starts_anew(when, is_subtest):
+        opening = is_subtest or when == "setup"
+        if state is None or (opening and state.starts_anew(when)):
             state = self.tests[nodeid] = _TestState()  # keeps the id's place in the order
         if is_subtest:
             state.count_subtest(outcome, longrepr)
             return
         state.duration += duration
         state.user_properties = user_properties
-        phase = _phase_outcome(when, outcome, wasxfail is not None)
+        # Most phases of most sessions are a passing setup or teardown, which says nothing.
+        phase = (
+            None
+            if outcome == "passed" and when != "call"
+            else _phase_outcome(when, outcome, wasxfail is not None)
+        )
         if phase not in _SILENT:
             message = _message(phase, wasxfail, longrepr)
             if message is not None:
