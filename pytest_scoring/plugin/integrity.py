@@ -140,15 +140,22 @@ def _function_file(function: object) -> str | None:
 # --- outcome_hook ---------------------------------------------------------------------
 
 
-def outcome_hook_signals(pluginmanager: pytest.PytestPluginManager, root: Path) -> list[Signal]:
+def outcome_hook_signals(
+    pluginmanager: pytest.PytestPluginManager,
+    root: Path,
+    inside: dict[str, str | None] | None = None,
+) -> list[Signal]:
     """One ``outcome_hook`` signal per (hook, file inside ``root``) among registered plugins.
 
     Conftest modules, plugins a conftest names in ``pytest_plugins``, ``-p`` modules and
     objects registered at run time all count when their hook functions live in the repository.
+
+    :param inside: source files already resolved, and where they are in ``root``: most
+        implementations share a few files (pytest's own modules), each resolved once for all
+        the looks of a session.
     """
     signals: list[Signal] = []
-    # Most implementations share a few files (pytest's own modules): each is resolved once.
-    inside: dict[str, str | None] = {}
+    inside = {} if inside is None else inside
     root = root.resolve()
     for name in OUTCOME_HOOKS:
         caller = getattr(pluginmanager.hook, name, None)
@@ -533,11 +540,13 @@ class IntegrityWatch:
         #: Outcome hooks were found: phase reports are stamped and compared.
         self.comparing = False
         self._hook_file: str | None = None
+        #: Hook files resolved by the looks so far (see outcome_hook_signals).
+        self._inside: dict[str, str | None] = {}
         self._guard = PatchGuard([*PYTEST_TARGETS, *guarded])
 
     def look_for_outcome_hooks(self) -> None:
         """Record the outcome hooks registered by now; stamp reports from now on if any."""
-        found = outcome_hook_signals(self.config.pluginmanager, self.root)
+        found = outcome_hook_signals(self.config.pluginmanager, self.root, self._inside)
         self.signals = dedupe([*self.signals, *found])
         if found and not self.comparing:
             self.comparing = True
