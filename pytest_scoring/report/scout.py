@@ -248,6 +248,9 @@ class ScanWriter:
 
     def __init__(self, scan: Scan):
         self.scan = scan
+        #: Each transcript's own columns by its id: the same in every scorer's row, and
+        #: summing a large session's test durations once is enough (issue 17).
+        self._columns: dict[str, dict[str, Any]] = {}
 
     def start(self, folder: Path, helper: ParquetHelper | None = None) -> ParquetFiles:
         """Hand the Parquet files to ``helper``, which writes them while the writer goes on
@@ -343,8 +346,11 @@ class ScanWriter:
         score = transcript.scores[scorer.name]
         value, value_type = encode_value(score.get("value"))
         error = score_error(score)
+        columns = self._columns.get(transcript.id)
+        if columns is None:
+            columns = self._columns[transcript.id] = self._transcript_columns(transcript)
         return {
-            **self._transcript_columns(transcript),
+            **columns,
             "scanner_key": scanner_key(scorer.name),
             "scanner_name": scorer.name,
             "scanner_version": 0,
