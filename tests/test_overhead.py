@@ -8,6 +8,7 @@ The cost itself is measured by ``bench/bench_plugin.py`` (docs/benchmarks.md), n
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import sqlite3
@@ -19,6 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pytest_scoring.report.parquet_helper import HELPER_NICENESS
+from pytest_scoring.report.scout import json_lines
+from pytest_scoring.report.scout import write_parquet
 
 #: A conftest that writes the modules imported when the session starts (before any test
 #: runs) and once pytest is done (after the report).
@@ -225,3 +228,35 @@ def test_scoring_leaves_garbage_collection_as_the_suite_had_it(
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was_enabled else gc.disable)()
+
+
+#: Writes one table as the helper does, then prints whether numpy got imported and the
+#: file's bytes in hex.
+HELPER_WRITE_SCRIPT = """
+import io, sys
+from pytest_scoring.report.parquet_helper import without_numpy
+from pytest_scoring.report.scout import json_lines, write_parquet
+
+without_numpy()
+written = io.BytesIO()
+write_parquet(written, json_lines(ROWS))
+print(sys.modules.get("numpy") is not None, written.getvalue().hex())
+sys.stdout.flush()
+"""
+
+
+def test_the_report_helper_writes_the_same_files_without_importing_numpy() -> None:
+    """pyarrow imports numpy when it is installed, which was most of the helper's CPU time on
+    the core beside the tests'; the helper keeps it out, and its Parquet files are the same
+    bytes as a session's own."""
+    rows = [{"transcript_id": "t", "scanner_name": "tests", "value": "1", "scan_error": None}]
+    script = f"ROWS = {rows!r}\n{HELPER_WRITE_SCRIPT}"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    numpy_imported, helper_bytes = done.stdout.split()
+    assert numpy_imported == "False"
+    expected = io.BytesIO()
+    write_parquet(expected, json_lines(rows))
+    assert bytes.fromhex(helper_bytes) == expected.getvalue()
+    assert pq.read_table(io.BytesIO(expected.getvalue())).num_rows == 1
