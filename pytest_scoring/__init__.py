@@ -7,9 +7,11 @@ The public names are imported on first use: pytest imports this package for ever
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 from typing import Any
+
+#: The release (pyproject.toml reads it from here).
+__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from pytest_scoring.db.diff import diff_paths
@@ -136,8 +138,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        return _version("pytest-scoring")
     if name not in _EXPORTS:
         raise AttributeError(f"module 'pytest_scoring' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)

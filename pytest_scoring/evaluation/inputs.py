@@ -19,8 +19,8 @@ from typing import Any
 from typing import Final
 from typing import TypedDict
 
+from pytest_scoring import __version__
 from pytest_scoring.report.provenance import path_digest
-from pytest_scoring.report.provenance import tool_version
 
 #: ``--score-*`` options that say where things go, not how anything is scored.
 OUTPUT_OPTIONS: Final = frozenset({"score_report", "score_markdown", "score_reference"})
@@ -56,7 +56,7 @@ def options_digest(options: Mapping[str, Any], files: Iterable[Path]) -> str:
     :param files: files and folders the options name (configuration, selector, plugins…).
     """
     described = {
-        "pytest_scoring": tool_version(),
+        "pytest_scoring": __version__,
         "options": {key: value for key, value in options.items() if key not in OUTPUT_OPTIONS},
         "files": {str(path): path_digest(path) for path in sorted(set(files))},
     }

@@ -17,22 +17,12 @@ import hashlib
 import json
 import platform
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
 if TYPE_CHECKING:
     from pytest_scoring.plugin.options import ScoringSettings
-
-
-def tool_version() -> str:
-    """The installed version of pytest-scoring (``"unknown"`` when it is not installed)."""
-    try:
-        return version("pytest-scoring")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def path_digest(path: Path) -> str:
@@ -103,9 +93,11 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
     """
     import pytest
 
+    from pytest_scoring import __version__
+
     return {
         "tool": "pytest-scoring",
-        "version": tool_version(),
+        "version": __version__,
         "route": route,
         "python": platform.python_version(),
         "pytest": pytest.__version__,

@@ -8,15 +8,12 @@ per (transcript, scorer).
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import math
 import uuid
 from collections.abc import Mapping
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version
 from pathlib import Path
 from typing import IO
 from typing import TYPE_CHECKING
@@ -134,16 +131,13 @@ def scanner_key(name: str) -> str:
     return key or "%00"
 
 
-@functools.cache
 def package_versions() -> dict[str, str]:
     """Versions of the packages that shaped the report, for ``_scan.json``."""
-    versions = {}
-    for package in ("pytest-scoring", "pytest"):
-        try:
-            versions[package.replace("-", "_")] = version(package)
-        except PackageNotFoundError:
-            continue
-    return versions
+    import pytest  # the command line and the plugin have it loaded already
+
+    from pytest_scoring import __version__
+
+    return {"pytest_scoring": __version__, "pytest": pytest.__version__}
 
 
 def encode_value(value: object) -> tuple[str | None, str]:
