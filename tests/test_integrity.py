@@ -183,6 +183,27 @@ def test_a_changed_outcome_is_seen_on_the_xdist_controller(pytester: pytest.Pyte
     assert report["scores"]["percent_passing_tests"]["value"] == "N"
 
 
+def test_reports_changed_after_they_were_logged_change_no_score(pytester: pytest.Pytester) -> None:
+    # The tally folds the phases in at the end (issue 17): what it folds is what each report
+    # said when it was logged, not what the terminal's list of reports says by then.
+    pytester.makepyfile(test_calc=HONEST)
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionfinish(session):
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            for report in reporter.stats.pop("failed", []):
+                report.outcome, report.longrepr = "passed", None
+                reporter.stats.setdefault("passed", []).append(report)
+        """
+    )
+    report = scored(pytester)
+    assert report["scores"]["percent_passing_tests"]["value"] == TRUTH
+    assert report["tests"]["counts"]["failed"] == 2
+
+
 def test_a_report_made_outside_pytest_is_a_changed_outcome(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_calc=HONEST)
     pytester.makeconftest(

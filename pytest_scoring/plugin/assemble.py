@@ -193,6 +193,7 @@ def _guarded_functions() -> list[tuple[str, object, str]]:
         ("OutcomeTally.counts", outcomes.OutcomeTally, "counts"),
         ("OutcomeTally.records", outcomes.OutcomeTally, "records"),
         ("OutcomeTally.record_test", outcomes.OutcomeTally, "record_test"),
+        ("OutcomeTally._fold_pending", outcomes.OutcomeTally, "_fold_pending"),
         ("OutcomeTally._fold", outcomes.OutcomeTally, "_fold"),
         ("judged", outcomes, "judged"),
         ("_TestState.final", outcomes._TestState, "final"),

@@ -247,6 +247,9 @@ class _TestState:
         return outcome, phase
 
 
+#: One phase report as the tally keeps it until it is folded in: ``_fold``'s arguments.
+_Phase = tuple[str, str, str, float, Sequence[list[Any]], str | None, str | None, bool]
+
 #: Phase outcomes that need no message (most phases of most sessions).
 _SILENT: Final = frozenset((None, "passed", "xpassed"))
 
@@ -280,7 +283,8 @@ class OutcomeTally:
     every other test is ``extra``.
     """
 
-    tests: dict[str, _TestState] = field(default_factory=dict)
+    #: Every test's state, by id (read through :attr:`tests`).
+    _tests: dict[str, _TestState] = field(default_factory=dict, init=False, repr=False)
     #: Test ids pytest collected (the controller learns them from xdist's workers).
     collected: set[str] = field(default_factory=set)
     #: The expected set, ``{test id: expected outcome}``, or None to count every test.
@@ -293,38 +297,59 @@ class OutcomeTally:
     #: Records folded in so far: with the sizes of :attr:`tests` and :attr:`collected` and
     #: the expected set, what the answers in :attr:`_memo` were computed for.
     _changes: int = field(default=0, init=False, repr=False)
+    #: Phase reports read but not yet folded in (see :meth:`record_test`).
+    _pending: list[_Phase] = field(default_factory=list, init=False, repr=False)
     _memo: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _memo_state: tuple[int, ...] = field(default=(), init=False, repr=False)
 
-    def record_test(self, report: RunReport) -> None:
-        """Fold one pytest phase report (a subtest's too) into that test's outcome.
+    @property
+    def tests(self) -> dict[str, _TestState]:
+        """Every test's state, by id, in the order first seen."""
+        self._fold_pending()
+        return self._tests
 
-        This runs for every phase of every test, so it reads the report straight into
-        :meth:`_fold` rather than building a :class:`PhaseRecord` first (issue 17).
+    def record_test(self, report: RunReport) -> None:
+        """Read one pytest phase report (a subtest's too); it is folded into its test's
+        outcome when the tally is next asked anything.
+
+        This runs for every phase of every test while the tests run: it only copies what
+        the outcome rule needs, leaving the folding to one loop at the end (issue 17). The
+        copy is taken now, so that a report changed after it was logged changes nothing.
         """
         outcome, properties = report.outcome, report.user_properties
-        self._fold(
-            report.nodeid,
-            report.when or "",
-            outcome,
-            float(report.duration or 0.0),
-            [list(item) for item in properties] if properties else (),
-            str(report.wasxfail) if hasattr(report, "wasxfail") else None,
-            None if outcome == "passed" else short_longrepr(report.longrepr),
-            hasattr(report, "context") and subtest_context(report) is not None,
+        self._pending.append(
+            (
+                report.nodeid,
+                report.when or "",
+                outcome,
+                float(report.duration or 0.0),
+                [list(item) for item in properties] if properties else (),
+                str(report.wasxfail) if hasattr(report, "wasxfail") else None,
+                None if outcome == "passed" else short_longrepr(report.longrepr),
+                hasattr(report, "context") and subtest_context(report) is not None,
+            )
         )
 
+    def _fold_pending(self) -> None:
+        """Fold in the phases read so far: before anything reads :attr:`_tests`."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            for phase in pending:
+                self._fold(*phase)
+
     def record_phase(self, record: PhaseRecord) -> None:
-        """Fold one phase record (a child's probe line) into that test's outcome."""
-        self._fold(
-            record["nodeid"],
-            record["when"],
-            record["outcome"],
-            float(record.get("duration") or 0.0),
-            record.get("user_properties", ()),
-            record.get("wasxfail"),
-            record.get("longrepr"),
-            "subtest" in record,
+        """Read one phase record (a child's probe line), as :meth:`record_test` does."""
+        self._pending.append(
+            (
+                record["nodeid"],
+                record["when"],
+                record["outcome"],
+                float(record.get("duration") or 0.0),
+                record.get("user_properties", ()),
+                record.get("wasxfail"),
+                record.get("longrepr"),
+                "subtest" in record,
+            )
         )
 
     def _fold(
@@ -348,10 +373,10 @@ class OutcomeTally:
         self._changes += 1
         if self.id_prefix:
             nodeid = self.id_prefix + nodeid
-        state = self.tests.get(nodeid)
+        state = self._tests.get(nodeid)
         opening = is_subtest or when == "setup"
         if state is None or (opening and state.starts_anew(when)):
-            state = self.tests[nodeid] = _TestState()  # keeps the id's place in the order
+            state = self._tests[nodeid] = _TestState()  # keeps the id's place in the order
         if is_subtest:
             state.count_subtest(outcome, longrepr)
             return
@@ -424,7 +449,7 @@ class OutcomeTally:
         return finished
 
     def _final_outcomes(self) -> dict[str, Outcome]:
-        finals = ((nodeid, state.final()) for nodeid, state in self.tests.items())
+        finals = ((nodeid, state.final()) for nodeid, state in self._tests.items())
         return {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
 
     def _memoized(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -434,7 +459,8 @@ class OutcomeTally:
         counts and the failing ids), and each answer walks every test (issue 17). Any record
         folded in, test id collected or expected set given makes every answer stale.
         """
-        state = (self._changes, len(self.tests), len(self.collected), id(self.expected))
+        self._fold_pending()
+        state = (self._changes, len(self._tests), len(self.collected), id(self.expected))
         if state != self._memo_state:
             self._memo, self._memo_state = {}, state
         if name not in self._memo:
@@ -458,7 +484,7 @@ class OutcomeTally:
         """Every test with a known outcome, in the order first seen."""
         records: list[TestRecord] = []
         for nodeid, outcome in self._finished().items():
-            state = self.tests[nodeid]
+            state = self._tests[nodeid]
             record: TestRecord = {
                 "nodeid": nodeid,
                 "outcome": outcome,
@@ -516,7 +542,7 @@ class OutcomeTally:
     def _ids_by_count(self) -> dict[str | None, list[str]]:
         """Every test id under how it counts: the expected set's, or every test seen, then the
         tests collected but never seen."""
-        ids = [*self.tests, *sorted(self.collected - self.tests.keys())]
+        ids = [*self._tests, *sorted(self.collected - self._tests.keys())]
         if self.expected is not None:
             ids = list(self.expected)
         finished = self._finished()
@@ -532,7 +558,7 @@ class OutcomeTally:
 
     def _subtest_counts(self) -> dict[str, int]:
         totals: dict[str, int] = {}
-        for state in self.tests.values():
+        for state in self._tests.values():
             for outcome, number in (state.subtests or {}).items():
                 totals[outcome] = totals.get(outcome, 0) + number
         return dict(sorted(totals.items()))
