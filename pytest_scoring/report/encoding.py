@@ -45,6 +45,7 @@ _encode_lines: Final = _lines_encoder()
 
 
 def _encode_line(value: Any) -> str:
+    """One value's one-line text (a key, a scalar: the few values that are not list items)."""
     return next(_encode_lines((value,)))
 
 
