@@ -331,11 +331,16 @@ class OutcomeTally:
         )
 
     def _fold_pending(self) -> None:
-        """Fold in the phases read so far: before anything reads :attr:`_tests`."""
-        if self._pending:
-            pending, self._pending = self._pending, []
-            for phase in pending:
-                self._fold(*phase)
+        """Fold in the phases read so far: before anything reads :attr:`_tests`.
+
+        The list is emptied of what was folded only, so that a phase a probe's reader thread
+        appends meanwhile is folded next time, never lost.
+        """
+        pending, folded = self._pending, 0
+        for phase in pending:
+            self._fold(*phase)
+            folded += 1
+        del pending[:folded]
 
     def record_phase(self, record: PhaseRecord) -> None:
         """Read one phase record (a child's probe line), as :meth:`record_test` does."""
