@@ -7,8 +7,8 @@ import secrets
 import bcrypt
 import pytest
 
-from pytest_scoring.plugin.deterministic import DeterministicGenerators
-from pytest_scoring.plugin.deterministic import fixed_gensalt
+from pytest_scoring.kit.deterministic import DeterministicGenerators
+from pytest_scoring.kit.deterministic import fixed_gensalt
 
 WRITES_TOKENS = """
     import secrets

@@ -9,7 +9,6 @@ read back from its file, as a user reads it.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -39,7 +38,6 @@ from inspect_ai.solver import solver
 from inspect_ai.util import sandbox
 from runs import SYSTEM_PYTHON
 from runs import system_python_with_pytest
-from test_probe import runtime_imports
 
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
@@ -53,12 +51,10 @@ from pytest_scoring.inspect import percent_passing_tests_scorer
 from pytest_scoring.inspect import run_tests
 from pytest_scoring.inspect import sandbox_state_scorer
 from pytest_scoring.inspect import test_runner_scorer as runner_scorer
-from pytest_scoring.inspect.kit import HELPER as HELPER_NAME
-from pytest_scoring.inspect.kit import SANDBOX_KIT
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
-HELPER = ROOT / "pytest_scoring" / "inspect" / "helper.py"
+HELPER = ROOT / "pytest_scoring" / "kit" / "sandbox.py"
 PASSWORD_CHANGE = json.loads((EXAMPLES / "selectors" / "password_change.json").read_text())
 #: The example suite: five passing tests, one failing, one erroring, one skipped.
 EXAMPLE_PERCENT = 71.43
@@ -661,14 +657,6 @@ def test_composite_reuses_scores_of_this_package_and_runs_other_scorers(tmp_path
 
 
 # --- the sandbox's side -------------------------------------------------------------------
-
-
-def test_the_helper_is_python_3_8_and_needs_only_the_standard_library() -> None:
-    # The rest of the kit is the launch kit of pytest-scoring run (tests/test_probe.py).
-    assert SANDBOX_KIT[HELPER_NAME] == HELPER
-    tree = ast.parse(HELPER.read_text(encoding="utf-8"), feature_version=(3, 8))
-    imported = {module.split(".")[0] for module in runtime_imports(tree)}
-    assert imported - set(sys.stdlib_module_names) == set()
 
 
 def helper(*args: str | Path) -> Any:

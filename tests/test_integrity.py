@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import pytest_scoring.plugin.integrity
+import pytest_scoring.kit.integrity
 from pytest_scoring.cli.main import main
 
 #: The honest suite: 3 of 5 tests pass, so the truth is 60 %.
@@ -357,12 +357,12 @@ def test_the_junit_route_reads_the_signals_of_the_repositorys_files(
         (None, set()),
         ("", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
         ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
-        ("all", set(pytest_scoring.plugin.integrity.KINDS)),
+        ("all", set(pytest_scoring.kit.integrity.KINDS)),
         ("selection, outcome_hook", {"selection", "outcome_hook"}),
     ],
 )
 def test_strict_names_kinds_all_or_the_default(text: str | None, kinds: set[str]) -> None:
-    assert pytest_scoring.plugin.integrity.parse_strict(text) == kinds
+    assert pytest_scoring.kit.integrity.parse_strict(text) == kinds
 
 
 def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -373,7 +373,7 @@ def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> N
 
 def test_the_detection_module_is_stdlib_and_pytest_only_in_python_3_8_syntax() -> None:
     # The stdlib probe of a child pytest (Python >= 3.8) reuses it as a file.
-    source = Path(pytest_scoring.plugin.integrity.__file__).read_text()
+    source = Path(pytest_scoring.kit.integrity.__file__).read_text()
     tree = ast.parse(source, feature_version=(3, 8))
     imported = {
         name.split(".")[0]

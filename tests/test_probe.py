@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ from runs import SYSTEM_PYTHON
 from runs import system_python_with_pytest
 
 from pytest_scoring import last_result
-from pytest_scoring.process.children import KIT_FILES
+from pytest_scoring.kit import kit_files
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
 from pytest_scoring.process.stream import ProbeState
@@ -46,32 +45,6 @@ needs_system_pytest = pytest.mark.skipif(
     not system_python_with_pytest(),
     reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
 )
-
-
-def runtime_imports(tree: ast.Module) -> set[str]:
-    """The modules a file imports when it runs (``if TYPE_CHECKING:`` blocks left out)."""
-    found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.ImportFrom):
-                found.add(inner.module or "")
-            elif isinstance(inner, ast.Import):
-                found.update(alias.name for alias in inner.names)
-    return found
-
-
-@pytest.mark.parametrize("name", sorted(KIT_FILES))
-def test_the_files_copied_into_a_child_are_python_3_8_and_need_only_pytest(name: str) -> None:
-    source = KIT_FILES[name].read_text(encoding="utf-8")
-    tree = ast.parse(source, feature_version=(3, 8))
-    foreign = {module.split(".")[0] for module in runtime_imports(tree)} - {
-        *sys.stdlib_module_names,
-        "pytest",
-        "bcrypt",  # patched only when the scored code has it (ImportError is expected)
-    }
-    assert foreign == set(), name
 
 
 def run_suite(repo: Path, *args: str, python: str | None = None) -> ProbeState:
@@ -170,7 +143,7 @@ def test_the_probe_writes_to_a_file_when_the_environment_names_one(
     suite: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     kit = tmp_path_factory.mktemp("kit")
-    for name, source in KIT_FILES.items():
+    for name, source in kit_files().items():
         shutil.copyfile(source, kit / name)
     stream = kit / "stream.jsonl"
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}

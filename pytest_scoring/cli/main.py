@@ -94,7 +94,7 @@ strict_option = click.option(
 
 def strict_kinds(text: str | None) -> frozenset[str]:
     """The kinds ``--strict`` names; a bad one is an :class:`OptionError`."""
-    from pytest_scoring.plugin.integrity import parse_strict
+    from pytest_scoring.kit.integrity import parse_strict
 
     try:
         return parse_strict(text)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
-from pytest_scoring.process.launch import NO_PYTEST
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.reference.copy import copy_tree
 

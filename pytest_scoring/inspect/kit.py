@@ -1,11 +1,11 @@
 """The kit in the sandbox: the launcher, the probe and the helper, and what the host asks of them.
 
 One :class:`SandboxKit` per sample holds a private folder in the sandbox (``tempfile.mkdtemp``
-of the sandbox's Python) with the launch kit of ``pytest-scoring run`` (launcher, probe,
-deterministic plugin, hook specifications, integrity watch) and the helper
-(:mod:`pytest_scoring.inspect.helper`). Everything large travels as files: the helper writes
-them, the host reads them with ``read_file`` in parts no larger than Inspect's limit, and
-writes its own the same way (docs/inspect.md).
+of the sandbox's Python) with the kit (:mod:`pytest_scoring.kit`): the launcher, the probe,
+the integrity watch, the deterministic plugin and the helper (:mod:`pytest_scoring.kit.sandbox`).
+Everything large travels as files: the helper writes them, the host reads them with
+``read_file`` in parts no larger than Inspect's limit, and writes its own the same way
+(docs/inspect.md).
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ from inspect_ai.util import SandboxEnvironmentLimits
 
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.walk import SKIPPED_DIRS
-from pytest_scoring.inspect import helper
-from pytest_scoring.process import launch
-from pytest_scoring.process.children import KIT_FILES
+from pytest_scoring.kit import PREFIX
+from pytest_scoring.kit import kit_files
+from pytest_scoring.kit import launch
 
-#: The helper's name in the sandbox, beside the launch kit.
-HELPER: Final = "_pytest_scoring_sandbox.py"
-#: Every file written into the sandbox's private folder, and where it comes from.
-SANDBOX_KIT: Final = {**KIT_FILES, HELPER: Path(helper.__file__)}
+#: The helper's name in the sandbox (:mod:`pytest_scoring.kit.sandbox`), beside the launcher.
+HELPER: Final = f"{PREFIX}sandbox.py"
 #: The interpreters tried, in order.
 PYTHONS: Final = ("python3", "python")
 MIN_PYTHON: Final = (3, 8)
@@ -95,7 +93,7 @@ class SandboxKit:
                 f"needs Python {version_text(MIN_PYTHON)} or newer"
             )
         folder = str(boot["folder"])
-        for name, source in SANDBOX_KIT.items():
+        for name, source in kit_files().items():
             await environment.write_file(posixpath.join(folder, name), source.read_bytes())
         check = await environment.exec(
             [python, posixpath.join(folder, launch.LAUNCHER), "--check"], timeout=HELPER_TIMEOUT

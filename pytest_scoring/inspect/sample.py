@@ -35,9 +35,9 @@ from pytest_scoring.fs.walk import SKIPPED_DIRS
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
-from pytest_scoring.plugin.integrity import Signal
-from pytest_scoring.plugin.integrity import cap_signals
-from pytest_scoring.plugin.integrity import early_end_signal
+from pytest_scoring.kit.integrity import Signal
+from pytest_scoring.kit.integrity import cap_signals
+from pytest_scoring.kit.integrity import early_end_signal
 from pytest_scoring.plugin.options import DEFAULT_DB_PATTERNS
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.process.stream import MAX_LINE

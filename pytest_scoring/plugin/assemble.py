@@ -144,13 +144,13 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     settings = resolve_settings(PytestOptions(config))
     if settings.deterministic:
         # Every process patches its own generators: controller, xdist workers, reference rerun.
-        from pytest_scoring.plugin.deterministic import install_deterministic
+        from pytest_scoring.kit.deterministic import install_deterministic
 
         install_deterministic(config)
     if not settings.enabled:
         return
-    from pytest_scoring.plugin.integrity import IntegrityWatch
-    from pytest_scoring.plugin.integrity import repository_root
+    from pytest_scoring.kit.integrity import IntegrityWatch
+    from pytest_scoring.kit.integrity import repository_root
     from pytest_scoring.plugin.session import PLUGIN_NAME
     from pytest_scoring.plugin.session import ScoringSession
     from pytest_scoring.plugin.session import XdistCollection
@@ -183,7 +183,7 @@ def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> Expecte
 def _guarded_functions() -> list[tuple[str, object, str]]:
     """Our functions that decide a verdict: replacing one at run time is ``patched``."""
     from pytest_scoring.evaluation.scoring import Evaluation
-    from pytest_scoring.plugin import integrity
+    from pytest_scoring.kit import integrity
     from pytest_scoring.plugin.session import ScoringSession
     from pytest_scoring.scorers import outcomes
     from pytest_scoring.scorers import tests

@@ -398,7 +398,7 @@ def _strict(option: str | None, ini: str | None) -> frozenset[str]:
     """``--score-strict`` alone means the default kinds; an empty ini setting means none."""
     if option is None and not (ini or "").strip():
         return frozenset()
-    from pytest_scoring.plugin.integrity import parse_strict
+    from pytest_scoring.kit.integrity import parse_strict
 
     text, where = (option, "--score-strict") if option is not None else (ini, "score_strict")
     try:

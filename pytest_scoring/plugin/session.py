@@ -20,13 +20,13 @@ import pytest
 
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import last_result
-from pytest_scoring.plugin.integrity import IntegrityWatch
-from pytest_scoring.plugin.integrity import Signal
-from pytest_scoring.plugin.integrity import cap_signals
-from pytest_scoring.plugin.integrity import early_end_signal
-from pytest_scoring.plugin.integrity import ini_signals
-from pytest_scoring.plugin.integrity import repository_root
-from pytest_scoring.plugin.integrity import stop_reason
+from pytest_scoring.kit.integrity import IntegrityWatch
+from pytest_scoring.kit.integrity import Signal
+from pytest_scoring.kit.integrity import cap_signals
+from pytest_scoring.kit.integrity import early_end_signal
+from pytest_scoring.kit.integrity import ini_signals
+from pytest_scoring.kit.integrity import repository_root
+from pytest_scoring.kit.integrity import stop_reason
 from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.outcomes import OutcomeTally

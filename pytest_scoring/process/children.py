@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import IO
 from typing import Final
 
-from pytest_scoring import probe
 from pytest_scoring.fs.guard import FileGuard
-from pytest_scoring.process import launch
+from pytest_scoring.kit import kit_files
+from pytest_scoring.kit import launch
 from pytest_scoring.process.environment import captured_environment
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import StreamReader
@@ -37,15 +37,6 @@ from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.process.supervisor import Supervisor
 from pytest_scoring.scorers.outcomes import OutcomeTally
 
-_PACKAGE: Final = Path(__file__).resolve().parent.parent
-#: The files of the launch kit: where each comes from in the package.
-KIT_FILES: Final = {
-    launch.LAUNCHER: _PACKAGE / "process" / "launch.py",
-    f"{launch.PROBE}.py": _PACKAGE / "probe.py",
-    f"{launch.DETERMINISTIC}.py": _PACKAGE / "plugin" / "deterministic.py",
-    f"{launch.HOOKSPECS}.py": _PACKAGE / "plugin" / "hookspecs.py",
-    f"{probe.INTEGRITY}.py": _PACKAGE / "plugin" / "integrity.py",
-}
 #: The probe's channel: an inherited descriptor, named in this variable.
 PROBE_FD_VARIABLE: Final = "PYTEST_SCORING_PROBE_FD"
 #: Longest wait after SIGINT before a pytest child is killed.
@@ -162,10 +153,10 @@ class ChildRunner:
                 os.lchown(os.path.join(folder, name), self.user.uid, self.user.gid)
 
     def kit(self) -> Path:
-        """The launch kit: launcher, probe and deterministic plugin, readable, not writable."""
+        """The kit (:mod:`pytest_scoring.kit`), readable by the children, not writable."""
         if self._kit is None:
             kit = self.folder("kit")
-            for name, source in KIT_FILES.items():
+            for name, source in kit_files().items():
                 shutil.copyfile(source, kit / name)
                 (kit / name).chmod(0o644)
             kit.chmod(0o755)

@@ -1,6 +1,6 @@
 """Reading the probe's stream: the lines a child pytest writes, folded into one outcome tally.
 
-The probe (:mod:`pytest_scoring.probe`) writes JSON lines to a pipe; a thread of the evaluator
+The probe (:mod:`pytest_scoring.kit.probe`) writes JSON lines to a pipe; a thread of the evaluator
 reads them here as they come. Everything that arrived is kept, whatever happens to the child
 afterwards; a line that is not what the probe writes (malformed, or forged by the code under
 test with the wrong shape) is counted and left out. Test ids are made relative to the
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-from pytest_scoring.plugin.integrity import KINDS
-from pytest_scoring.plugin.integrity import Signal
-from pytest_scoring.plugin.integrity import make_signal
+from pytest_scoring.kit.integrity import KINDS
+from pytest_scoring.kit.integrity import Signal
+from pytest_scoring.kit.integrity import make_signal
 from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.outcomes import PhaseRecord
 

@@ -29,12 +29,12 @@ from junitparser import TestCase
 
 from pytest_scoring.errors import JUnitError
 from pytest_scoring.fs.walk import TreeWalk
-from pytest_scoring.plugin.integrity import Signal
-from pytest_scoring.plugin.integrity import cap_signals
-from pytest_scoring.plugin.integrity import find_ini
-from pytest_scoring.plugin.integrity import hooks_in_source
-from pytest_scoring.plugin.integrity import ini_signals
-from pytest_scoring.plugin.integrity import make_signal
+from pytest_scoring.kit.integrity import Signal
+from pytest_scoring.kit.integrity import cap_signals
+from pytest_scoring.kit.integrity import find_ini
+from pytest_scoring.kit.integrity import hooks_in_source
+from pytest_scoring.kit.integrity import ini_signals
+from pytest_scoring.kit.integrity import make_signal
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.result import SessionResult

@@ -18,7 +18,7 @@ from pytest_scoring.scorers.metrics import compute_metrics
 from pytest_scoring.scorers.score import Score
 
 if TYPE_CHECKING:
-    from pytest_scoring.plugin.integrity import Signal
+    from pytest_scoring.kit.integrity import Signal
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="

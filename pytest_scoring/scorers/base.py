@@ -26,7 +26,7 @@ from pytest_scoring.scorers.score import error_score
 
 if TYPE_CHECKING:
     from pytest_scoring.fs.guard import FileGuard
-    from pytest_scoring.plugin.integrity import Signal
+    from pytest_scoring.kit.integrity import Signal
     from pytest_scoring.plugin.options import ScoringSettings
     from pytest_scoring.process.children import ChildRunner
 

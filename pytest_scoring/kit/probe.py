@@ -16,7 +16,7 @@ named by ``PYTEST_SCORING_PROBE_FD`` (or appends to the file ``PYTEST_SCORING_PR
 * ``phase``: one per finished setup, call or teardown, in the shape of
   ``pytest_scoring.scorers.outcomes.PhaseRecord``;
 * ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
-  (``pytest_scoring/plugin/integrity.py``, copied beside the probe as
+  (:mod:`pytest_scoring.kit.integrity`, copied beside the probe as
   ``_pytest_scoring_integrity``) can be loaded (it needs pluggy 1.1 or newer);
 * ``end``: pytest's exit status, whether a real interrupt (Ctrl-C) stopped it, and what ended
   the session early (``stop_reason``, ``stop_file``), if anything did.

@@ -1,9 +1,9 @@
 """The launcher of a child pytest: the probe first, the repository after it (docs/architecture.md).
 
-Copied as a plain file, with the probe and the deterministic plugin, into a folder that only
-the evaluator can write, and run as ``python <folder>/_pytest_scoring_launch.py [--deterministic]
-[--ignore-option FLAG[=]]... -- PYTEST_ARGS``. It needs only the standard library and pytest and
-keeps to Python 3.8 syntax, because the interpreter may be any one the evaluator names.
+Copied as a plain file with the rest of the kit (:mod:`pytest_scoring.kit`) into a folder that
+only the evaluator can write, and run as ``python <folder>/_pytest_scoring_launch.py
+[--deterministic] [--ignore-option FLAG[=]]... -- PYTEST_ARGS``. Like all of the kit, it needs
+only the standard library and pytest, because the interpreter may be any one the evaluator names.
 
 * Its own folder comes first on ``sys.path`` (Python puts a script's folder there), so
   ``pytest`` and the probe are imported before the repository's folder is added: a
@@ -13,8 +13,8 @@ keeps to Python 3.8 syntax, because the interpreter may be any one the evaluator
 * pytest runs with ``-p no:scoring``: a pytest-scoring installed in that interpreter never
   scores inside the child (the evaluator outside does). The evaluator's own names are still
   accepted, without any effect: ``--ignore-option`` registers its options and ini names, and
-  the hook specifications (copied beside this file) are added, so that a repository that
-  names them in its ``addopts``, ini files or ``conftest.py`` still runs.
+  implementations of its hooks (``pytest_scoring_*``) count as optional, so that a repository
+  that names them in its ``addopts``, ini files or ``conftest.py`` still runs.
 
 ``--check`` only reports the interpreter and pytest versions as JSON: the evaluator asks it
 first, to learn whether the child's user can run this interpreter at all.
@@ -33,7 +33,8 @@ from typing import Any
 LAUNCHER = "_pytest_scoring_launch.py"
 PROBE = "_pytest_scoring_probe"
 DETERMINISTIC = "_pytest_scoring_deterministic"
-HOOKSPECS = "_pytest_scoring_hookspecs"
+#: The evaluator's hooks start so; the child never calls them (the evaluator does).
+OUR_HOOKS = "pytest_scoring_"
 #: Exit status when this interpreter cannot import pytest (pytest's own statuses are 0 to 5).
 NO_PYTEST = 121
 #: ``--ignore-option=--flag`` (a switch), ``--ignore-option=--flag=`` (takes a value),
@@ -85,8 +86,14 @@ class EvaluatorNames:
         #: ``--flag`` (a switch), ``--flag=`` (takes a value) or ``ini:name``.
         self.names = list(names)
 
-    def pytest_addhooks(self, pluginmanager: Any) -> None:
-        pluginmanager.add_hookspecs(__import__(HOOKSPECS))
+    def pytest_plugin_registered(self, plugin: object, manager: Any) -> None:
+        """A conftest's implementation of one of our hooks has no specification here:
+        marking it optional keeps pytest from refusing it as an unknown hook."""
+        for name in dir(plugin):
+            hook = getattr(manager.hook, name, None) if name.startswith(OUR_HOOKS) else None
+            if hook is not None and not hook.has_spec():
+                for implementation in hook.get_hookimpls():
+                    implementation.optionalhook = True
 
     def pytest_addoption(self, parser: Any) -> None:
         group = parser.getgroup("pytest-scoring (ignored in the child)")
