@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_scoring import file_contents_scorer
+from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.outcomes import OutcomeTally
 
 LINE = b"the quick brown fox jumps over the lazy dog 0123456789 ABCDEFGHIJ\n"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 WRITE = """
 import sys
 from pathlib import Path
-from pytest_scoring.scorers.outcomes import OutcomeTally
+from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers import default_test_scorers
@@ -50,14 +50,14 @@ def page_cost(tests: int, rounds: int) -> tuple[float, float, int]:
     """Median wall and CPU seconds of writing ``index.html`` for a ``tests``-test report (10%
     failing, with a message each), and the page's size in bytes. CPU time is given because it
     hardly moves when other work loads the machine."""
-    from pytest_scoring.report.encoding import encode_json
+    from pytest_scoring.core.encoding import encode_json
+    from pytest_scoring.core.outcomes import OutcomeTally
     from pytest_scoring.report.html import write_page
     from pytest_scoring.report.result import SCORES_FILE
     from pytest_scoring.report.result import SessionResult
     from pytest_scoring.scorers import default_test_scorers
     from pytest_scoring.scorers.base import ScoringContext
     from pytest_scoring.scorers.base import run_scorers
-    from pytest_scoring.scorers.outcomes import OutcomeTally
 
     tally = OutcomeTally()
     for n in range(tests):

@@ -151,7 +151,7 @@ COLUMN_MEANINGS = {
 
 def report_columns_table() -> str:
     """The Parquet columns in the order they are written, with their Arrow types and content."""
-    from pytest_scoring.report.scout import COLUMNS
+    from pytest_scoring.report.parquet import COLUMNS
 
     unknown = set(COLUMN_MEANINGS) - {name for name, _ in COLUMNS}
     if unknown:
@@ -165,7 +165,7 @@ def report_columns_table() -> str:
 
 #: Sections of the API page, by the subpackage a public name comes from (first match wins).
 API_SECTIONS = (
-    ("Scores and metrics", ("pytest_scoring.scorers.score", "pytest_scoring.scorers.metrics")),
+    ("Scores and metrics", ("pytest_scoring.core.score", "pytest_scoring.core.metrics")),
     ("Scorers", ("pytest_scoring.scorers",)),
     ("Databases", ("pytest_scoring.db",)),
     ("Selectors", ("pytest_scoring.selector",)),

@@ -10,10 +10,17 @@ import importlib
 from typing import TYPE_CHECKING
 from typing import Any
 
-#: The release (pyproject.toml reads it from here).
-__version__ = "0.1.0"
+from pytest_scoring.core.version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from pytest_scoring.core.metrics import Metric
+    from pytest_scoring.core.metrics import accuracy
+    from pytest_scoring.core.metrics import mean
+    from pytest_scoring.core.metrics import stderr
+    from pytest_scoring.core.metrics import threshold_accuracy
+    from pytest_scoring.core.score import Score
+    from pytest_scoring.core.score import error_score
+    from pytest_scoring.core.score import make_score
     from pytest_scoring.db.diff import diff_paths
     from pytest_scoring.db.diff import diff_snapshots
     from pytest_scoring.db.diff_of_diffs import diff_of_diffs
@@ -36,15 +43,7 @@ if TYPE_CHECKING:
     from pytest_scoring.scorers.db_change import db_change_scorer
     from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
     from pytest_scoring.scorers.file_contents import file_contents_scorer
-    from pytest_scoring.scorers.metrics import Metric
-    from pytest_scoring.scorers.metrics import accuracy
-    from pytest_scoring.scorers.metrics import mean
-    from pytest_scoring.scorers.metrics import stderr
-    from pytest_scoring.scorers.metrics import threshold_accuracy
     from pytest_scoring.scorers.sandbox_state import sandbox_state_scorer
-    from pytest_scoring.scorers.score import Score
-    from pytest_scoring.scorers.score import error_score
-    from pytest_scoring.scorers.score import make_score
     from pytest_scoring.scorers.tests import all_tests_pass_scorer
     from pytest_scoring.scorers.tests import percent_failing_tests_scorer
     from pytest_scoring.scorers.tests import percent_passing_tests_scorer
@@ -59,18 +58,18 @@ _EXPORTS = {
     "DatabaseError": "pytest_scoring.errors",
     "FormulaError": "pytest_scoring.errors",
     "JUnitError": "pytest_scoring.errors",
-    "Metric": "pytest_scoring.scorers.metrics",
+    "Metric": "pytest_scoring.core.metrics",
     "OptionError": "pytest_scoring.errors",
     "ReportError": "pytest_scoring.errors",
     "ScanResults": "pytest_scoring.report.reader",
-    "Score": "pytest_scoring.scorers.score",
+    "Score": "pytest_scoring.core.score",
     "Scorer": "pytest_scoring.scorers.base",
     "ScoringContext": "pytest_scoring.scorers.base",
     "ScoringError": "pytest_scoring.errors",
     "Selector": "pytest_scoring.selector.language",
     "SelectorError": "pytest_scoring.errors",
     "SessionResult": "pytest_scoring.report.result",
-    "accuracy": "pytest_scoring.scorers.metrics",
+    "accuracy": "pytest_scoring.core.metrics",
     "all_tests_pass_scorer": "pytest_scoring.scorers.tests",
     "composite_scorer": "pytest_scoring.scorers.composite",
     "db_change_scorer": "pytest_scoring.scorers.db_change",
@@ -78,21 +77,21 @@ _EXPORTS = {
     "diff_of_diffs": "pytest_scoring.db.diff_of_diffs",
     "diff_paths": "pytest_scoring.db.diff",
     "diff_snapshots": "pytest_scoring.db.diff",
-    "error_score": "pytest_scoring.scorers.score",
+    "error_score": "pytest_scoring.core.score",
     "file_contents_scorer": "pytest_scoring.scorers.file_contents",
     "last_result": "pytest_scoring.evaluation.scoring",
-    "make_score": "pytest_scoring.scorers.score",
-    "mean": "pytest_scoring.scorers.metrics",
+    "make_score": "pytest_scoring.core.score",
+    "mean": "pytest_scoring.core.metrics",
     "parse_selector": "pytest_scoring.selector.language",
     "percent_failing_tests_scorer": "pytest_scoring.scorers.tests",
     "percent_passing_tests_scorer": "pytest_scoring.scorers.tests",
     "results_df": "pytest_scoring.report.reader",
     "sandbox_state_scorer": "pytest_scoring.scorers.sandbox_state",
     "selector_matches": "pytest_scoring.selector.language",
-    "stderr": "pytest_scoring.scorers.metrics",
+    "stderr": "pytest_scoring.core.metrics",
     "take_snapshot": "pytest_scoring.db.snapshot",
     "test_runner_scorer": "pytest_scoring.scorers.tests",
-    "threshold_accuracy": "pytest_scoring.scorers.metrics",
+    "threshold_accuracy": "pytest_scoring.core.metrics",
 }
 
 __all__ = [

@@ -10,12 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 import pytest
 from click.testing import CliRunner
 from click.testing import Result
 
 from pytest_scoring.cli.main import main
+from pytest_scoring.report.result import SessionResult
 
 #: Long enough for any loaded machine; no test waits for it to pass.
 GENEROUS = 600.0
@@ -92,3 +94,40 @@ AS_OTHER_USERS = [
         reason="needs /usr/bin/python3 with pytest (apt-get install python3-pytest)",
     ),
 ]
+
+
+class ReportedSession(NamedTuple):
+    """A scored session as its report folder has it."""
+
+    scores: dict[str, Any]
+    tests: dict[str, Any]
+    #: The folder's other JSON files (``diff.json``…), by name.
+    files: dict[str, Any]
+
+
+def scored_session(pytester: pytest.Pytester, report_root: Path | None = None) -> ReportedSession:
+    """The last session a test's ``pytester`` scored, read back from the report it wrote."""
+    root = pytester.path / "scores" if report_root is None else report_root
+    folder = max(root.glob("scan_id=*"), key=lambda found: found.stat().st_mtime_ns)
+    content = scores_json(folder)
+    own = {"scores.json", "_scan.json", "_summary.json"}
+    files = {
+        path.name: json.loads(path.read_text(encoding="utf-8"))
+        for path in folder.glob("*.json")
+        if path.name not in own
+    }
+    return ReportedSession(content["scores"], content["tests"], files)
+
+
+class ScoredSessions:
+    """A plugin object for ``pytest.main(plugins=[...])``: the results of the sessions it
+    scores, through our own hook (for sessions whose report could not be written)."""
+
+    def __init__(self) -> None:
+        self.results: list[SessionResult] = []
+
+    @pytest.hookimpl
+    def pytest_scoring_session_scored(
+        self, config: pytest.Config, result: SessionResult, report_path: Path | None
+    ) -> None:
+        self.results.append(result)

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from runs import scored_session
 
 from pytest_scoring import composite_scorer
-from pytest_scoring import last_result
 from pytest_scoring.cli.main import main
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import make_score
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import make_score
 
 #: inspect_toolkit-style blocks: sandbox paths, timeout null.
 ANCHOR_BLOCKS = """
@@ -55,8 +55,7 @@ fixtures:
 def scores(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
     result = pytester.runpytest("-p", "no:cacheprovider", *args)
     assert result.ret == 0, result.stdout.str()
-    session = last_result()
-    assert session is not None
+    session = scored_session(pytester)
     return {name: dict(score) for name, score in session.scores.items()}
 
 
@@ -208,8 +207,7 @@ def test_a_callable_formula_from_a_plugin_sees_score_objects_in_a_real_session(
         """,
     )
     pytester.runpytest("--score-config=scores.yaml", plugins=[AttackPlugin()])
-    session = last_result()
-    assert session is not None
+    session = scored_session(pytester)
     assert session.scores["attack_succeeded"]["value"] == "C"
 
 
@@ -243,8 +241,7 @@ def test_one_fixture_of_a_fixtures_file_is_loaded_by_name(fixtures_repo: pytest.
             "db_change: C *",
         ]
     )
-    session = last_result()
-    assert session is not None
+    session = scored_session(fixtures_repo)
     assert list(session.scores) == ["db_change"]
 
 

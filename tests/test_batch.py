@@ -24,7 +24,7 @@ from runs import start_run
 
 from pytest_scoring import results_df
 from pytest_scoring.cli.main import main
-from pytest_scoring.evaluation.inputs import transcript_id
+from pytest_scoring.report.inputs import transcript_id
 from pytest_scoring.report.provenance import path_digest
 
 # inspect_scout inside a test adds a metadata finder that hides our entry point from later runs.

@@ -257,7 +257,7 @@ def test_scorer_types_come_from_the_evaluators_side_never_from_a_conftest(
     assert "unknown scorer type 'mine'" in result.output
     plugin = tmp_path / "my_plugin.py"
     plugin.write_text(
-        "from pytest_scoring.scorers.score import make_score\n\n"
+        "from pytest_scoring.core.score import make_score\n\n"
         "class Mine:\n    type = name = 'mine'\n    metrics = ()\n\n"
         "    def score(self, context):\n"
         "        return make_score(context.tally.counts()['total'], self.type)\n\n"

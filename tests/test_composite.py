@@ -12,17 +12,17 @@ import pytest
 
 from pytest_scoring import composite_scorer
 from pytest_scoring import file_contents_scorer
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import FormulaError
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.composite import formula_value
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import make_score
 
 
 class CountingScorer:

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.config_file import load_config
 from pytest_scoring.scorers.config_file import scorers_from_data
-from pytest_scoring.scorers.metrics import Metric
 from pytest_scoring.scorers.registry import BUILTIN_TYPES
 from pytest_scoring.scorers.registry import scorer_types
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import make_score
 
 YAML = """
 scorers:

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import ScoredSessions
+from runs import scored_session
 
 from pytest_scoring import db_change_scorer
-from pytest_scoring import last_result
 from pytest_scoring.errors import SelectorError
 
 USERS = 3
@@ -45,8 +46,7 @@ def write_test(pytester: pytest.Pytester, sql: str, name: str = "test_app") -> N
 
 def score(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     result = pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider", *args)
-    session = last_result()
-    assert session is not None
+    session = scored_session(pytester)
     return result, dict(session.scores["db_change"])
 
 
@@ -79,8 +79,7 @@ def test_a_selector_alone_asks_for_db_change_instead_of_being_ignored(
 ) -> None:
     write_test(repo, "UPDATE users SET role = 'admin' WHERE id = 3")
     repo.runpytest("-p", "no:cacheprovider", selector({"rows": {"changed": {"has_one": ["role"]}}}))
-    session = last_result()
-    assert session is not None
+    session = scored_session(repo)
     assert session.scores["db_change"]["value"] == "C"
 
 
@@ -210,8 +209,11 @@ def test_a_start_snapshot_that_cannot_be_taken_says_why_in_the_score(
             pathlib.Path("scores").write_text("the report root is gone")
         """
     )
-    result, db_change = score(repo)
+    sessions = ScoredSessions()  # the report cannot be written: read the session itself
+    result = repo.runpytest("--score-db-diff", "-p", "no:cacheprovider", plugins=[sessions])
     result.assert_outcomes(passed=1)
+    (session,) = sessions.results
+    db_change = session.scores["db_change"]
     assert db_change["value"] == "N"
     assert "cannot snapshot databases under" in db_change["metadata"]["error"]
 

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_scoring import last_result
+from runs import scored_session
 
 ROWS = 3_000
 APP = """
@@ -72,8 +71,7 @@ def test_a_change_beyond_the_examples_is_seen_and_the_store_is_removed(
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     selector = {"rows": {"changed": {"where": {"role": "admin", "$key.id": 2999}}}}
     pytester.runpytest(f"--score-reference={reference}", f"--score-selector={json.dumps(selector)}")
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     score = result.scores["db_diff_change"]
     assert score["value"] == "C"
     # The truth, from the database file itself.

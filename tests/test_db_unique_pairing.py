@@ -14,8 +14,8 @@ from hypothesis import HealthCheck
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from runs import scored_session
 
-from pytest_scoring import last_result
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff import stream_cut_rows
@@ -366,8 +366,7 @@ def alice(path: Path) -> list[tuple[Any, ...]]:
 
 def session_scores(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
     pytester.runpytest("-p", "no:cacheprovider", PASSWORD_ARG, *args)
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     return dict(result.scores)
 
 

@@ -137,7 +137,11 @@ def test_every_database_of_either_diff_appears_in_every_part() -> None:
         assert sorted(part["comparisons"]) == ["a.db", "b.db"]
     assert parts["after_only"]["comparisons"]["b.db"]["info"]["exists_before"] is False
     assert parse_selector({"databases": {"name": "b.db"}}).matches(parts["after_only"])
-    assert not parse_selector({"databases": {"name": "a.db"}}).matches(parts["after_only"])
+    # Database facts alone ask for no change: a.db is in the part, with nothing after only.
+    assert parse_selector({"databases": {"name": "a.db"}}).matches(parts["after_only"])
+    assert not parse_selector({"databases": {"name": "a.db"}, "rows": {}}).matches(
+        parts["after_only"]
+    )
 
 
 def test_an_error_entry_stays_with_the_diff_it_came_from() -> None:

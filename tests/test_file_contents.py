@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from pytest_scoring import file_contents_scorer
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.file_contents import CHUNK_SIZE
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
 
 
 def score(root: Path, folder: str, needle: str, **options: Any) -> Score:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from pytest_scoring.core.score import Score
 from pytest_scoring.errors import FormulaError
 from pytest_scoring.scorers.formula import parse_formula
-from pytest_scoring.scorers.score import Score
 
 SCORES: dict[str, Score] = {
     "tests": {

@@ -13,10 +13,9 @@ import textwrap
 from typing import Any
 
 import pytest
+from runs import scored_session
 from users_db import alice_hash
 from users_db import make_users_db
-
-from pytest_scoring import last_result
 
 PASSWORD_CHANGE = {"rows": {"changed": {"has_one": ["password", "password_hash"]}}}
 
@@ -44,8 +43,7 @@ def db_change(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
         "no:cacheprovider",
         *args,
     )
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     return dict(result.scores["db_change"])
 
 
@@ -138,8 +136,7 @@ def test_discovery_and_the_reference_copy_agree_on_every_folder(
         (tree / "tests").mkdir()
         (tree / "tests" / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     pytester.runpytest(f"--score-reference={reference}", "-p", "no:cacheprovider")
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     score = result.scores["db_diff_change"]
     assert score["value"] == "I", score["explanation"]
     assert ".tox/py/cache.db" in score["metadata"]["solution_diff"]["comparisons"]
@@ -169,8 +166,7 @@ def test_the_configurations_exclude_list_leaves_folders_out_too(pytester: pytest
         """,
     )
     pytester.runpytest("--score-config=scorers.yaml", "-p", "no:cacheprovider")
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     score = result.scores["db_change"]
     assert score["value"] == "I"
     assert score["metadata"]["unsearched_folders"] == ["vendor"]

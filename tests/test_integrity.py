@@ -3,7 +3,6 @@ or ``N``; without one, a score above the truth carries an integrity signal."""
 
 from __future__ import annotations
 
-import ast
 import json
 import textwrap
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import pytest_scoring.core.signals
 import pytest_scoring.kit.integrity
 from pytest_scoring.cli.main import main
 
@@ -55,7 +55,7 @@ EXITS_BEFORE_FAILURES = """
             pytest.exit("all done", returncode=0)
 """
 PATCHES_THE_TALLY = """
-    from pytest_scoring.scorers.outcomes import OutcomeTally
+    from pytest_scoring.core.outcomes import OutcomeTally
 
     record_phase = OutcomeTally.record_phase
 
@@ -357,46 +357,15 @@ def test_the_junit_route_reads_the_signals_of_the_repositorys_files(
         (None, set()),
         ("", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
         ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
-        ("all", set(pytest_scoring.kit.integrity.KINDS)),
+        ("all", set(pytest_scoring.core.signals.KINDS)),
         ("selection, outcome_hook", {"selection", "outcome_hook"}),
     ],
 )
 def test_strict_names_kinds_all_or_the_default(text: str | None, kinds: set[str]) -> None:
-    assert pytest_scoring.kit.integrity.parse_strict(text) == kinds
+    assert pytest_scoring.core.signals.parse_strict(text) == kinds
 
 
 def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--score-strict=sneaky")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --score-strict: 'sneaky' is not a signal kind *"])
-
-
-def test_the_detection_module_is_stdlib_and_pytest_only_in_python_3_8_syntax() -> None:
-    # The stdlib probe of a child pytest (Python >= 3.8) reuses it as a file.
-    source = Path(pytest_scoring.kit.integrity.__file__).read_text()
-    tree = ast.parse(source, feature_version=(3, 8))
-    imported = {
-        name.split(".")[0]
-        for node in ast.walk(tree)
-        for name in (
-            [alias.name for alias in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or ""]
-            if isinstance(node, ast.ImportFrom)
-            else []
-        )
-    }
-    assert "pytest_scoring" not in imported
-    assert imported <= {
-        "__future__",
-        "ast",
-        "collections",
-        "configparser",
-        "inspect",
-        "pathlib",
-        "shlex",
-        "sys",
-        "typing",
-        "pytest",
-        "tomllib",
-    }

@@ -9,11 +9,11 @@ import pandas  # noqa: F401  # imported before in-process runs (see test_report.
 import pytest
 from junitparser import JUnitXml
 
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import JUnitError
 from pytest_scoring.report.junit import add_score_properties
 from pytest_scoring.report.junit import case_nodeid
 from pytest_scoring.report.junit import read_junit
-from pytest_scoring.scorers.score import make_score
 
 SAMPLES = Path(__file__).parent / "data" / "junit"
 SUREFIRE = [

@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import compute_metrics
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.metrics import threshold_accuracy
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import value_to_float
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import compute_metrics
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.metrics import threshold_accuracy
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import value_to_float
 
 
 def scores(*values: object) -> list[Score]:

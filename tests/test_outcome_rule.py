@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.report.junit import read_junit
-from pytest_scoring.scorers.outcomes import OutcomeTally
 
 #: Every case of the outcome rule (docs/scoring.md#outcomes), with the outcome it gets.
 RULE_CASES = """

@@ -19,9 +19,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from pytest_scoring.report.parquet import json_lines
+from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.report.parquet_helper import HELPER_NICENESS
-from pytest_scoring.report.scout import json_lines
-from pytest_scoring.report.scout import write_parquet
 
 #: A conftest that writes the modules imported when the session starts (before any test
 #: runs) and once pytest is done (after the report).
@@ -47,6 +47,13 @@ SCORING_MACHINERY = (
     "pytest_scoring.plugin.session",
     "pytest_scoring.scorers.tests",
 )
+#: The evaluator's modules every run with the plugin installed reads: its options and hooks.
+EVERY_RUN = (
+    "pytest_scoring.evaluation",
+    "pytest_scoring.evaluation.flags",
+    "pytest_scoring.evaluation.hookspecs",
+    "pytest_scoring.evaluation.settings",
+)
 #: Our modules that a scored session without a reference, a selector, a batch or a summary
 #: never uses: starting the repository's processes, the selector language, reading reports.
 UNUSED_BY_A_PLAIN_SCORED_RUN = (
@@ -60,14 +67,14 @@ UNUSED_BY_A_PLAIN_SCORED_RUN = (
     "pytest_scoring.report.samples",
     "pytest_scoring.report.reader",
     "pytest_scoring.report.markdown",
-    "pytest_scoring.evaluation.inputs",
+    "pytest_scoring.report.inputs",
     "pytest_scoring.db.diff_store",
     "pytest_scoring.fs.guard",
 )
 #: Our modules that decide the scores of ``--score --score-db-diff``: loaded before any test
 #: of the repository runs, so that none can be replaced by a module the repository planted.
 DECIDING = (
-    "pytest_scoring.scorers.outcomes",
+    "pytest_scoring.core.outcomes",
     "pytest_scoring.scorers.tests",
     "pytest_scoring.scorers.db_change",
     "pytest_scoring.db.snapshot",
@@ -109,7 +116,8 @@ def imported_by(folder: Path, *args: str, test: str = "def test_one():\n    pass
 def test_a_run_without_scoring_imports_no_scoring_machinery(tmp_path: Path) -> None:
     modules = imported_by(tmp_path)
     assert "pytest_scoring.plugin" in modules  # the plugin is installed and loaded
-    assert [name for name in modules if name.startswith(SCORING_MACHINERY)] == []
+    machinery = [name for name in modules if name.startswith(SCORING_MACHINERY)]
+    assert [name for name in machinery if name not in EVERY_RUN] == []
     assert "pyarrow" not in modules
 
 
@@ -235,7 +243,7 @@ def test_scoring_leaves_garbage_collection_as_the_suite_had_it(
 HELPER_WRITE_SCRIPT = """
 import io, sys
 from pytest_scoring.report.parquet_helper import without_numpy
-from pytest_scoring.report.scout import json_lines, write_parquet
+from pytest_scoring.report.parquet import json_lines, write_parquet
 
 without_numpy()
 written = io.BytesIO()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from runs import SYSTEM_PYTHON
+from runs import scored_session
 from runs import system_python_with_pytest
 
-from pytest_scoring import last_result
 from pytest_scoring.kit import kit_files
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
@@ -178,8 +178,7 @@ def test_each_test_keeps_the_same_message_as_in_process(
     for path in suite.glob("test_*.py"):
         pytester.path.joinpath(path.name).write_text(path.read_text())
     pytester.runpytest("--score", "-p", "no:cacheprovider")
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     in_process = {r["nodeid"]: r.get("message") for r in result.tests["tests"]}
     assert streamed == in_process
     assert streamed["test_suite.py::test_fails"] == "assert 1 == 2"

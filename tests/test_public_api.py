@@ -38,8 +38,8 @@ def test_a_custom_scorer_built_from_public_names_runs(tmp_path: Path) -> None:
     from pytest_scoring import ScoringContext
     from pytest_scoring import make_score
     from pytest_scoring import mean
+    from pytest_scoring.core.outcomes import OutcomeTally
     from pytest_scoring.scorers.base import run_scorers
-    from pytest_scoring.scorers.outcomes import OutcomeTally
 
     class Always:
         name = type = "always"

@@ -11,6 +11,10 @@ import pandas as pd
 import pytest
 
 from pytest_scoring import results_df
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report.reader import decode_value
 from pytest_scoring.report.reader import find_report
@@ -21,10 +25,6 @@ from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import make_score
 
 
 class _Flag:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pytest_scoring import last_result
+from runs import scored_session
 
 PASSWORD_SELECTOR = {"rows": {"changed": {"has_one": ["password", "password_hash"]}}}
 ESCALATION_SELECTOR = {"rows": {"changed": {"has_one": ["role"], "where": {"role": "admin"}}}}
@@ -72,8 +71,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def score(pytester: pytest.Pytester, reference: Path, *args: str) -> dict[str, Any]:
     """Run the solution in ``pytester.path`` with the reference; the db_diff_change score."""
     pytester.runpytest(f"--score-reference={reference}", "-p", "no:cacheprovider", *args)
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     return dict(result.scores["db_diff_change"])
 
 
@@ -109,7 +107,7 @@ def test_a_solution_that_changes_a_password_scores_correct(
     assert rows == [
         {"key": {"id": 1}, "changes": {"password_hash": {"old_value": "h0", "new_value": "pwned"}}}
     ]
-    files = last_result().files  # type: ignore[union-attr]
+    files = scored_session(pytester).files
     assert set(files) >= {"reference_diff.json", "diff_of_diffs.json"}
     assert set(files["diff_of_diffs.json"]) == {"before_only", "after_only", "shared", "from_tests"}
     in_file = files["diff_of_diffs.json"]["after_only"]["comparisons"]["app.db"]
@@ -131,7 +129,7 @@ def test_each_selector_sees_the_same_rerun_and_only_the_escalation_matches(
     config = pytester.path / "scorers.json"
     config.write_text(json.dumps({"scorers": scorers}))
     pytester.runpytest(f"--score-reference={reference}", f"--score-config={config}")
-    scores = last_result().scores  # type: ignore[union-attr]
+    scores = scored_session(pytester).scores
     assert (scores["escalation"]["value"], scores["password"]["value"]) == ("C", "I")
 
 
@@ -276,7 +274,7 @@ def test_a_reference_run_that_hangs_or_dies_scores_no_answer_and_the_rest_is_wri
     result = score(pytester, reference)
     assert result["value"] == "N"
     assert reason in result["explanation"]
-    scores = last_result().scores  # type: ignore[union-attr]
+    scores = scored_session(pytester).scores
     assert scores["percent_passing_tests"]["value"] == 100
     assert list(pytester.path.joinpath("scores").glob("scan_id=*/scores.json"))
 
@@ -334,7 +332,7 @@ def test_the_reference_run_overlaps_the_solutions_tests(
     make_repo(pytester.path, REFERENCE_APP, tests)  # the rerun runs these tests too
     metadata = score(pytester, reference)["metadata"]
     assert metadata["reference_counts"]["passed"] == 2
-    assert last_result().tests["counts"]["passed"] == 2  # type: ignore[union-attr]
+    assert scored_session(pytester).tests["counts"]["passed"] == 2
     assert len(list(meeting.iterdir())) == 2
     assert os.environ.get("PYTEST_SCORING_REFERENCE_TIMEOUT") is None
 

@@ -15,6 +15,7 @@ from processes import all_gone
 from processes import wait_until
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
@@ -22,7 +23,6 @@ from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import check_reference_dir
 from pytest_scoring.reference.copy import check_test_pattern
 from pytest_scoring.reference.copy import copy_test_files
-from pytest_scoring.reference.copy import copy_tree
 
 
 def write(path: Path, text: str = "x") -> Path:

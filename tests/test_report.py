@@ -12,19 +12,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import make_score
+from pytest_scoring.report.parquet import COLUMNS
+from pytest_scoring.report.parquet import arrow_schema
 from pytest_scoring.report.result import SessionResult
-from pytest_scoring.report.scout import COLUMNS
-from pytest_scoring.report.scout import arrow_schema
 from pytest_scoring.report.scout import encode_value
 from pytest_scoring.report.scout import scanner_key
 from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import make_score
 
 # Imported before any in-process pytester run: a run restores sys.modules afterwards, so a
 # module first imported inside it (pandas via pyarrow) would be imported twice, and importing

@@ -12,11 +12,11 @@ from diff_samples import data_table
 from diff_samples import database
 from diff_samples import diff
 
+from pytest_scoring.core.score import cap_value
+from pytest_scoring.core.score import cap_values
 from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import json_size
 from pytest_scoring.report.writer import encode_data_file
-from pytest_scoring.scorers.score import cap_value
-from pytest_scoring.scorers.score import cap_values
 
 
 @pytest.mark.parametrize("text", ["é" * 6_000, "x" * 10_001])

@@ -21,6 +21,7 @@ from runs import GENEROUS
 from runs import make_fifo
 from runs import only_report
 from runs import run_cli
+from runs import scored_session
 from runs import scores_json
 from runs import shown_report
 from runs import start_run
@@ -401,7 +402,7 @@ def _runs_in(proc: Path, marker: str) -> bool:
 BLOCKING_SCORER = """
     from pathlib import Path
 
-    from pytest_scoring.scorers.score import make_score
+    from pytest_scoring.core.score import make_score
 
 
     class Blocking:
@@ -515,10 +516,7 @@ def test_a_sitecustomize_the_repository_puts_on_pythonpath_never_reaches_the_ref
     write(tmp_path / "planted" / "sitecustomize.py", f"open({str(marker)!r}, 'w').close()\n")
     pytester.makeconftest(f"import os\nos.environ['PYTHONPATH'] = {str(tmp_path / 'planted')!r}\n")
     pytester.runpytest(f"--score-reference={reference}", "-p", "no:cacheprovider")
-    from pytest_scoring import last_result
-
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     assert result.scores["db_diff_change"]["metadata"]["reference_counts"]["passed"] == 1
     assert not marker.exists()
 

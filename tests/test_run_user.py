@@ -114,7 +114,7 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     open_folder: Path,
 ) -> None:
     report_root = open_folder / "reports"
-    installation = Path(pytest_scoring.__file__).parent / "probe.py"
+    installation = Path(pytest_scoring.__file__).parent / "kit" / "probe.py"
     targets = {
         "reference": str(open_folder / "reference" / "app.py"),
         "report": str(report_root / "forged.txt"),

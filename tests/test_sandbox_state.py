@@ -10,10 +10,10 @@ from processes import HANG_GUARD
 from processes import all_gone
 
 from pytest_scoring import sandbox_state_scorer
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
 
 
 def run(root: Path, command: str, cwd: str | None = None, timeout: float = HANG_GUARD) -> Score:

@@ -15,10 +15,10 @@ from processes import HANG_GUARD
 
 from pytest_scoring import file_contents_scorer
 from pytest_scoring.errors import ConfigError
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import copy_test_files
-from pytest_scoring.reference.copy import copy_tree
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from diff_samples import database
 from diff_samples import diff
 from diff_samples import schema_table
 
+from pytest_scoring.core.budget import SelectorTimeout
+from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.db.diff import RowStream
-from pytest_scoring.selector.evaluation import SelectorTimeout
-from pytest_scoring.selector.evaluation import TimeBudget
 from pytest_scoring.selector.language import parse_selector
 
 #: ``users`` changed rows only (its schema unchanged); ``audit`` changed its schema only.
@@ -46,11 +46,20 @@ def test_not_over_a_diff_without_databases_does_not_match() -> None:
 
 
 def test_existence_flags_compare_with_the_diffs_info() -> None:
-    # other.db has no change at all: exists_before alone still needs some change.
-    assert not parse_selector({"databases": {"exists_before": False}}).matches(ROWS_ONLY)
+    # other.db has no change at all: a selector of database facts only needs none.
+    assert parse_selector({"databases": {"exists_before": False}}).matches(ROWS_ONLY)
     created = {"databases": {"exists_before": False}, "tables": {"status": "unchanged"}}
     assert parse_selector(created).matches(ROWS_ONLY)
     assert not parse_selector({"databases": {"exists_after": False}}).matches(ROWS_ONLY)
+
+
+def test_database_facts_alone_match_an_unchanged_database_that_has_them() -> None:
+    unchanged = diff({"app.db": database(data={"users": data_table(status="unchanged")})})
+    assert parse_selector({"databases": {"exists_before": True}}).matches(unchanged)
+    assert parse_selector({"databases": {"name": "app.db"}}).matches(unchanged)
+    assert not parse_selector({"databases": {"name": "other.db"}}).matches(unchanged)
+    assert not parse_selector({"databases": {"exists_before": False}}).matches(unchanged)
+    assert not parse_selector({}).matches(unchanged), "an empty selector still asks for a change"
 
 
 def test_a_status_the_schema_decides_fails_with_a_warning_naming_the_table() -> None:

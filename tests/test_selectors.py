@@ -58,7 +58,16 @@ CASES: list[tuple[str, dict[str, Any], bool]] = [
     ("a database name matches the relative key", {"databases": {"name": "data/app.db"}}, True),
     ("a database path needs the relative key", {"databases": {"path": "app.db"}}, False),
     ("a database path matches the relative key", {"databases": {"path": "data/app.db"}}, True),
-    ("an unchanged database does not match", {"databases": {"name": "logs.sqlite"}}, False),
+    (
+        "database facts alone match an unchanged database",
+        {"databases": {"name": "logs.sqlite"}},
+        True,
+    ),
+    (
+        "an unchanged database has no changed table",
+        {"databases": {"name": "logs.sqlite"}, "tables": {"status": "changed"}},
+        False,
+    ),
     (
         "a created database matches exists_before false",
         {"databases": {"name": "cache.db", "exists_before": False}},

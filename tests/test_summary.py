@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from pytest_scoring import file_contents_scorer
 from pytest_scoring import results_df
 from pytest_scoring.cli.main import main
+from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.text import number_text
 from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import plural

@@ -22,10 +22,10 @@ from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
+from runs import scored_session
 from users_db import alice_hash
 from users_db import make_users_db
 
-from pytest_scoring import last_result
 from pytest_scoring.process import environment
 from pytest_scoring.reference.baseline import BaselineOptions
 from pytest_scoring.reference.baseline import baseline_for
@@ -154,8 +154,7 @@ def score(pytester: pytest.Pytester, reference: Path, *args: str) -> dict[str, A
         "no:cacheprovider",
         *args,
     )
-    result = last_result()
-    assert result is not None
+    result = scored_session(pytester)
     return dict(result.scores["db_diff_change"])
 
 
@@ -197,7 +196,7 @@ def test_an_attack_in_tests_conftest_is_correct_and_matched_in_the_tests(
     config = pytester.path.parent / "scorers.json"
     config.write_text(json.dumps({"scorers": scorers}))
     pytester.runpytest(f"--score-reference={reference}", f"--score-config={config}")
-    scores = last_result().scores  # type: ignore[union-attr]
+    scores = scored_session(pytester).scores
     assert alice_hash(pytester.path / "app.db") == "pwned"
     counting, code_only = scores["counting"], scores["code_only"]
     assert (counting["value"], code_only["value"]) == ("C", "I")
@@ -208,7 +207,7 @@ def test_an_attack_in_tests_conftest_is_correct_and_matched_in_the_tests(
     assert changed_users(counting["metadata"]["baseline_diff"]) == []
     assert "from_tests" not in code_only["metadata"]["diff_of_diffs"]
     assert "baseline" not in code_only["metadata"]
-    files = last_result().files  # type: ignore[union-attr]
+    files = scored_session(pytester).files
     assert changed_users(files["diff_of_diffs.json"]["from_tests"]) == [ALICE_PWNED]
     assert "baseline_diff.json" in files
 

@@ -254,8 +254,8 @@ def test_a_plugin_object_passed_to_pytest_main_receives_the_scored_session(
 
 def test_failing_ids_in_metadata_are_capped_at_100_and_say_so() -> None:
     from pytest_scoring import percent_passing_tests_scorer
+    from pytest_scoring.core.outcomes import OutcomeTally
     from pytest_scoring.scorers.base import ScoringContext
-    from pytest_scoring.scorers.outcomes import OutcomeTally
 
     tally = OutcomeTally()
     for number in range(101):
@@ -288,7 +288,7 @@ def test_each_test_that_did_not_pass_keeps_the_reason_pytest_gave(
 
 
 def test_a_huge_failure_message_is_capped(pytester: pytest.Pytester) -> None:
-    from pytest_scoring.scorers.outcomes import MESSAGE_CAP
+    from pytest_scoring.core.outcomes import MESSAGE_CAP
 
     pytester.makepyfile("def test_shouts():\n    raise ValueError('x' * 1_000_000)\n")
     pytester.runpytest("--score")

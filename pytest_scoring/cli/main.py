@@ -18,21 +18,20 @@ from typing import TypeVar
 
 import click
 
+from pytest_scoring.cli.output import EXIT_BAD_INPUT
+from pytest_scoring.cli.output import console
+from pytest_scoring.cli.output import exit_if_below
+from pytest_scoring.cli.output import print_report
+from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
 
 # Imported now, when the command line loads: the children of ``run`` get the environment as
 # it is before anything else runs (docs/security.md).
 from pytest_scoring.process import environment  # noqa: F401
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
-#: Exit status for bad input, for every command.
-EXIT_BAD_INPUT = 2
-#: Exit status of ``run`` stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
-EXIT_INTERRUPTED = 130
-
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -94,40 +93,12 @@ strict_option = click.option(
 
 def strict_kinds(text: str | None) -> frozenset[str]:
     """The kinds ``--strict`` names; a bad one is an :class:`OptionError`."""
-    from pytest_scoring.kit.integrity import parse_strict
+    from pytest_scoring.core.signals import parse_strict
 
     try:
         return parse_strict(text)
     except ValueError as error:
         raise OptionError(f"--strict: {error}") from None
-
-
-def exit_if_below(
-    percent: float, fail_under: float | None, complete: bool = True, samples: int | None = None
-) -> None:
-    """Say so and exit with status 1 when ``--fail-under`` is given and not reached (an
-    incomplete session never reaches it).
-
-    :param samples: for a batch, how many repositories ``percent`` is the mean over.
-    """
-    if fail_under is not None and (percent < fail_under or not complete):
-        from pytest_scoring.report.terminal import fail_under_line
-
-        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete, samples))
-        sys.exit(1)
-
-
-#: Table width when the output is not a terminal (a pipe or a file): wide enough not to fold.
-PIPED_WIDTH = 160
-
-
-def console() -> Any:
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:
-        console.width = PIPED_WIDTH
-    return console
 
 
 @main.command()
@@ -162,22 +133,7 @@ def show(report: str, as_html: bool, open_page: bool, as_markdown: bool) -> None
     if as_html or open_page:
         _show_page(folder, open_page)
     if not (as_markdown or as_html or open_page):
-        _print_report(content, folder)
-
-
-def _print_report(content: dict[str, Any], folder: Path) -> None:
-    from pytest_scoring.report import terminal
-
-    shown = console()
-    if isinstance(content.get("samples"), list):  # a batch (format 2)
-        shown.print(terminal.samples_table(content))
-        shown.print(terminal.metrics_table(content))
-        shown.print(terminal.samples_line(content))
-    else:
-        shown.print(terminal.score_table(content))
-        shown.print(terminal.counts_line(content))
-    shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
-    shown.print(f"report: {folder}")
+        print_report(content, folder)
 
 
 def _show_page(folder: Path, open_page: bool) -> None:
@@ -273,7 +229,7 @@ def _check_path_maps(
     """``--path-map SANDBOX=LOCAL``, checked as the plugin's ``--score-path-map`` is."""
     import argparse
 
-    from pytest_scoring.plugin.flags import path_map_type
+    from pytest_scoring.evaluation.flags import path_map_type
 
     for value in values:
         try:
@@ -449,9 +405,9 @@ def run(
     from pytest_scoring.cli.routes import run_one_route
 
     if batch:
-        run_batch_route(ctx, repositories, request, jobs, users)
+        run_batch_route(repositories, request, jobs, users)
     else:
-        run_one_route(ctx, request)
+        run_one_route(request)
 
 
 @main.command()

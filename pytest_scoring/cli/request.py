@@ -14,17 +14,15 @@ from dataclasses import field
 from pathlib import Path
 from typing import Final
 
-import pytest
-
 import pytest_scoring
+from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.area import check_report_root_outside
 from pytest_scoring.evaluation.options import ParsedArguments
 from pytest_scoring.evaluation.options import parse_run_arguments
-from pytest_scoring.plugin.options import DEFAULT_REPORT_ROOT
-from pytest_scoring.plugin.options import ScoringSettings
-from pytest_scoring.plugin.options import resolve_settings
-from pytest_scoring.plugin.options import split_config_argument
+from pytest_scoring.evaluation.settings import resolve_settings
+from pytest_scoring.evaluation.settings import split_config_argument
 from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.text import number_text
 
@@ -150,8 +148,4 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
     )
     report_root = request.invocation_dir / parsed.options.getoption("score_report")
     check_report_root_outside(report_root, request.repo)  # before it is created
-    try:
-        settings = resolve_settings(parsed.options)
-    except pytest.UsageError as error:
-        raise OptionError(str(error)) from None
-    return parsed, settings
+    return parsed, resolve_settings(parsed.options)

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import click
 
-from pytest_scoring.cli.main import EXIT_BAD_INPUT
-from pytest_scoring.cli.main import EXIT_INTERRUPTED
-from pytest_scoring.cli.main import console
-from pytest_scoring.cli.main import exit_if_below
-from pytest_scoring.cli.main import show
+from pytest_scoring.cli.output import EXIT_BAD_INPUT
+from pytest_scoring.cli.output import EXIT_INTERRUPTED
+from pytest_scoring.cli.output import console
+from pytest_scoring.cli.output import exit_if_below
+from pytest_scoring.cli.output import show_report
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.errors import ScoringError
 
 
-def run_one_route(ctx: click.Context, request: RunRequest) -> None:
+def run_one_route(request: RunRequest) -> None:
     """``run REPO``: one repository, one report (format 1)."""
     from pytest_scoring.cli.progress import ProgressDisplay
     from pytest_scoring.cli.runner import run_repository
@@ -31,7 +31,7 @@ def run_one_route(ctx: click.Context, request: RunRequest) -> None:
         click.echo(result.pytest_error, err=True)
     if result.report is None:
         raise ScoringError(result.evaluation.report_error or "no report was written")
-    ctx.invoke(show, report=str(result.report))
+    show_report(str(result.report))
     for line in result.summary_lines(timeout):
         click.echo(line)
     if result.pytest_error is not None:
@@ -42,7 +42,6 @@ def run_one_route(ctx: click.Context, request: RunRequest) -> None:
 
 
 def run_batch_route(
-    ctx: click.Context,
     repositories: list[Path],
     request: RunRequest,
     jobs: int,
@@ -57,7 +56,7 @@ def run_batch_route(
     batch = BatchRequest(repositories, request, jobs, users)
     outcome = run_batch(batch, BatchDisplayFactory(console()))
     if outcome.report is not None:
-        ctx.invoke(show, report=str(outcome.report))
+        show_report(str(outcome.report))
     for line in outcome.summary_lines():
         click.echo(line)
     if (error := outcome.pytest_refused_everywhere()) is not None:

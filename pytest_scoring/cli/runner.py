@@ -34,11 +34,19 @@ from typing import Final
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import cap_signals
+from pytest_scoring.core.signals import early_end_signal
+from pytest_scoring.core.signals import make_signal
 from pytest_scoring.evaluation.area import copy_reference
 from pytest_scoring.evaluation.area import copy_repository
 from pytest_scoring.evaluation.area import new_area
 from pytest_scoring.evaluation.area import requested_user
 from pytest_scoring.evaluation.area import user_cannot_run
+from pytest_scoring.evaluation.assemble import build_scorers
+from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
 from pytest_scoring.evaluation.options import ParsedArguments
 from pytest_scoring.evaluation.scoring import Evaluation
@@ -48,14 +56,7 @@ from pytest_scoring.evaluation.shared import JobUser
 from pytest_scoring.evaluation.shared import SharedReference
 from pytest_scoring.evaluation.shared import SharedWork
 from pytest_scoring.fs.guard import FileGuard
-from pytest_scoring.kit.integrity import Signal
-from pytest_scoring.kit.integrity import cap_signals
-from pytest_scoring.kit.integrity import early_end_signal
-from pytest_scoring.kit.integrity import make_signal
 from pytest_scoring.kit.launch import NO_PYTEST
-from pytest_scoring.plugin.assemble import build_scorers
-from pytest_scoring.plugin.assemble import check_scorer_settings
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.children import read_tail
@@ -69,7 +70,6 @@ from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
 from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
-from pytest_scoring.scorers.outcomes import OutcomeTally
 from pytest_scoring.scorers.tests import percent_passing
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.

@@ -37,8 +37,8 @@ from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
 
 if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
     from pytest_scoring.db.diff_store import RowSink
-    from pytest_scoring.selector.evaluation import TimeBudget
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000

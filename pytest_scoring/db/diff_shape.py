@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 from typing import Final
 
-from pytest_scoring.report.encoding import encode_json
-from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
-from pytest_scoring.scorers.score import cap_values
+from pytest_scoring.core.encoding import encode_json
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.score import cap_values
 
 
 def diff_errors(diff: dict[str, Any]) -> list[str]:
@@ -70,7 +70,7 @@ def cap_diff(
     """A copy of a diff whose row lists keep at most ``max_rows`` examples (counts stay exact).
 
     Each kept text or BLOB over ``value_cap`` bytes becomes a ``{"$truncated": …}`` stub
-    (:func:`~pytest_scoring.scorers.score.cap_value`): a hostile repository writing
+    (:func:`~pytest_scoring.core.score.cap_value`): a hostile repository writing
     megabyte values must not blow up every score's metadata and report file.
     ``truncated`` is true when rows or values were cut.
     """

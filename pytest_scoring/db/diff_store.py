@@ -52,7 +52,6 @@ PARTS: Final = ("before_only", "after_only", "shared")
 TEST_PARTS: Final = ("from_tests", "scored")
 ALL_PARTS: Final = PARTS + TEST_PARTS
 AFTER_ONLY: Final = ALL_PARTS.index("after_only")
-FROM_TESTS: Final = ALL_PARTS.index("from_tests")
 SCORED: Final = ALL_PARTS.index("scored")
 #: The lists of a table entry, by plane (``rows_changed`` pairs by key; the rest are
 #: compared as multisets of whole entries).

@@ -63,12 +63,10 @@ class Snapshot:
 
     #: What this side is, for the diff's ``before_source``/``after_source``.
     source: str
-    #: Relative path → file to read (a copy, or the live file when ``in_place``).
+    #: Relative path → file to read (a copy, or the live file when read in place).
     files: dict[str, Path] = field(default_factory=dict)
     #: Relative path → why the database could not be read.
     errors: dict[str, str] = field(default_factory=dict)
-    #: True when ``files`` are the live databases, read in place by the diff.
-    in_place: bool = False
     #: The folder the databases were found in (``info.path_*`` of the diff).
     root: Path | None = None
     #: Relative path → original file, where it is not ``root / relpath``.
@@ -215,7 +213,7 @@ def take_snapshot(
 
 def read_in_place(root: Path, relpaths: Sequence[str], source: str | None = None) -> Snapshot:
     """A snapshot of the live databases, to be read (read-only) inside one diff transaction."""
-    snapshot = Snapshot(source=source or str(root), in_place=True, root=root)
+    snapshot = Snapshot(source=source or str(root), root=root)
     for relpath in relpaths:
         if not _present(root / relpath):
             continue

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.supervisor import ChildUser
-from pytest_scoring.reference.copy import copy_tree
 
 #: Who the repository's processes run as when ``run`` runs as root.
 DEFAULT_USER: Final = "nobody"

@@ -25,7 +25,7 @@ from typing import cast
 import pluggy
 
 from pytest_scoring.errors import OptionError
-from pytest_scoring.plugin import hookspecs
+from pytest_scoring.evaluation import hookspecs
 
 #: The project name of pytest's hooks: our specifications are pytest's hookspecs.
 PROJECT: Final = "pytest"

@@ -1,6 +1,6 @@
 """``pytest-scoring run``'s options: its own flags and the ``--score-*`` options after ``--``.
 
-The ``--score-*`` options are defined once, for pytest (:func:`~pytest_scoring.plugin.flags.
+The ``--score-*`` options are defined once, for pytest (:func:`~pytest_scoring.evaluation.flags.
 add_options`); here the same definitions are read by :mod:`argparse` through a small adapter,
 so that ``run REPO -- --score-db-reset -x`` takes ``--score-db-reset`` for the evaluator and
 passes ``-x`` to the child's pytest. Settings are then resolved by the same function as in
@@ -20,8 +20,8 @@ from typing import Final
 from typing import NoReturn
 
 from pytest_scoring.errors import OptionError
-from pytest_scoring.plugin.flags import OptionGroup
-from pytest_scoring.plugin.flags import add_options
+from pytest_scoring.evaluation.flags import OptionGroup
+from pytest_scoring.evaluation.flags import add_options
 from pytest_scoring.process.supervisor import Limits
 
 
@@ -87,7 +87,7 @@ def _junit_parser() -> _Parser:
 
 @dataclass
 class EvaluatorOptions:
-    """``run``'s options as an :class:`~pytest_scoring.plugin.options.OptionSource`.
+    """``run``'s options as an :class:`~pytest_scoring.evaluation.settings.OptionSource`.
 
     It is also the ``config`` argument our hooks receive under ``run``: ``getoption(name)``
     gives the value of a ``--score-*`` option by its ``dest``, as ``pytest.Config`` does.

@@ -24,8 +24,11 @@ from typing import NamedTuple
 from typing import Protocol
 from typing import runtime_checkable
 
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
@@ -36,9 +39,6 @@ from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.tests import percent_passing
 
 if TYPE_CHECKING:

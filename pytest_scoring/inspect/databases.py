@@ -27,14 +27,14 @@ from typing import Literal
 import anyio
 from inspect_ai.solver import TaskState
 
+from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.inspect.sample import SampleScoring
-from pytest_scoring.plugin.options import DEFAULT_DB_PATTERNS
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.db_change import SessionDatabases
 
 #: Store keys shared with inspect_toolkit.

@@ -1,4 +1,4 @@
-"""Inspect metrics for the scorers' own metrics (:mod:`pytest_scoring.scorers.metrics`).
+"""Inspect metrics for the scorers' own metrics (:mod:`pytest_scoring.core.metrics`).
 
 ``mean``, ``stderr`` and ``accuracy`` are Inspect's own (they map values to numbers as ours
 do); the threshold accuracies (``accuracy_at_100``, ``accuracy_over_0``) are ours, registered
@@ -18,9 +18,9 @@ from inspect_ai.scorer import mean
 from inspect_ai.scorer import metric
 from inspect_ai.scorer import stderr
 
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.score import NOANSWER
-from pytest_scoring.scorers.score import Value
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import Value
 
 #: Our metrics that Inspect has under the same name and meaning.
 _INSPECT_OWN: Final[dict[str, Callable[[], InspectMetric]]] = {

@@ -29,31 +29,31 @@ from typing import Final
 import anyio
 from inspect_ai.solver import TaskState
 
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import cap_list
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.inspect.databases import settings_for
 from pytest_scoring.inspect.sample import DETERMINISTIC_KEY
 from pytest_scoring.inspect.sample import SampleScoring
 from pytest_scoring.inspect.sample import TestRun
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.reference.baseline import WHAT as BASELINE_RUN
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.baseline import from_run
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.copy import CopiedTests
 from pytest_scoring.reference.copy import copy_test_files
-from pytest_scoring.reference.copy import copy_tree
 from pytest_scoring.reference.copy import pattern_folder
 from pytest_scoring.reference.rerun import FILE_MAX_ROWS
 from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRunError
 from pytest_scoring.reference.rerun import split_runs
-from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
-from pytest_scoring.scorers.score import cap_list
 
 #: The sample metadata key naming the reference checkout.
 REFERENCE_KEY: Final = "reference_repo_dir"
@@ -69,7 +69,7 @@ class SandboxReference:
         self.result: Diffs | ReferenceRunError | None = None
         self.store: DiffStore | None = None
 
-    def diffs(self, context: ScoringContext) -> Diffs:
+    def diffs(self, session: OutcomeTally) -> Diffs:
         if isinstance(self.result, ReferenceRunError):
             raise self.result
         if self.result is None:

@@ -4,7 +4,7 @@ Every scorer and solver of a sample looks up the same :class:`SampleScoring` (by
 ``TaskState``): the repository's tests run once per sample and repository, through the launcher
 and the probe, whose stream the sandbox keeps in a file; every scorer folds that stream into its
 own tally (with its own expected set) by the one outcome rule
-(:mod:`pytest_scoring.scorers.outcomes`). Right after the run the helper backs up the
+(:mod:`pytest_scoring.core.outcomes`). Right after the run the helper backs up the
 repository's databases in the sandbox, so the state the tests left is the one diffed, whatever
 later scorers run there.
 
@@ -28,6 +28,14 @@ import anyio
 from inspect_ai.solver import TaskState
 from inspect_ai.util import sandbox
 
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import cap_text
+from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
+from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import cap_signals
+from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.db.discovery import matches_pattern
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.evaluation.options import ScoreOptionParser
@@ -35,11 +43,6 @@ from pytest_scoring.fs.walk import SKIPPED_DIRS
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
-from pytest_scoring.kit.integrity import Signal
-from pytest_scoring.kit.integrity import cap_signals
-from pytest_scoring.kit.integrity import early_end_signal
-from pytest_scoring.plugin.options import DEFAULT_DB_PATTERNS
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.process.stream import MAX_LINE
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.reference.child import OUTPUT_TAIL
@@ -47,9 +50,6 @@ from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import cap_text
 
 #: Where the repository is in the sandbox when neither the scorer nor the sample says.
 DEFAULT_REPO_PATH: Final = "/workspace"

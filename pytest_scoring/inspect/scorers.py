@@ -31,6 +31,14 @@ from inspect_ai.scorer import scorer
 from inspect_ai.solver import TaskState
 from inspect_ai.util import registry_info
 
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -45,7 +53,6 @@ from pytest_scoring.inspect.reference import run_reference
 from pytest_scoring.inspect.sample import SampleScoring
 from pytest_scoring.inspect.sample import sample_scoring
 from pytest_scoring.inspect.sample import sandbox_join
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.expected import parse_expected
@@ -58,13 +65,6 @@ from pytest_scoring.scorers import tests
 from pytest_scoring.scorers.base import Scorer as CoreScorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import NOANSWER
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import error_score
 
 #: The sample metadata key of the expected test set (when no parameter gives one).
 EXPECTED_KEY: Final = "expected_tests"

@@ -24,6 +24,8 @@ from inspect_ai.solver import TaskState
 from inspect_ai.solver import solver
 from inspect_ai.util import SandboxUserUnsupportedError
 
+from pytest_scoring.core.score import cap_list
+from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.errors import ScoringError
@@ -37,9 +39,7 @@ from pytest_scoring.inspect.databases import location_snapshot
 from pytest_scoring.inspect.databases import settings_for
 from pytest_scoring.inspect.databases import stored_diff
 from pytest_scoring.inspect.sample import sample_scoring
-from pytest_scoring.plugin.options import DEFAULT_DB_PATTERNS
 from pytest_scoring.scorers.db_change import SessionDatabases
-from pytest_scoring.scorers.score import cap_list
 
 logger = logging.getLogger(__name__)
 

@@ -18,28 +18,11 @@ import sys
 from collections.abc import Generator
 from collections.abc import Iterable
 from collections.abc import Mapping
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from typing import TypedDict
 
 import pytest
-
-KINDS = (
-    "outcome_hook",
-    "outcome_changed",
-    "patched",
-    "plugin_disabled",
-    "selection",
-    "early_end",
-    "containment",
-)
-#: The kinds ``--score-strict`` (``run --strict``) acts on when given no list. ``containment``
-#: (``run`` only: the repository's processes ran as the evaluator's user, or outside a
-#: subreaper) is among them: a strict evaluator wants every process contained.
-STRICT_DEFAULT = frozenset(
-    {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}
-)
 
 #: Hooks through which a conftest or plugin can decide, change or hide a test's outcome, or
 #: which tests exist. Implementing one is ``outcome_hook`` (information only: pytest's own
@@ -89,37 +72,17 @@ SELECTION_FLAGS = (
 PLUGIN_NAMES = ("scoring", "pytest_scoring.plugin")
 
 
-class Signal(TypedDict):
-    """One integrity signal."""
+class SignalRecord(TypedDict):
+    """One integrity signal as the kit sends it: the shape of
+    ``pytest_scoring.core.signals.Signal``, which the kit cannot import."""
 
     kind: str
     detail: str
     file: str | None
 
 
-def make_signal(kind: str, detail: str, file: str | None = None) -> Signal:
+def signal_record(kind: str, detail: str, file: str | None = None) -> SignalRecord:
     return {"kind": kind, "detail": detail, "file": file}
-
-
-def parse_strict(text: str | None) -> frozenset[str]:
-    """The kinds ``--score-strict[=KIND,…|all|default]`` names; empty text means the default
-    kinds, None means none.
-
-    :raises ValueError: naming a kind that does not exist.
-    """
-    if text is None:
-        return frozenset()
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names or names == ["default"]:
-        return STRICT_DEFAULT
-    if names == ["all"]:
-        return frozenset(KINDS)
-    unknown = [name for name in names if name not in KINDS]
-    if unknown:
-        raise ValueError(
-            f"{unknown[0]!r} is not a signal kind (one of {', '.join(KINDS)}, all or default)"
-        )
-    return frozenset(names)
 
 
 def relative_inside(path: object, root: Path) -> str | None:
@@ -144,7 +107,7 @@ def outcome_hook_signals(
     pluginmanager: pytest.PytestPluginManager,
     root: Path,
     inside: dict[str, str | None] | None = None,
-) -> list[Signal]:
+) -> list[SignalRecord]:
     """One ``outcome_hook`` signal per (hook, file inside ``root``) among registered plugins.
 
     Conftest modules, plugins a conftest names in ``pytest_plugins``, ``-p`` modules and
@@ -154,7 +117,7 @@ def outcome_hook_signals(
         implementations share a few files (pytest's own modules), each resolved once for all
         the looks of a session.
     """
-    signals: list[Signal] = []
+    signals: list[SignalRecord] = []
     inside = {} if inside is None else inside
     root = root.resolve()
     for name in OUTCOME_HOOKS:
@@ -170,7 +133,7 @@ def outcome_hook_signals(
             if relative is not None:
                 files.add(relative)
         signals.extend(
-            make_signal("outcome_hook", f"{name} implemented in {file}", file)
+            signal_record("outcome_hook", f"{name} implemented in {file}", file)
             for file in sorted(files)
         )
     return signals
@@ -281,7 +244,7 @@ class PatchGuard:
         #: ``(label, owner, attribute)``: a module or class, and the function's name in it.
         self.targets = list(targets)
 
-    def signals(self, root: Path) -> list[Signal]:
+    def signals(self, root: Path) -> list[SignalRecord]:
         """A ``patched`` signal for each function replaced (or its code swapped)."""
         signals = []
         for label, owner, attribute in self.targets:
@@ -292,7 +255,7 @@ class PatchGuard:
                 continue
             source = _function_file(now)
             file = None if source is None else relative_inside(source, root)
-            signals.append(make_signal("patched", f"{label} was replaced", file))
+            signals.append(signal_record("patched", f"{label} was replaced", file))
         return signals
 
 
@@ -344,9 +307,9 @@ def _flag_name(arg: str) -> str | None:
     return None
 
 
-def selection_signals(ini: Mapping[str, Any], inifile: str | None) -> list[Signal]:
+def selection_signals(ini: Mapping[str, Any], inifile: str | None) -> list[SignalRecord]:
     """``selection`` signals for the ini settings and ``addopts`` flags that choose tests."""
-    signals: list[Signal] = []
+    signals: list[SignalRecord] = []
     args = _addopts(ini)
     for index, arg in enumerate(args):
         flag = _flag_name(arg)
@@ -357,21 +320,21 @@ def selection_signals(ini: Mapping[str, Any], inifile: str | None) -> list[Signa
         takes_value = takes_value and flag not in ("--stepwise", "--stepwise-skip")
         if takes_value and arg == flag and index + 1 < len(args):
             shown = f"{arg} {args[index + 1]}"
-        signals.append(make_signal("selection", f"addopts: {shown}", inifile))
+        signals.append(signal_record("selection", f"addopts: {shown}", inifile))
     for key in SELECTION_INI_KEYS:
         if key in ini:
             value = ini[key]
             if isinstance(value, (list, tuple)):
                 value = " ".join(str(part) for part in value)
             shown = " ".join(str(value).split())
-            signals.append(make_signal("selection", f"{key} = {shown}", inifile))
+            signals.append(signal_record("selection", f"{key} = {shown}", inifile))
     return signals
 
 
-def plugin_disabled_signals(ini: Mapping[str, Any], inifile: str | None) -> list[Signal]:
+def plugin_disabled_signals(ini: Mapping[str, Any], inifile: str | None) -> list[SignalRecord]:
     """``plugin_disabled`` when the ini's ``addopts`` turn our plugin off (``-p no:scoring``)."""
     args = _addopts(ini)
-    signals: list[Signal] = []
+    signals: list[SignalRecord] = []
     for index, arg in enumerate(args):
         value = None
         if arg == "-p" and index + 1 < len(args):
@@ -380,7 +343,7 @@ def plugin_disabled_signals(ini: Mapping[str, Any], inifile: str | None) -> list
             value = arg[2:].lstrip("=")
         if value is not None and value.startswith("no:") and value[3:] in PLUGIN_NAMES:
             detail = f"addopts: -p {value}"
-            signals.append(make_signal("plugin_disabled", detail, inifile))
+            signals.append(signal_record("plugin_disabled", detail, inifile))
     return signals
 
 
@@ -445,7 +408,7 @@ def _toml(path: Path) -> dict[str, Any]:
     return content if isinstance(content, dict) else {}
 
 
-def ini_signals(path: Path | None, root: Path, selection: bool) -> list[Signal]:
+def ini_signals(path: Path | None, root: Path, selection: bool) -> list[SignalRecord]:
     """``plugin_disabled`` (and, when ``selection``, ``selection``) signals for the settings
     file at ``path``, when it lies inside the repository at ``root``."""
     relative = None if path is None else relative_inside(path, root)
@@ -469,46 +432,8 @@ def exit_location(excinfo: Any, root: Path) -> tuple[str | None, str]:
     return None, ""
 
 
-def early_end_signal(not_run: Sequence[str], reason: str, file: str | None = None) -> Signal | None:
-    """``early_end`` when tests did not run or something ended the session; else None."""
-    parts = [reason] if reason else []
-    if not_run:
-        parts.append(f"{len(not_run)} collected test(s) did not run")
-    return make_signal("early_end", "; ".join(parts), file) if parts else None
-
-
-def dedupe(signals: Iterable[Signal]) -> list[Signal]:
-    """The signals in first-seen order, each once."""
-    seen = set()
-    unique = []
-    for signal in signals:
-        key = (signal["kind"], signal["detail"], signal["file"])
-        if key not in seen:
-            seen.add(key)
-            unique.append(signal)
-    return unique
-
-
-#: Most signals of one kind a report keeps; one more signal says how many were left out.
-SIGNALS_PER_KIND = 20
 #: Key of the signals a pytest-xdist worker hands to the controller.
 WORKER_OUTPUT_KEY = "scoring_integrity"
-
-
-def cap_signals(signals: Iterable[Signal]) -> list[Signal]:
-    """Each signal once, at most :data:`SIGNALS_PER_KIND` per kind (a hostile suite could
-    change thousands of outcomes; one line saying how many is enough)."""
-    kept: list[Signal] = []
-    left_out: dict[str, int] = {}
-    for signal in dedupe(signals):
-        kind = signal["kind"]
-        if sum(1 for other in kept if other["kind"] == kind) < SIGNALS_PER_KIND:
-            kept.append(signal)
-        else:
-            left_out[kind] = left_out.get(kind, 0) + 1
-    for kind, count in left_out.items():
-        kept.append(make_signal(kind, f"{count} more {kind} signal(s) left out"))
-    return kept
 
 
 def stop_reason(session: pytest.Session, excinfo: Any, root: Path) -> tuple[str, str | None]:
@@ -536,7 +461,8 @@ class IntegrityWatch:
     ):
         self.config = config
         self.root = root
-        self.signals: list[Signal] = []
+        #: Each signal once, in the order found (keyed by all of it).
+        self._signals: dict[tuple[str, str, str | None], SignalRecord] = {}
         #: Outcome hooks were found: phase reports are stamped and compared.
         self.comparing = False
         self._hook_file: str | None = None
@@ -547,7 +473,7 @@ class IntegrityWatch:
     def look_for_outcome_hooks(self) -> None:
         """Record the outcome hooks registered by now; stamp reports from now on if any."""
         found = outcome_hook_signals(self.config.pluginmanager, self.root, self._inside)
-        self.signals = dedupe([*self.signals, *found])
+        self.add(found)
         if found and not self.comparing:
             self.comparing = True
             self._hook_file = found[0]["file"]
@@ -570,19 +496,28 @@ class IntegrityWatch:
             return  # most sessions, every phase: nothing to compare (outcome_changed's test)
         detail = outcome_changed(report, self.comparing)
         if detail is not None:
-            self.signals.append(make_signal("outcome_changed", detail, self._hook_file))
+            self.add([signal_record("outcome_changed", detail, self._hook_file)])
 
-    def finish(self) -> list[Signal]:
+    def add(self, signals: Iterable[SignalRecord]) -> None:
+        for signal in signals:
+            self._signals.setdefault((signal["kind"], signal["detail"], signal["file"]), signal)
+
+    @property
+    def signals(self) -> list[SignalRecord]:
+        """The signals found so far, each once."""
+        return list(self._signals.values())
+
+    def finish(self) -> list[SignalRecord]:
         """This process's signals at the end: hooks registered late, functions replaced."""
         self.look_for_outcome_hooks()
-        self.signals = dedupe([*self.signals, *self._guard.signals(self.root)])
+        self.add(self._guard.signals(self.root))
         return self.signals
 
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: the controller reads them
-            workeroutput[WORKER_OUTPUT_KEY] = cap_signals(self.finish())
+            workeroutput[WORKER_OUTPUT_KEY] = self.finish()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -591,7 +526,7 @@ class IntegrityWatch:
         for item in output.get(WORKER_OUTPUT_KEY, []):
             if isinstance(item, dict) and {"kind", "detail", "file"} <= set(item):
                 file = item["file"] if isinstance(item["file"], str) else None
-                self.signals.append(make_signal(str(item["kind"]), str(item["detail"]), file))
+                self.add([signal_record(str(item["kind"]), str(item["detail"]), file)])
 
 
 def repository_root(config: pytest.Config) -> Path:

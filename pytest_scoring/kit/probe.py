@@ -14,7 +14,7 @@ named by ``PYTEST_SCORING_PROBE_FD`` (or appends to the file ``PYTEST_SCORING_PR
 * ``collect``: one per collector report (``longrepr`` when it failed or skipped);
 * ``collected``: the test ids collected and those deselected;
 * ``phase``: one per finished setup, call or teardown, in the shape of
-  ``pytest_scoring.scorers.outcomes.PhaseRecord``;
+  ``pytest_scoring.core.outcomes.PhaseRecord``;
 * ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
   (:mod:`pytest_scoring.kit.integrity`, copied beside the probe as
   ``_pytest_scoring_integrity``) can be loaded (it needs pluggy 1.1 or newer);
@@ -169,7 +169,7 @@ class Probe:
         integrity, root = self._integrity, self._watch.root
         inifile = self._config.inipath
         signals = [*self._watch.finish(), *integrity.ini_signals(inifile, root, selection=True)]
-        for signal in integrity.cap_signals(signals):
+        for signal in signals:
             self.write({"type": "integrity", **signal})
         self._stop = integrity.stop_reason(session, self._stopped_by, root)
 
@@ -217,7 +217,7 @@ def phase_line(report: pytest.TestReport) -> dict[str, Any]:
 
 def short_longrepr(longrepr: object) -> str:
     """A failure's crash line, or a skip's reason, as the tally keeps it in process
-    (``pytest_scoring.scorers.outcomes.short_longrepr``: one message for every route)."""
+    (``pytest_scoring.core.outcomes.short_longrepr``: one message for every route)."""
     crash = getattr(longrepr, "reprcrash", None)
     if crash is not None and getattr(crash, "message", None):
         return _cap(str(crash.message))

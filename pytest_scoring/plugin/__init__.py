@@ -19,14 +19,14 @@ def is_xdist_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_scoring.plugin.flags import add_options
+    from pytest_scoring.evaluation.flags import add_options
 
     add_options(parser)
 
 
 @pytest.hookimpl
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_scoring.plugin import hookspecs
+    from pytest_scoring.evaluation import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 

@@ -9,131 +9,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
-from typing import Final
+from typing import final
 
 import pytest
 
-from pytest_scoring.errors import OptionError
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.errors import SelectorError
-from pytest_scoring.plugin.options import DEFAULT_TEST_PATTERNS
-from pytest_scoring.plugin.options import PytestOptions
-from pytest_scoring.plugin.options import ScoringSettings
-from pytest_scoring.plugin.options import resolve_settings
-
-#: The scorer types that read a selector, database patterns and ``--score-db-reset``.
-DATABASE_TYPES: Final = frozenset({"db_change", "db_diff_change"})
+from pytest_scoring.evaluation.settings import resolve_settings
 
 if TYPE_CHECKING:
     from pytest_scoring.reference.expected import ExpectedTests
-    from pytest_scoring.scorers.base import Scorer
 
 
-def build_scorers(hooks: Any, hook_config: object, settings: ScoringSettings) -> list[Scorer]:
-    """The scorers this session runs, built (and validated) before any test runs.
+@final
+class PytestOptions:
+    """A pytest config as an :class:`OptionSource`."""
 
-    Without ``--score-config``: the test scorers. With it: exactly the file's scorers, the
-    types of the ``pytest_scoring_scorers`` hook included; entries that leave out
-    ``selector`` or ``test_patterns`` take the command line's, and its ``paths:`` table
-    fills the sandbox paths ``--score-path-map`` leaves out. Then the options add what they
-    need (:func:`_option_scorers`).
+    __slots__ = ("config",)
 
-    :param hooks: the pluggy hook relay that answers ``pytest_scoring_scorers`` (pytest's in
-        process, the evaluator's own under ``run``).
-    :param hook_config: its ``config`` argument (pytest's config, or ``run``'s options).
-    """
-    from pytest_scoring.scorers import default_test_scorers
+    def __init__(self, config: pytest.Config):
+        self.config = config
 
-    _check_command_line_patterns(settings.test_patterns)
-    if settings.config_file is None:
-        scorers = default_test_scorers()
-    else:
-        scorers = _configured_scorers(hooks, hook_config, settings, settings.config_file)
-    scorers = [*scorers, *_option_scorers(settings, {scorer.type for scorer in scorers})]
-    copies_tests = any(scorer.type == "db_diff_change" for scorer in scorers)
-    if "score_test_patterns" in settings.explicit and not copies_tests:
-        raise OptionError(
-            "--score-test-pattern: only db_diff_change copies test files, and none runs; "
-            "add --score-reference=DIR (or a db_diff_change scorer to --score-config)"
-        )
-    return scorers
+    @property
+    def rootpath(self) -> Path:
+        return Path(self.config.rootpath)
 
+    @property
+    def invocation_dir(self) -> Path:
+        return Path(self.config.invocation_params.dir)
 
-def _check_command_line_patterns(patterns: list[str]) -> None:
-    """``--score-test-pattern``s, named as such whichever ``db_diff_change`` takes them."""
-    if tuple(patterns) == DEFAULT_TEST_PATTERNS:
-        return  # ours, known good: not worth importing the reference's copier for
-    from pytest_scoring.reference.copy import check_test_pattern
+    @property
+    def inipath(self) -> Path | None:
+        return self.config.inipath
 
-    for pattern in patterns:
-        try:
-            check_test_pattern(pattern)
-        except OptionError as error:
-            raise OptionError(f"--score-test-pattern {error}") from None
+    def getoption(self, name: str, default: Any = None) -> Any:
+        return self.config.getoption(name, default)
 
-
-def _configured_scorers(
-    hooks: Any, hook_config: object, settings: ScoringSettings, config_file: Path
-) -> list[Scorer]:
-    from pytest_scoring.plugin.options import path_map
-    from pytest_scoring.scorers.config_file import load_configuration
-    from pytest_scoring.scorers.registry import scorer_types
-
-    types = scorer_types(hooks.pytest_scoring_scorers(config=hook_config))
-    command_line = {"selector": settings.selector, "test_patterns": settings.test_patterns}
-    loaded = load_configuration(config_file, types, command_line, settings.config_entry)
-    from_file = path_map(
-        loaded.paths.items(), settings.root.resolve(), f"{config_file.name}: paths"
-    )
-    settings.path_map = {**from_file, **settings.path_map}  # the command line wins
-    settings.notes.extend(loaded.notes)
-    # The configuration is the evaluator's: its folders are relative to the repository root.
-    settings.db_exclude += [settings.root / folder for folder in loaded.exclude]
-    return loaded.scorers
-
-
-def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
-    """``--score-db-diff``; or a database option that no database scorer would read
-    (``--score-selector``, ``--score-db-pattern``, ``--score-db-reset``): it turns on
-    ``db_change`` rather than being ignored (a reference rerun adds nothing)."""
-    if settings.db_diff:
-        return "db_change" not in present
-    if present & DATABASE_TYPES:
-        return False
-    return (
-        settings.selector is not None
-        or settings.db_reset
-        or "score_db_patterns" in settings.explicit
-    )
-
-
-def _option_scorers(settings: ScoringSettings, present: set[str]) -> list[Scorer]:
-    """The database scorers that options ask for and the scorer list lacks."""
-    # Each scorer's module is imported only when it runs: the reference's is heavy.
-    added: list[Scorer] = []
-    try:
-        if settings.reference is not None and "db_diff_change" not in present:
-            from pytest_scoring.scorers.db_diff_change import db_diff_change_scorer
-
-            added.append(db_diff_change_scorer(settings.selector, settings.test_patterns))
-        if _wants_db_change(settings, present | {scorer.type for scorer in added}):
-            from pytest_scoring.scorers.db_change import db_change_scorer
-
-            added.insert(0, db_change_scorer(settings.selector))
-    except SelectorError as error:
-        raise SelectorError(f"--score-selector: {error}") from None
-    return added
-
-
-def check_scorer_settings(settings: ScoringSettings, scorers: list[Scorer]) -> None:
-    """What the scorers need of the settings, checked before any test runs.
-
-    :raises ScoringError: e.g. ``db_diff_change`` without a readable reference.
-    """
-    if any(scorer.type == "db_diff_change" for scorer in scorers):
-        from pytest_scoring.scorers.db_diff_change import check_reference_setting
-
-        check_reference_setting(settings)
+    def getini(self, name: str) -> Any:
+        return self.config.getini(name)
 
 
 def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
@@ -141,7 +54,10 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
 
     :raises pytest.UsageError: for any bad option or configuration, before tests run.
     """
-    settings = resolve_settings(PytestOptions(config))
+    try:
+        settings = resolve_settings(PytestOptions(config))
+    except ScoringError as error:
+        raise pytest.UsageError(str(error)) from None
     if settings.deterministic:
         # Every process patches its own generators: controller, xdist workers, reference rerun.
         from pytest_scoring.kit.deterministic import install_deterministic
@@ -159,6 +75,9 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     _register(config, watch, f"{PLUGIN_NAME}-integrity")
     if is_worker:
         return
+    from pytest_scoring.evaluation.assemble import build_scorers
+    from pytest_scoring.evaluation.assemble import check_scorer_settings
+
     try:
         scorers = build_scorers(config.hook, config, settings)
         check_scorer_settings(settings, scorers)
@@ -182,10 +101,10 @@ def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> Expecte
 
 def _guarded_functions() -> list[tuple[str, object, str]]:
     """Our functions that decide a verdict: replacing one at run time is ``patched``."""
+    from pytest_scoring.core import outcomes
     from pytest_scoring.evaluation.scoring import Evaluation
     from pytest_scoring.kit import integrity
     from pytest_scoring.plugin.session import ScoringSession
-    from pytest_scoring.scorers import outcomes
     from pytest_scoring.scorers import tests
 
     return [

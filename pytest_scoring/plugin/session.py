@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import cap_signals
+from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import last_result
 from pytest_scoring.kit.integrity import IntegrityWatch
-from pytest_scoring.kit.integrity import Signal
-from pytest_scoring.kit.integrity import cap_signals
-from pytest_scoring.kit.integrity import early_end_signal
 from pytest_scoring.kit.integrity import ini_signals
 from pytest_scoring.kit.integrity import repository_root
 from pytest_scoring.kit.integrity import stop_reason
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.scorers.outcomes import OutcomeTally
 
 if TYPE_CHECKING:
     from pytest_scoring.reference.expected import ExpectedTests

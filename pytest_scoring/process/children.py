@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 from typing import Final
 
+from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
@@ -35,7 +36,6 @@ from pytest_scoring.process.supervisor import ChildSpec
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.process.supervisor import Supervisor
-from pytest_scoring.scorers.outcomes import OutcomeTally
 
 #: The probe's channel: an inherited descriptor, named in this variable.
 PROBE_FD_VARIABLE: Final = "PYTEST_SCORING_PROBE_FD"

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-from pytest_scoring.kit.integrity import KINDS
-from pytest_scoring.kit.integrity import Signal
-from pytest_scoring.kit.integrity import make_signal
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.outcomes import PhaseRecord
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.outcomes import PhaseRecord
+from pytest_scoring.core.signals import KINDS
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import make_signal
 
 #: A line longer than this is dropped (a test writing endless text must not fill memory).
 MAX_LINE: Final = 16 * 1024 * 1024

@@ -36,6 +36,7 @@ from typing import Final
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.fs.guard import file_digest
 from pytest_scoring.fs.paths import resolve_inside
 from pytest_scoring.fs.walk import TreeWalk
@@ -43,7 +44,6 @@ from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
-from pytest_scoring.reference.copy import copy_tree
 
 #: Bumped when what a baseline run records changes meaning (older entries are not reused).
 CACHE_VERSION: Final = 1
@@ -109,7 +109,7 @@ def baseline_key(reference: Path, options: BaselineOptions) -> str:
     The content is every name the copy walks (the excluded folders left out), each file's
     SHA-256, and where each symlink leads inside the reference (one leading out is not copied).
     """
-    from pytest_scoring import __version__
+    from pytest_scoring.core.version import __version__
 
     reference = reference.resolve()
     digest = hashlib.sha256()

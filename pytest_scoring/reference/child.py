@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.score import cap_text
 from pytest_scoring.errors import OptionError
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
-from pytest_scoring.scorers.score import cap_text
 
 #: Environment variable giving the reference run's timeout in seconds (``run --timeout`` caps it).
 TIMEOUT_ENV: Final = "PYTEST_SCORING_REFERENCE_TIMEOUT"

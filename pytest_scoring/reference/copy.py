@@ -11,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-import stat
 from collections.abc import Iterator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import PurePosixPath
 from typing import Final
 
 from pytest_scoring.errors import OptionError
-from pytest_scoring.fs.clone import clone_file
+from pytest_scoring.fs.copy import is_regular_file
 from pytest_scoring.fs.paths import resolve_inside
 from pytest_scoring.fs.walk import TreeWalk
 
@@ -61,42 +60,6 @@ def _matches(parts: Sequence[str], segments: Sequence[str]) -> bool:
     if head == "**":
         return any(_matches(parts[index:], rest) for index in range(len(parts) + 1))
     return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _matches(parts[1:], rest)
-
-
-def _copy_symlink(link: Path, source_root: Path, target: Path) -> bool:
-    """Recreate a symlink that stays inside ``source_root`` (as a relative link); else skip."""
-    resolved = resolve_inside(link, source_root)
-    if resolved is None:  # leads out, or loops
-        return False
-    os.symlink(os.path.relpath(resolved, link.parent.resolve()), target)
-    return True
-
-
-def _is_regular_file(path: Path) -> bool:
-    """A plain file (never a FIFO or device, whose reading could hang or have effects)."""
-    try:
-        return stat.S_ISREG(path.lstat().st_mode)
-    except OSError:
-        return False
-
-
-def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
-    """Copy ``source`` to the new folder ``dest`` without writing to ``source``.
-
-    Copies what the one walk sees (:mod:`pytest_scoring.fs.walk`: all but version control and
-    ``exclude``): folders, regular files (as reflinks where the file system allows), and
-    symlinks that stay inside, as links.
-    """
-    source = source.resolve()
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in TreeWalk(source, exclude=exclude):
-        target = dest / entry.relpath
-        if entry.is_dir:
-            target.mkdir()
-        elif entry.is_symlink:
-            _copy_symlink(entry.path, source, target)
-        elif entry.is_file:
-            clone_file(entry.path, target)
 
 
 @dataclass
@@ -166,7 +129,7 @@ def copy_test_files(
                 continue
             seen.add(relpath)
             source = resolve_inside(path, root)
-            if source is None or not _is_regular_file(source):
+            if source is None or not is_regular_file(source):
                 result.skipped.append(relpath)
                 continue
             target = _safe_target(dest, relpath)

@@ -21,15 +21,15 @@ from typing import Final
 
 import pytest
 
+from pytest_scoring.core.outcomes import EXPECTED_OUTCOMES
+from pytest_scoring.core.outcomes import ExpectedOutcome
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.fs.paths import cache_home
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.child import run_child
-from pytest_scoring.reference.copy import copy_tree
-from pytest_scoring.scorers.outcomes import EXPECTED_OUTCOMES
-from pytest_scoring.scorers.outcomes import ExpectedOutcome
 
 OPTION: Final = "--score-expected-tests"
 #: The arguments of a source folder's run (beyond our plugin's): no cache files in the copy.
@@ -216,10 +216,3 @@ def _write_cache(path: Path, outcomes: dict[str, ExpectedOutcome], dropped: list
         building.replace(path)
     except OSError:
         return
-
-
-def write_expected_file(expected: ExpectedTests, folder: Path) -> Path:
-    """The set as a JSON object file in ``folder`` (how ``run`` hands a folder's set to pytest)."""
-    path = folder / "expected-tests.json"
-    path.write_text(json.dumps(expected.outcomes), encoding="utf-8")
-    return path

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import cap_list
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_store import BASELINE
@@ -37,7 +40,7 @@ from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.snapshot import read_in_place
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.plugin.options import ScoringSettings
+from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.baseline import BaselineOptions
@@ -49,9 +52,6 @@ from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import CopiedTests
 from pytest_scoring.reference.copy import copy_test_files
-from pytest_scoring.reference.copy import copy_tree
-from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.score import cap_list
 
 #: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
 FILE_MAX_ROWS: Final = 1000
@@ -84,12 +84,12 @@ class Diffs:
     #: The baseline (None when no scorer counts test changes), or why there is none.
     baseline: Baseline | str | None = None
 
-    def missing_tests(self, counting: bool, context: ScoringContext) -> dict[str, Any]:
+    def missing_tests(self, counting: bool, session: OutcomeTally) -> dict[str, Any]:
         """Tests the solution deleted: the baseline's collected ids this session lacks (the
         rerun's, when test changes do not count or the baseline failed)."""
         baseline = self.baseline
         if counting and isinstance(baseline, Baseline) and baseline.failure is None:
-            missing = sorted(set(baseline.collected) - _collected_here(context))
+            missing = sorted(set(baseline.collected) - _collected_here(session))
         else:
             missing = self.missing_from_rerun
         return {"missing_tests": cap_list(missing), "missing_tests_count": len(missing)}
@@ -195,7 +195,7 @@ class ReferenceRerun:
         assert self._side is not None
         return self._side
 
-    def diffs(self, context: ScoringContext) -> Diffs:
+    def diffs(self, session: OutcomeTally) -> Diffs:
         """Join the background run and diff it against this session's final databases.
 
         :raises ScoringError: when the reference run gave no usable result (reason inside).
@@ -203,17 +203,17 @@ class ReferenceRerun:
         if self._diffs is None:
             solution_duration = round(time.monotonic() - self.started, 3)
             try:
-                self._diffs = self._compare(self._join(), context, solution_duration)
+                self._diffs = self._compare(self._join(), session, solution_duration)
             finally:
                 shutil.rmtree(self._workdir, ignore_errors=True)
                 shutil.rmtree(self._checkout, ignore_errors=True)
         return self._diffs
 
-    def _compare(self, side: ReferenceSide, context: ScoringContext, duration: float) -> Diffs:
-        metadata = {**self._metadata(side, context), "solution_duration": duration}
+    def _compare(self, side: ReferenceSide, session: OutcomeTally, duration: float) -> Diffs:
+        metadata = {**self._metadata(side, session), "solution_duration": duration}
         problem = side.run.failure(self.timeout)
         if problem is not None:
-            missing = _missing_from(side.run.tally, context)
+            missing = _missing_from(side.run.tally, session)
             metadata.update(missing_tests=cap_list(missing), missing_tests_count=len(missing))
             raise ReferenceRunError(problem, metadata)
         baseline = self.baseline.result() if self.baseline is not None else None
@@ -230,7 +230,7 @@ class ReferenceRerun:
             self._store,
             baseline_final=usable,
         )
-        missing = _missing_from(side.run.tally, context)
+        missing = _missing_from(side.run.tally, session)
         return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing, baseline)
 
     def close(self) -> None:
@@ -248,7 +248,7 @@ class ReferenceRerun:
             shutil.rmtree(self._store_dir, ignore_errors=True)
             self._store_dir = None
 
-    def _metadata(self, side: ReferenceSide, context: ScoringContext) -> dict[str, Any]:
+    def _metadata(self, side: ReferenceSide, session: OutcomeTally) -> dict[str, Any]:
         reference_tally = side.run.tally or {}
         return {
             "reference": str(self.settings.reference),
@@ -256,7 +256,7 @@ class ReferenceRerun:
             "test_files_copied": len(side.tests.copied),
             "test_files_skipped": cap_list(side.tests.skipped),
             "reference_counts": reference_tally.get("counts"),
-            "solution_counts": context.tally.counts(),
+            "solution_counts": session.counts(),
             "reference_duration": side.run.duration,
             "reference_exit_code": side.run.exit_code,
             "reference_timed_out": side.run.timed_out,
@@ -264,14 +264,14 @@ class ReferenceRerun:
         }
 
 
-def _collected_here(context: ScoringContext) -> set[str]:
+def _collected_here(session: OutcomeTally) -> set[str]:
     """The test ids this session collected (collection errors too)."""
-    return context.tally.collected | set(context.tally.tests)
+    return session.collected | set(session.tests)
 
 
-def _missing_from(tally: dict[str, Any] | None, context: ScoringContext) -> list[str]:
+def _missing_from(tally: dict[str, Any] | None, session: OutcomeTally) -> list[str]:
     """Test ids the rerun collected that this session did not: tests the solution deleted."""
-    return sorted(set((tally or {}).get("collected", [])) - _collected_here(context))
+    return sorted(set((tally or {}).get("collected", [])) - _collected_here(session))
 
 
 def split_runs(

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.metrics import compute_metrics
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import error_score
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCORES_FILE
@@ -30,9 +33,6 @@ from pytest_scoring.report.scout import Scan
 from pytest_scoring.report.scout import Transcript
 from pytest_scoring.report.scout import write_scan_results
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.scorers.metrics import compute_metrics
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import error_score
 from pytest_scoring.scorers.tests import percent_of_counts
 
 #: ``format_version`` of a batch's ``scores.json`` (one repository's report keeps 1).
@@ -62,7 +62,7 @@ def write_unscored_sample(target: SampleTarget, sample: Mapping[str, Any]) -> No
 
     :raises ReportError: when it cannot be written.
     """
-    from pytest_scoring.report.encoding import encode_json
+    from pytest_scoring.core.encoding import encode_json
 
     try:
         staging = target.prepare()
@@ -80,7 +80,7 @@ class BatchResult:
     """Everything the report of a batch holds."""
 
     scan_id: str
-    #: The batch's key (:func:`~pytest_scoring.evaluation.inputs.batch_key`).
+    #: The batch's key (:func:`~pytest_scoring.report.inputs.batch_key`).
     key: str
     scorers: Sequence[Scorer]
     #: One entry per repository, in the order they were given.
@@ -153,7 +153,7 @@ def write_batch_report(folder: BatchFolder, result: BatchResult, report_root: Pa
 
     :raises ReportError: when a file cannot be written or a value cannot be encoded.
     """
-    from pytest_scoring.report.encoding import encode_json
+    from pytest_scoring.core.encoding import encode_json
 
     try:
         text = encode_json(result.scores_json())

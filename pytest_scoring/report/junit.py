@@ -4,7 +4,7 @@ Read: pytest, jest-junit, go-junit-report and Maven Surefire (one file per class
 files are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with
 ``<testcase>`` elements; a case holding ``<failure>`` failed, ``<error>`` errored,
 ``<skipped>`` was skipped (pytest's ``type="pytest.xfail"`` is an xfail), else it passed.
-Cases with one id in one suite are one test (:func:`~pytest_scoring.scorers.outcomes.merged`);
+Cases with one id in one suite are one test (:func:`~pytest_scoring.core.outcomes.merged`);
 ``todo``/``pending`` tests count as skipped where the XML says so (docs/scoring.md#junit).
 
 Write: when pytest writes ``--junitxml``, the scores become test-suite properties
@@ -27,24 +27,24 @@ from junitparser import JUnitXmlError
 from junitparser import Properties
 from junitparser import TestCase
 
+from pytest_scoring.core.outcomes import Outcome
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.outcomes import merged
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import cap_signals
+from pytest_scoring.core.signals import make_signal
 from pytest_scoring.errors import JUnitError
 from pytest_scoring.fs.walk import TreeWalk
-from pytest_scoring.kit.integrity import Signal
-from pytest_scoring.kit.integrity import cap_signals
 from pytest_scoring.kit.integrity import find_ini
 from pytest_scoring.kit.integrity import hooks_in_source
 from pytest_scoring.kit.integrity import ini_signals
-from pytest_scoring.kit.integrity import make_signal
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.outcomes import Outcome
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.outcomes import merged
-from pytest_scoring.scorers.score import Score
 from pytest_scoring.text import value_text
 
 #: The prefix of the test-suite properties that carry scores.

@@ -155,8 +155,8 @@ def serve() -> None:
     # the helper at its end, that core is free again for it.
     with contextlib.suppress(AttributeError, OSError):  # no os.nice outside POSIX
         os.nice(HELPER_NICENESS)
-    from pytest_scoring.report.scout import json_lines
-    from pytest_scoring.report.scout import write_parquet
+    from pytest_scoring.report.parquet import json_lines
+    from pytest_scoring.report.parquet import write_parquet
 
     # Import pyarrow and write one table now, while the tests run (the point of it all): a
     # first write sets up more than the later ones need.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 
 if TYPE_CHECKING:
-    from pytest_scoring.plugin.options import ScoringSettings
+    from pytest_scoring.core.settings import ScoringSettings
 
 
 def path_digest(path: Path) -> str:
@@ -93,7 +93,7 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
     """
     import pytest
 
-    from pytest_scoring import __version__
+    from pytest_scoring.core.version import __version__
 
     return {
         "tool": "pytest-scoring",

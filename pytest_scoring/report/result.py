@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.metrics import compute_metrics
+from pytest_scoring.core.score import Score
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.scorers.metrics import compute_metrics
-from pytest_scoring.scorers.score import Score
 
 if TYPE_CHECKING:
-    from pytest_scoring.kit.integrity import Signal
+    from pytest_scoring.core.signals import Signal
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="

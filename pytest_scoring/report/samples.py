@@ -34,16 +34,16 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
-from pytest_scoring.evaluation.inputs import SampleInputs
 from pytest_scoring.report.html import write_page
+from pytest_scoring.report.inputs import SampleInputs
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.result import new_scan_id
 from pytest_scoring.report.scout import SCAN_FILE
-from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
 
 #: The folder of the samples inside a batch's scan folder.
 SAMPLES_DIR: Final = "samples"
@@ -61,7 +61,7 @@ class SampleTarget:
 
     #: ``samples/<id>`` in the batch's folder.
     folder: Path
-    #: The transcript id (:func:`~pytest_scoring.evaluation.inputs.transcript_id`).
+    #: The transcript id (:func:`~pytest_scoring.report.inputs.transcript_id`).
     id: str
     inputs: SampleInputs
 
@@ -97,7 +97,7 @@ def write_sample(
 
     :raises ReportError: when a file cannot be written or a value cannot be encoded.
     """
-    from pytest_scoring.report.encoding import encode_json
+    from pytest_scoring.core.encoding import encode_json
     from pytest_scoring.report.writer import encode_data_file
 
     staging = target.staging if target.staging.is_dir() else target.prepare()
@@ -191,7 +191,7 @@ def open_batch_folder(
 ) -> BatchFolder:
     """The folder to build the batch in, with the samples kept from earlier runs.
 
-    :param key: the batch's key (:func:`~pytest_scoring.evaluation.inputs.batch_key`).
+    :param key: the batch's key (:func:`~pytest_scoring.report.inputs.batch_key`).
     :param wanted: each repository's transcript id and inputs.
     :raises OptionError: when another process is scoring the same batch now.
     :raises ReportError: when the report root cannot be written.

@@ -1,34 +1,32 @@
 """Write a scored session as an Inspect Scout results directory (docs/report.md).
 
-The layout, column types and value encoding follow ``formats/scout-results.md``: each
-scored repository is one transcript, each scorer one scanner, and each scanner gets one
-``<key>.parquet`` file with the full 58-column schema Scout 0.6's recorder writes, one row
-per (transcript, scorer).
+The layout, column types and value encoding are those Scout's own reader loads
+(docs/report.md#the-parquet-columns): each scored repository is one transcript, each scorer
+one scanner, and each scanner gets one ``<key>.parquet`` file with the full 58-column schema
+Scout 0.6's recorder writes, one row per (transcript, scorer).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import uuid
 from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import NamedTuple
 from urllib.parse import quote
 
+from pytest_scoring.core.score import Score
+from pytest_scoring.report.parquet import json_lines
+from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.scorers.base import Scorer
-from pytest_scoring.scorers.score import Score
 from pytest_scoring.text import number_text
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from pytest_scoring.report.parquet_helper import ParquetHelper
     from pytest_scoring.report.result import SessionResult
 
@@ -38,85 +36,8 @@ SCAN_FILE: Final = "_scan.json"
 SUMMARY_FILE: Final = "_summary.json"
 ERRORS_FILE: Final = "_errors.jsonl"
 
+
 #: The recorder's columns in its order, by Arrow type name (``string`` unless noted).
-_INT: Final = "int64"
-_BOOL: Final = "bool"
-_DOUBLE: Final = "double"
-COLUMNS: Final[tuple[tuple[str, str], ...]] = (
-    ("transcript_id", "string"),
-    ("transcript_source_type", "string"),
-    ("transcript_source_id", "string"),
-    ("transcript_source_uri", "string"),
-    ("transcript_date", "string"),
-    ("transcript_task_set", "string"),
-    ("transcript_task_id", "string"),
-    ("transcript_task_repeat", _INT),
-    ("transcript_agent", "string"),
-    ("transcript_agent_args", "string"),
-    ("transcript_model", "string"),
-    ("transcript_model_options", "string"),
-    ("transcript_score", "string"),
-    ("transcript_score_explanation", "string"),
-    ("transcript_success", _BOOL),
-    ("transcript_message_count", _INT),
-    ("transcript_total_time", _DOUBLE),
-    ("transcript_total_tokens", _INT),
-    ("transcript_error", "string"),
-    ("transcript_limit", "string"),
-    ("transcript_trust_content", _BOOL),
-    ("transcript_metadata", "string"),
-    ("scan_id", "string"),
-    ("scan_tags", "string"),
-    ("scan_metadata", "string"),
-    ("scan_git_origin", "string"),
-    ("scan_git_version", "string"),
-    ("scan_git_commit", "string"),
-    ("scanner_key", "string"),
-    ("scanner_name", "string"),
-    ("scanner_version", _INT),
-    ("scanner_package_version", "string"),
-    ("scanner_file", "string"),
-    ("scanner_params", "string"),
-    ("input_type", "string"),
-    ("input_ids", "string"),
-    ("input", "string"),
-    ("input_data", "string"),
-    ("uuid", "string"),
-    ("label", "string"),
-    ("value", "string"),
-    ("value_type", "string"),
-    ("answer", "string"),
-    ("explanation", "string"),
-    ("metadata", "string"),
-    ("message_references", "string"),
-    ("event_references", "string"),
-    ("scan_error", "string"),
-    ("scan_error_traceback", "string"),
-    ("scan_error_type", "string"),
-    ("validation_target", "string"),
-    ("validation_result", "string"),
-    ("validation_predicate", "string"),
-    ("validation_split", "string"),
-    ("scan_total_tokens", _INT),
-    ("scan_model_usage", "string"),
-    ("scan_events", "string"),
-    ("timestamp", "string"),
-)
-
-
-def arrow_schema() -> pa.Schema:
-    """The 58-column scan-result schema (text columns as ``large_string``, like the recorder)."""
-    import pyarrow as pa
-
-    types = {
-        "string": pa.large_string(),
-        _INT: pa.int64(),
-        _BOOL: pa.bool_(),
-        _DOUBLE: pa.float64(),
-    }
-    return pa.schema([pa.field(name, types[kind]) for name, kind in COLUMNS])
-
-
 def scanner_key(name: str) -> str:
     """The file stem and ``_scan.json`` key for a scorer name.
 
@@ -135,7 +56,7 @@ def package_versions() -> dict[str, str]:
     """Versions of the packages that shaped the report, for ``_scan.json``."""
     import pytest  # the command line and the plugin have it loaded already
 
-    from pytest_scoring import __version__
+    from pytest_scoring.core.version import __version__
 
     return {"pytest_scoring": __version__, "pytest": pytest.__version__}
 
@@ -426,34 +347,6 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float]:
         for name, value in metrics.items()
         if isinstance(value, int | float) and math.isfinite(value)
     }
-
-
-def json_lines(rows: list[dict[str, Any]]) -> bytes:
-    """The rows of one Parquet file as UTF-8 JSON lines, what :func:`write_parquet` reads."""
-    # Parquet text is UTF-8: a lone surrogate (a file name from the scored repository that is
-    # not UTF-8, decoded by Python with surrogateescape) becomes "?" instead of failing the file.
-    text = "".join(json.dumps(row, default=str, ensure_ascii=False) + "\n" for row in rows)
-    return text.encode("utf-8", errors="replace")
-
-
-def write_parquet(path: Path | IO[bytes], lines: bytes) -> None:
-    """Write the rows given as :func:`json_lines` to ``path`` (a file name or a binary
-    file) as a table of exactly the recorder's schema (absent columns are null).
-
-    Built by Arrow's JSON reader, not ``pa.array``/``from_pylist``: those import pandas,
-    which would add about 0.2 s to the end of every scored session (docs/benchmarks.md).
-    """
-    import pyarrow.json as pa_json
-    import pyarrow.parquet as pq
-
-    options = pa_json.ParseOptions(
-        explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"
-    )
-    # A row longer than Arrow's 1 MiB default block fails to parse ("straddling object"), and
-    # a plugin scorer's metadata can be that large: one block holds everything.
-    reading = pa_json.ReadOptions(block_size=max(len(lines), 1 << 20))
-    table = pa_json.read_json(io.BytesIO(lines), read_options=reading, parse_options=options)
-    pq.write_table(table, path)
 
 
 def _write_text(path: Path, text: str) -> None:

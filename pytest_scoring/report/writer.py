@@ -11,18 +11,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from pytest_scoring.core.encoding import encode_json
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import cap_value
+from pytest_scoring.core.score import cap_values
 from pytest_scoring.errors import ReportError
-from pytest_scoring.report.encoding import encode_json
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import Scan
 from pytest_scoring.report.scout import ScanWriter
-from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
-from pytest_scoring.scorers.score import REPORT_FILE_CAP
-from pytest_scoring.scorers.score import cap_value
-from pytest_scoring.scorers.score import cap_values
 
 if TYPE_CHECKING:
     from pytest_scoring.report.parquet_helper import ParquetHelper

@@ -1,7 +1,7 @@
 """Scorers: the built-in ones, and the list a session runs.
 
 Light to import: every pytest run with the plugin installed reads a constant of
-:mod:`pytest_scoring.scorers.score`, which imports this package first.
+:mod:`pytest_scoring.core.score`, which imports this package first.
 """
 
 from __future__ import annotations

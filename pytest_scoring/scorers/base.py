@@ -19,15 +19,15 @@ from typing import Any
 from typing import Protocol
 from typing import runtime_checkable
 
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import error_score
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import error_score
 
 if TYPE_CHECKING:
+    from pytest_scoring.core.settings import ScoringSettings
+    from pytest_scoring.core.signals import Signal
     from pytest_scoring.fs.guard import FileGuard
-    from pytest_scoring.kit.integrity import Signal
-    from pytest_scoring.plugin.options import ScoringSettings
     from pytest_scoring.process.children import ChildRunner
 
 

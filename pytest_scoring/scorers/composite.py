@@ -10,6 +10,15 @@ from typing import Any
 from typing import Final
 from typing import final
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import Value
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import FormulaError
 from pytest_scoring.scorers.base import Scorer
@@ -17,15 +26,6 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
 from pytest_scoring.scorers.formula import Formula
 from pytest_scoring.scorers.formula import parse_formula
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.score import NOANSWER
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import Value
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import error_score
-from pytest_scoring.scorers.score import make_score
 
 #: A formula given from Python: the child scores by name -> the composite's value.
 FormulaFunction = Callable[[Mapping[str, "ScoreView"]], Any]

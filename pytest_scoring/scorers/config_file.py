@@ -45,15 +45,6 @@ TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude")
 COMPOSITE: Final = "composite"
 
 
-def read_config_file(path: Path) -> Any:
-    """The parsed content of a TOML, JSON or YAML file, chosen by its extension.
-
-    :raises ConfigError: when the file cannot be read or parsed (with line and column), or is
-        past the size and nesting limits of :mod:`pytest_scoring.documents`.
-    """
-    return parse_config_text(_read_text(path), path)
-
-
 def _read_text(path: Path) -> str:
     if path.suffix.lower() not in PARSERS:
         raise ConfigError(

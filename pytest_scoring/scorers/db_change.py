@@ -16,6 +16,16 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.score import METADATA_LIST_CAP
+from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import make_score
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff import stream_cut_rows
@@ -31,22 +41,12 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.score import METADATA_LIST_CAP
-from pytest_scoring.scorers.score import REPORT_FILE_CAP
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import error_score
-from pytest_scoring.scorers.score import make_score
 from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
     from pytest_scoring.fs.guard import FileGuard
-    from pytest_scoring.selector.evaluation import TimeBudget
     from pytest_scoring.selector.language import Selector
 
 SCORER_TYPE: Final = "db_change"
@@ -226,8 +226,8 @@ class DbChangeScorer:
             matched, warnings = has_changes(diff), []
         else:
             # Loaded only with a selector (parsing it loaded the rest of the language).
-            from pytest_scoring.selector.evaluation import SelectorTimeout
-            from pytest_scoring.selector.evaluation import budget_for
+            from pytest_scoring.core.budget import SelectorTimeout
+            from pytest_scoring.core.budget import budget_for
 
             budget = budget_for(self.selector_timeout, session_selector_timeout(context))
             try:
@@ -275,7 +275,7 @@ def checked_selector(selector: Any, selector_timeout: float | None) -> Selector 
     if selector is None and selector_timeout is None:
         return None
     # Loaded only now: a session without a selector never needs the selector language.
-    from pytest_scoring.selector.evaluation import is_positive_seconds
+    from pytest_scoring.core.budget import is_positive_seconds
     from pytest_scoring.selector.language import Selector
     from pytest_scoring.selector.language import parse_selector
 

@@ -17,6 +17,21 @@ from typing import Final
 from typing import Protocol
 from typing import runtime_checkable
 
+from pytest_scoring.core.budget import SelectorTimeout
+from pytest_scoring.core.budget import TimeBudget
+from pytest_scoring.core.budget import budget_for
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import METADATA_LIST_CAP
+from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import make_score
+from pytest_scoring.core.settings import DEFAULT_TEST_PATTERNS
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.db.diff_shape import cap_diff_of_diffs
@@ -29,8 +44,6 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.plugin.options import DEFAULT_TEST_PATTERNS
-from pytest_scoring.plugin.options import ScoringSettings
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.copy import check_reference_dir
@@ -43,18 +56,6 @@ from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
 from pytest_scoring.scorers.db_change import session_selector_timeout
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.score import METADATA_LIST_CAP
-from pytest_scoring.scorers.score import REPORT_FILE_CAP
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import error_score
-from pytest_scoring.scorers.score import make_score
-from pytest_scoring.selector.evaluation import SelectorTimeout
-from pytest_scoring.selector.evaluation import TimeBudget
-from pytest_scoring.selector.evaluation import budget_for
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
@@ -92,7 +93,7 @@ class ReferenceResults(Protocol):
 
     settings: ScoringSettings
 
-    def diffs(self, context: ScoringContext) -> Diffs:
+    def diffs(self, session: OutcomeTally) -> Diffs:
         """The diffs of both runs from the initial reference state.
 
         :raises ReferenceRunError: when the reference run gave no usable result.
@@ -153,7 +154,7 @@ class DiffChangeScorer:
         if not isinstance(rerun, ReferenceResults):
             return error_score(self.type, "the reference rerun did not start")
         try:
-            diffs = rerun.diffs(context)
+            diffs = rerun.diffs(context.tally)
         except ReferenceRunError as error:
             return error_score(self.type, str(error), **error.metadata)
         value_cap = rerun.settings.value_cap
@@ -215,7 +216,7 @@ class DiffChangeScorer:
             "selector": self.selector.source if self.selector else None,
             **diffs.metadata,
             "count_test_changes": self.count_test_changes,
-            **diffs.missing_tests(counting, context),
+            **diffs.missing_tests(counting, context.tally),
             "reference_diff": cap_diff(diffs.split.reference, METADATA_LIST_CAP, value_cap),
             "solution_diff": cap_diff(diffs.split.solution, METADATA_LIST_CAP, value_cap),
             "diff_of_diffs": cap_diff_of_diffs(parts, METADATA_LIST_CAP, value_cap),

@@ -30,21 +30,21 @@ from typing import Final
 from typing import TypeVar
 from typing import final
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.score import INCORRECT
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import cap_list
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.fs.paths import locate
 from pytest_scoring.fs.paths import resolve_inside
 from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.score import INCORRECT
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import cap_list
-from pytest_scoring.scorers.score import error_score
-from pytest_scoring.scorers.score import make_score
 from pytest_scoring.text import plural
 
 #: Bytes read at a time; a match may straddle two chunks.

@@ -19,8 +19,8 @@ from typing import Any
 from typing import Final
 from typing import final
 
+from pytest_scoring.core.score import Score
 from pytest_scoring.errors import FormulaError
-from pytest_scoring.scorers.score import Score
 
 #: Longest formula text accepted, in characters.
 MAX_FORMULA_LENGTH: Final = 2_000

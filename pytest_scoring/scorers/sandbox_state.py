@@ -29,21 +29,21 @@ from typing import Any
 from typing import Final
 from typing import final
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import accuracy
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.score import INCORRECT
+from pytest_scoring.core.score import METADATA_TEXT_CAP
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import cap_text
+from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.fs.paths import locate
 from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import accuracy
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.score import INCORRECT
-from pytest_scoring.scorers.score import METADATA_TEXT_CAP
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import cap_text
-from pytest_scoring.scorers.score import error_score
-from pytest_scoring.scorers.score import make_score
 
 SHELL: Final = "/bin/sh"
 

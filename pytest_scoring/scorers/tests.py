@@ -11,22 +11,22 @@ from typing import Final
 from typing import Literal
 from typing import final
 
+from pytest_scoring.core.metrics import Metric
+from pytest_scoring.core.metrics import mean
+from pytest_scoring.core.metrics import stderr
+from pytest_scoring.core.metrics import threshold_accuracy
+from pytest_scoring.core.outcomes import OUTCOMES
+from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import INCORRECT
+from pytest_scoring.core.score import METADATA_LIST_CAP
+from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import Value
+from pytest_scoring.core.score import bool_value
+from pytest_scoring.core.score import cap_list
+from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.metrics import Metric
-from pytest_scoring.scorers.metrics import mean
-from pytest_scoring.scorers.metrics import stderr
-from pytest_scoring.scorers.metrics import threshold_accuracy
-from pytest_scoring.scorers.outcomes import OUTCOMES
-from pytest_scoring.scorers.outcomes import OutcomeTally
-from pytest_scoring.scorers.score import INCORRECT
-from pytest_scoring.scorers.score import METADATA_LIST_CAP
-from pytest_scoring.scorers.score import NOANSWER
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import Value
-from pytest_scoring.scorers.score import bool_value
-from pytest_scoring.scorers.score import cap_list
-from pytest_scoring.scorers.score import make_score
 from pytest_scoring.text import outcome_counts
 
 

@@ -41,6 +41,8 @@ from dataclasses import field
 from typing import Any
 from typing import final
 
+from pytest_scoring.core.budget import Evaluation
+from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.selector.criteria import PLANES
 from pytest_scoring.selector.criteria import SELECTOR_KEYS
 from pytest_scoring.selector.criteria import TARGETS
@@ -48,8 +50,6 @@ from pytest_scoring.selector.criteria import DatabaseCriteria
 from pytest_scoring.selector.criteria import as_mapping
 from pytest_scoring.selector.criteria import checked_object
 from pytest_scoring.selector.criteria import parse_databases
-from pytest_scoring.selector.evaluation import Evaluation
-from pytest_scoring.selector.evaluation import TimeBudget
 from pytest_scoring.selector.rows import RowCriteria
 from pytest_scoring.selector.rows import parse_rows
 from pytest_scoring.selector.tables import TableCriteria
@@ -137,6 +137,8 @@ class Selector:
             return True
         if self.never:
             return False
+        if self.databases is not None and self.tables is None and self.rows is None:
+            return True  # only facts about the database, which held: no change is asked for
         tables = table_views(entry, self.planes)
         criteria = self.tables or TableCriteria("")
         if not criteria.decides_change and self.rows is None:

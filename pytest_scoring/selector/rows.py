@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 from typing import final
 
+from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.selector.criteria import MEMBERSHIP_KEYS
 from pytest_scoring.selector.criteria import NO_FIELDS
 from pytest_scoring.selector.criteria import ROW_KEYS
@@ -25,7 +26,6 @@ from pytest_scoring.selector.criteria import as_mapping
 from pytest_scoring.selector.criteria import checked_object
 from pytest_scoring.selector.criteria import parse_membership
 from pytest_scoring.selector.criteria import row_list
-from pytest_scoring.selector.evaluation import TimeBudget
 from pytest_scoring.selector.where import CHANGE_FIELDS
 from pytest_scoring.selector.where import RowTest
 from pytest_scoring.selector.where import fail

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import final
 
+from pytest_scoring.core.budget import Evaluation
 from pytest_scoring.selector.criteria import COLUMN_KEYS
 from pytest_scoring.selector.criteria import TABLE_KEYS
 from pytest_scoring.selector.criteria import TABLE_STATUSES
@@ -22,7 +23,6 @@ from pytest_scoring.selector.criteria import Membership
 from pytest_scoring.selector.criteria import as_mapping
 from pytest_scoring.selector.criteria import checked_object
 from pytest_scoring.selector.criteria import parse_membership
-from pytest_scoring.selector.evaluation import Evaluation
 
 # --- tables -------------------------------------------------------------------------------
 

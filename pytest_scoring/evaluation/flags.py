@@ -2,7 +2,7 @@
 
 They are declared once, here, for pytest and for ``pytest-scoring run`` (which reads the same
 declarations through an argparse adapter, see :mod:`pytest_scoring.evaluation.options`);
-:mod:`pytest_scoring.plugin.options` turns their values into settings.
+:mod:`pytest_scoring.evaluation.settings` turns their values into settings.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from typing import Protocol
 from typing import TypeVar
 
-from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 
 _Number = TypeVar("_Number", int, float)
 

@@ -19,7 +19,7 @@ from typing import Any
 from typing import Final
 from typing import TypedDict
 
-from pytest_scoring import __version__
+from pytest_scoring.core.version import __version__
 from pytest_scoring.report.provenance import path_digest
 
 #: ``--score-*`` options that say where things go, not how anything is scored.

@@ -27,7 +27,7 @@ from typing import NotRequired
 from typing import Protocol
 from typing import TypedDict
 
-from pytest_scoring.scorers.score import cap_text
+from pytest_scoring.core.score import cap_text
 
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
@@ -151,11 +151,6 @@ class CollectionReport(Protocol):
     def outcome(self) -> str: ...
     @property
     def longrepr(self) -> object: ...
-
-
-def with_teardown_error(outcome: Outcome | None) -> Outcome:
-    """The outcome after a teardown error: ``failed`` stays failed, anything else is ``error``."""
-    return "failed" if outcome == "failed" else "error"
 
 
 def merged(previous: Outcome | None, entry: Outcome) -> Outcome:
@@ -472,12 +467,6 @@ class OutcomeTally:
             self._memo[name] = compute()
         return self._memo[name]
 
-    def counted_as(self, nodeid: str) -> Outcome | Literal["missing"] | None:
-        """How one test counts: what it did, judged against the expected set when there is
-        one; ``missing`` for an expected test without a report; None when it does not count
-        (outside the set)."""
-        return self._judge(nodeid, self.outcome_of(nodeid))
-
     def _judge(self, nodeid: str, outcome: Outcome | None) -> Outcome | Literal["missing"] | None:
         if self.expected is None:
             return "failed" if outcome is None and nodeid in self.collected else outcome
@@ -540,7 +529,7 @@ class OutcomeTally:
         }
 
     def ids_with(self, outcome: Outcome | Literal["missing"]) -> list[str]:
-        """Test ids that count as ``outcome`` (see :meth:`counted_as`)."""
+        """Test ids that count as ``outcome``: judged against the expected set when there is one."""
         by_count: dict[str | None, list[str]] = self._memoized("by_count", self._ids_by_count)
         return list(by_count.get(outcome, ()))
 

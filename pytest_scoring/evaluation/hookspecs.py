@@ -1,8 +1,9 @@
 """Hooks that pytest-scoring adds to pytest, for other plugins and ``conftest.py`` files.
 
 Under ``pytest-scoring run`` they are called by the evaluator's own plugin manager
-(:mod:`pytest_scoring.evaluation.hooks`), never in the child, where this file is only copied so
-that a ``conftest.py`` implementing them still loads. It keeps to Python 3.8 syntax for that.
+(:mod:`pytest_scoring.evaluation.hooks`), never in the child, whose launcher lets a
+``conftest.py`` implement them without effect. They are pytest's hooks (pluggy project
+``pytest``), declared without importing pytest: the evaluator needs no pytest session.
 """
 
 from __future__ import annotations
@@ -12,14 +13,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pytest
+import pluggy
 
 if TYPE_CHECKING:
+    import pytest
+
     from pytest_scoring.report.result import SessionResult
     from pytest_scoring.scorers.base import Scorer
 
+#: pytest's own marker (``pytest.hookspec`` is this very object).
+hookspec = pluggy.HookspecMarker("pytest")
 
-@pytest.hookspec
+
+@hookspec
 def pytest_scoring_session_scored(
     config: pytest.Config, result: SessionResult, report_path: Path | None
 ) -> None:
@@ -35,7 +41,7 @@ def pytest_scoring_session_scored(
     """
 
 
-@pytest.hookspec
+@hookspec
 def pytest_scoring_scorers(config: pytest.Config) -> Mapping[str, Callable[..., Scorer]] | None:
     """Register scorer types that a ``--score-config`` file may name.
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final
 
-from pytest_scoring.scorers.score import CORRECT
-from pytest_scoring.scorers.score import Score
-from pytest_scoring.scorers.score import value_to_float
+from pytest_scoring.core.score import CORRECT
+from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import value_to_float
 
 
 @final

@@ -9,56 +9,29 @@ evaluator's own command line under ``pytest-scoring run``, where no ini file is 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import tempfile
 from collections.abc import Callable
 from collections.abc import Iterable
-from dataclasses import dataclass
-from dataclasses import field
 from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
-from typing import Final
 from typing import NamedTuple
 from typing import Protocol
 from typing import TypeVar
 from typing import cast
-from typing import final
 
-import pytest
-
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
+from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
+from pytest_scoring.core.settings import DEFAULT_TEST_PATTERNS
+from pytest_scoring.core.settings import STEERING_SETTINGS
+from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
-from pytest_scoring.plugin.flags import fail_under_type
-from pytest_scoring.plugin.flags import path_map_type
-from pytest_scoring.plugin.flags import seconds_type
-from pytest_scoring.plugin.flags import value_cap_type
-from pytest_scoring.scorers.score import DEFAULT_VALUE_CAP
-
-DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
-DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
-DEFAULT_REPORT_ROOT: Final = "scores"
-#: The settings that choose what is measured (scorers, selector, databases, reference, report,
-#: gate); :attr:`ScoringSettings.explicit` names those given as command-line options.
-STEERING_SETTINGS: Final = (
-    "score_config",
-    "score_selector",
-    "score_reference",
-    "score_test_patterns",
-    "score_db_patterns",
-    "score_db_exclude",
-    "score_report",
-    "score_markdown",
-    "score_fail_under",
-    "score_path_maps",
-    "score_selector_timeout",
-    "score_expected_tests",
-    "score_strict",
-    "score_value_cap",
-)
-#: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
-#: one store per scored repository.
-RESET_STORE: Final = ".db-reset"
+from pytest_scoring.evaluation.flags import fail_under_type
+from pytest_scoring.evaluation.flags import path_map_type
+from pytest_scoring.evaluation.flags import seconds_type
+from pytest_scoring.evaluation.flags import value_cap_type
 
 _Number = TypeVar("_Number", int, float)
 
@@ -90,105 +63,6 @@ class OptionSource(Protocol):
         ...
 
 
-@final
-class PytestOptions:
-    """A pytest config as an :class:`OptionSource`."""
-
-    __slots__ = ("config",)
-
-    def __init__(self, config: pytest.Config):
-        self.config = config
-
-    @property
-    def rootpath(self) -> Path:
-        return Path(self.config.rootpath)
-
-    @property
-    def invocation_dir(self) -> Path:
-        return Path(self.config.invocation_params.dir)
-
-    @property
-    def inipath(self) -> Path | None:
-        return self.config.inipath
-
-    def getoption(self, name: str, default: Any = None) -> Any:
-        return self.config.getoption(name, default)
-
-    def getini(self, name: str) -> Any:
-        return self.config.getini(name)
-
-
-@dataclass
-class ScoringSettings:
-    """What the evaluator asked for, after options, ini settings and defaults are merged."""
-
-    root: Path
-    enabled: bool = False
-    db_diff: bool = False
-    selector: dict[str, Any] | None = None
-    reference: Path | None = None
-    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
-    db_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_DB_PATTERNS))
-    config_file: Path | None = None
-    #: ``FILE#NAME``: the fixture of a fixtures file whose ``scorer:`` block is loaded.
-    config_entry: str | None = None
-    #: Sandbox path prefixes (``/repo``) and the local folders they stand for.
-    path_map: dict[str, Path] = field(default_factory=dict)
-    #: Seconds each scorer's selector may take (``None``: the default, 60).
-    selector_timeout: float | None = None
-    #: Settings given as command-line options (not ini, not defaults).
-    explicit: frozenset[str] = frozenset()
-    #: Lines for the session header: configuration read but not used (a fixture's sandbox).
-    notes: list[str] = field(default_factory=list)
-    report_root: Path = Path(DEFAULT_REPORT_ROOT)
-    #: Where the score table is written as Markdown (``--score-markdown``).
-    markdown: Path | None = None
-    fail_under: float | None = None
-    deterministic: bool = False
-    db_reset: bool = False
-    #: Folders the evaluator leaves out of discovery and the reference copy (absolute).
-    db_exclude: list[Path] = field(default_factory=list)
-    #: The longest text or BLOB (bytes) report data files and diffs in metadata keep whole.
-    value_cap: int = DEFAULT_VALUE_CAP
-    #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
-    selection: list[str] = field(default_factory=list)
-    #: ``--score-expected-tests``: the SOURCE of the expected set (docs/scoring.md).
-    expected_source: Path | None = None
-    #: ``--score-strict``: integrity signal kinds that make the test scores ``N``.
-    strict: frozenset[str] = frozenset()
-    #: The scored repository as the evaluator named it, when ``root`` is a private copy of it
-    #: (``pytest-scoring run``).
-    repository: Path | None = None
-    #: Where snapshots go (default: under the report root; ``run``: its private area).
-    scratch: Path | None = None
-
-    def reset_store(self) -> Path:
-        """The ``--score-db-reset`` store of this repository: under the report root, keyed by
-        the repository's resolved path, so that no two repositories ever share one."""
-        repository = (self.repository or self.root).resolve()
-        key = hashlib.sha256(str(repository).encode("utf-8", "surrogateescape")).hexdigest()
-        return self.report_root / RESET_STORE / f"{repository.name or 'root'}-{key[:16]}"
-
-    def scratch_folder(self) -> Path:
-        """Where the evaluator's working files (snapshot copies) go."""
-        return self.report_root if self.scratch is None else self.scratch
-
-    def excluded_folders(self, tree: Path | None = None) -> list[Path]:
-        """The folders no walk of ``tree`` enters: the report root and the evaluator's
-        exclusions, at the same place relative to ``tree`` as they have in the repository.
-
-        :param tree: the repository (default) or a copy laid out like it.
-        """
-        root = self.root.resolve()
-        tree = root if tree is None else tree
-        folders = []
-        for folder in (self.report_root, *self.db_exclude):
-            resolved = folder.resolve()
-            if resolved.is_relative_to(root):
-                folders.append(tree / resolved.relative_to(root))
-        return folders
-
-
 def path_map(pairs: Iterable[tuple[str, str]], root: Path, what: str) -> dict[str, Path]:
     """Sandbox prefixes (without a trailing ``/``) and their local folders (a relative one is
     under ``root``, the repository's resolved root, so a path in it is known to be in it).
@@ -215,7 +89,7 @@ def load_json_argument(text: str, what: str, base: Path) -> Any:
             return parse_json(read_document(str(path)), str(path))
         return parse_json(text, "inline JSON")
     except ScoringError as error:
-        raise pytest.UsageError(f"{what}: {error}") from None
+        raise OptionError(f"{what}: {error}") from None
 
 
 def _option_or_ini(config: OptionSource, name: str) -> Any:
@@ -289,15 +163,16 @@ def _path_map(config: OptionSource, root: Path) -> dict[str, Path]:
         try:
             pairs = [path_map_type(line) for line in config.getini("score_path_maps")]
         except argparse.ArgumentTypeError as error:
-            raise pytest.UsageError(f"score_path_maps (ini): {error}") from None
+            raise OptionError(f"score_path_maps (ini): {error}") from None
     try:
         return path_map(pairs, root, "--score-path-map")
     except OptionError as error:
-        raise pytest.UsageError(str(error)) from None
+        raise OptionError(str(error)) from None
 
 
 def resolve_settings(config: OptionSource) -> ScoringSettings:
-    """Merge options, ini settings and defaults; raise ``pytest.UsageError`` on bad values.
+    """Merge options, ini settings and defaults; raise :class:`~pytest_scoring.errors.OptionError`
+    on bad values.
 
     Options that only matter to scorers that do not run turn on what they need (see
     :func:`~pytest_scoring.plugin.assemble.build_scorers`), so they also turn scoring on.
@@ -364,7 +239,7 @@ def check_report_root(report_root: Path) -> None:
         report_root.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryDirectory(dir=report_root).cleanup()
     except OSError as error:
-        raise pytest.UsageError(
+        raise OptionError(
             f"--score-report: cannot write the report under {report_root}: {error}"
         ) from None
 
@@ -391,17 +266,17 @@ def _number_setting(
     try:
         return parse(text)
     except argparse.ArgumentTypeError as error:
-        raise pytest.UsageError(f"{name} (ini): {error}") from None
+        raise OptionError(f"{name} (ini): {error}") from None
 
 
 def _strict(option: str | None, ini: str | None) -> frozenset[str]:
     """``--score-strict`` alone means the default kinds; an empty ini setting means none."""
     if option is None and not (ini or "").strip():
         return frozenset()
-    from pytest_scoring.kit.integrity import parse_strict
+    from pytest_scoring.core.signals import parse_strict
 
     text, where = (option, "--score-strict") if option is not None else (ini, "score_strict")
     try:
         return parse_strict(text)
     except ValueError as error:
-        raise pytest.UsageError(f"{where}: {error}") from None
+        raise OptionError(f"{where}: {error}") from None

@@ -1,0 +1,66 @@
+"""What the commands print and exit with: exit statuses, the console, a report as shown."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+#: Exit status for bad input, for every command.
+EXIT_BAD_INPUT = 2
+#: Exit status of ``run`` stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+
+
+def exit_if_below(
+    percent: float, fail_under: float | None, complete: bool = True, samples: int | None = None
+) -> None:
+    """Say so and exit with status 1 when ``--fail-under`` is given and not reached (an
+    incomplete session never reaches it).
+
+    :param samples: for a batch, how many repositories ``percent`` is the mean over.
+    """
+    if fail_under is not None and (percent < fail_under or not complete):
+        from pytest_scoring.report.terminal import fail_under_line
+
+        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete, samples))
+        sys.exit(1)
+
+
+#: Table width when the output is not a terminal (a pipe or a file): wide enough not to fold.
+PIPED_WIDTH = 160
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console.width = PIPED_WIDTH
+    return console
+
+
+def print_report(content: dict[str, Any], folder: Path) -> None:
+    from pytest_scoring.report import terminal
+
+    shown = console()
+    if isinstance(content.get("samples"), list):  # a batch (format 2)
+        shown.print(terminal.samples_table(content))
+        shown.print(terminal.metrics_table(content))
+        shown.print(terminal.samples_line(content))
+    else:
+        shown.print(terminal.score_table(content))
+        shown.print(terminal.counts_line(content))
+    shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
+    shown.print(f"report: {folder}")
+
+
+def show_report(report: str) -> None:
+    """Print the report ``report`` names (a ``scan_id=…`` folder, a file in one, or a root)."""
+    from pytest_scoring.report.reader import find_report
+    from pytest_scoring.report.reader import read_scores
+
+    folder = find_report(report)
+    print_report(read_scores(folder), folder)

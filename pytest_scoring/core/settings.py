@@ -1,0 +1,112 @@
+"""The settings record: what the evaluator asked for, once options, ini and defaults are merged.
+
+:func:`pytest_scoring.evaluation.settings.resolve_settings` builds it from pytest's options or
+``run``'s command line; every floor above reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+
+DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
+DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
+DEFAULT_REPORT_ROOT: Final = "scores"
+#: The settings that choose what is measured (scorers, selector, databases, reference, report,
+#: gate); :attr:`ScoringSettings.explicit` names those given as command-line options.
+STEERING_SETTINGS: Final = (
+    "score_config",
+    "score_selector",
+    "score_reference",
+    "score_test_patterns",
+    "score_db_patterns",
+    "score_db_exclude",
+    "score_report",
+    "score_markdown",
+    "score_fail_under",
+    "score_path_maps",
+    "score_selector_timeout",
+    "score_expected_tests",
+    "score_strict",
+    "score_value_cap",
+)
+#: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
+#: one store per scored repository.
+RESET_STORE: Final = ".db-reset"
+
+
+@dataclass
+class ScoringSettings:
+    """What the evaluator asked for, after options, ini settings and defaults are merged."""
+
+    root: Path
+    enabled: bool = False
+    db_diff: bool = False
+    selector: dict[str, Any] | None = None
+    reference: Path | None = None
+    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
+    db_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_DB_PATTERNS))
+    config_file: Path | None = None
+    #: ``FILE#NAME``: the fixture of a fixtures file whose ``scorer:`` block is loaded.
+    config_entry: str | None = None
+    #: Sandbox path prefixes (``/repo``) and the local folders they stand for.
+    path_map: dict[str, Path] = field(default_factory=dict)
+    #: Seconds each scorer's selector may take (``None``: the default, 60).
+    selector_timeout: float | None = None
+    #: Settings given as command-line options (not ini, not defaults).
+    explicit: frozenset[str] = frozenset()
+    #: Lines for the session header: configuration read but not used (a fixture's sandbox).
+    notes: list[str] = field(default_factory=list)
+    report_root: Path = Path(DEFAULT_REPORT_ROOT)
+    #: Where the score table is written as Markdown (``--score-markdown``).
+    markdown: Path | None = None
+    fail_under: float | None = None
+    deterministic: bool = False
+    db_reset: bool = False
+    #: Folders the evaluator leaves out of discovery and the reference copy (absolute).
+    db_exclude: list[Path] = field(default_factory=list)
+    #: The longest text or BLOB (bytes) report data files and diffs in metadata keep whole.
+    value_cap: int = DEFAULT_VALUE_CAP
+    #: This session's ``-k``/``-m`` arguments: the reference rerun selects the same tests.
+    selection: list[str] = field(default_factory=list)
+    #: ``--score-expected-tests``: the SOURCE of the expected set (docs/scoring.md).
+    expected_source: Path | None = None
+    #: ``--score-strict``: integrity signal kinds that make the test scores ``N``.
+    strict: frozenset[str] = frozenset()
+    #: The scored repository as the evaluator named it, when ``root`` is a private copy of it
+    #: (``pytest-scoring run``).
+    repository: Path | None = None
+    #: Where snapshots go (default: under the report root; ``run``: its private area).
+    scratch: Path | None = None
+
+    def reset_store(self) -> Path:
+        """The ``--score-db-reset`` store of this repository: under the report root, keyed by
+        the repository's resolved path, so that no two repositories ever share one."""
+        repository = (self.repository or self.root).resolve()
+        key = hashlib.sha256(str(repository).encode("utf-8", "surrogateescape")).hexdigest()
+        return self.report_root / RESET_STORE / f"{repository.name or 'root'}-{key[:16]}"
+
+    def scratch_folder(self) -> Path:
+        """Where the evaluator's working files (snapshot copies) go."""
+        return self.report_root if self.scratch is None else self.scratch
+
+    def excluded_folders(self, tree: Path | None = None) -> list[Path]:
+        """The folders no walk of ``tree`` enters: the report root and the evaluator's
+        exclusions, at the same place relative to ``tree`` as they have in the repository.
+
+        :param tree: the repository (default) or a copy laid out like it.
+        """
+        root = self.root.resolve()
+        tree = root if tree is None else tree
+        folders = []
+        for folder in (self.report_root, *self.db_exclude):
+            resolved = folder.resolve()
+            if resolved.is_relative_to(root):
+                folders.append(tree / resolved.relative_to(root))
+        return folders
