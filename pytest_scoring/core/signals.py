@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from collections.abc import Sequence
+from typing import Final
 from typing import TypedDict
 
 KINDS = (
@@ -20,7 +21,16 @@ KINDS = (
     "selection",
     "early_end",
     "containment",
+    "tests_modified",
+    "tripwire",
+    "stream_forged",
+    "exit_mismatch",
+    "id_collision",
+    "junit_conflict",
+    "interpreter_modified",
 )
+#: Kinds that only inform: they never make a score ``N``, whatever ``--strict`` says.
+INFORMATION: Final = frozenset({"outcome_hook", "selection", "tests_modified"})
 #: The kinds ``--score-strict`` (``run --strict``) acts on when given no list. ``containment``
 #: (``run`` only: the repository's processes ran as the evaluator's user, or outside a
 #: subreaper) is among them: a strict evaluator wants every process contained.
