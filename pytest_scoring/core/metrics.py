@@ -1,7 +1,8 @@
 """Metrics over the scores of all samples in one report (docs/scoring.md).
 
-Values map to numbers as Inspect AI's ``value_to_float`` does; every metric returns a
-finite float, because Inspect Scout rejects a null or NaN metric.
+Values map to numbers as Inspect AI's ``value_to_float`` does; a ``"N"`` that says what it
+counts as (``metadata.counted_as``: a tampering ``"N"`` counts as a failed sample) counts as
+that. Every metric returns a finite float, because Inspect Scout rejects a null or NaN metric.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import final
 
 from pytest_scoring.core.score import CORRECT
 from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import counted_value
 from pytest_scoring.core.score import value_to_float
 
 
@@ -32,7 +34,7 @@ class Metric:
 
 
 def _numbers(scores: Sequence[Score]) -> list[float]:
-    return [value_to_float(score.get("value")) for score in scores]
+    return [value_to_float(counted_value(score)) for score in scores]
 
 
 def _mean(scores: Sequence[Score]) -> float:
@@ -53,7 +55,7 @@ def _stderr(scores: Sequence[Score]) -> float:
 def _accuracy(scores: Sequence[Score]) -> float:
     if not scores:
         return 0.0
-    return sum(1 for score in scores if score.get("value") == CORRECT) / len(scores)
+    return sum(1 for score in scores if counted_value(score) == CORRECT) / len(scores)
 
 
 mean = Metric("mean", _mean)

@@ -6,6 +6,7 @@ import base64
 import binascii
 import hashlib
 import math
+from collections.abc import Mapping
 from typing import Any
 from typing import Final
 from typing import TypedDict
@@ -16,6 +17,14 @@ CORRECT: Final = "C"
 INCORRECT: Final = "I"
 PARTIAL: Final = "P"
 NOANSWER: Final = "N"
+
+#: ``metadata.unscored`` of a ``"N"``: why it has no value. ``tampering``: an integrity
+#: signal of a strict kind proved that the repository shaped its own outcomes.
+UNSCORED_KEY: Final = "unscored"
+TAMPERING: Final = "tampering"
+#: ``metadata.counted_as`` of a ``"N"``: the value it counts as in every metric (a tampering
+#: ``"N"`` counts as a failed sample: ``"I"``, 0 % passing, 100 % failing).
+COUNTED_AS_KEY: Final = "counted_as"
 
 #: How many items a list in score metadata keeps (failing test ids, command output lines…).
 METADATA_LIST_CAP: Final = 100
@@ -71,6 +80,23 @@ def error_score(scorer: str, error: BaseException | str, **metadata: Any) -> Sco
         explanation=f"{scorer} could not score: {message}",
         metadata={"error": message, **metadata},
     )
+
+
+def counted_value(score: Score) -> Value:
+    """What a score counts as in the metrics: its value, or for a ``"N"`` whose metadata says
+    what it counts as (``counted_as``), that."""
+    value = score.get("value")
+    if value == NOANSWER:
+        counted = (score.get("metadata") or {}).get(COUNTED_AS_KEY)
+        if isinstance(counted, str | int | float | bool):
+            return counted
+    return value if isinstance(value, str | int | float | bool) else NOANSWER
+
+
+def is_tampering(score: Mapping[str, Any]) -> bool:
+    """The score is a ``"N"`` because tampering was proven (``metadata.unscored``)."""
+    metadata = score.get("metadata")
+    return isinstance(metadata, dict) and metadata.get(UNSCORED_KEY) == TAMPERING
 
 
 def bool_value(condition: bool) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.signals import NO_STRICT
+from pytest_scoring.core.signals import StrictKinds
 
 DEFAULT_DB_PATTERNS: Final = ("*.db", "*.sqlite", "*.sqlite3")
 DEFAULT_TEST_PATTERNS: Final = ("tests/**/*.py", "tests/**/*.js", "tests/**/*.ts")
@@ -77,8 +79,11 @@ class ScoringSettings:
     selection: list[str] = field(default_factory=list)
     #: ``--score-expected-tests``: the SOURCE of the expected set (docs/scoring.md).
     expected_source: Path | None = None
-    #: ``--score-strict``: integrity signal kinds that make the test scores ``N``.
-    strict: frozenset[str] = frozenset()
+    #: ``--score-strict``: the integrity signal kinds that make the test scores ``N``.
+    strict: StrictKinds = NO_STRICT
+    #: Settings of the repository's ini file that only the evaluator's command line may give,
+    #: by name, with the value found: ignored, each an integrity signal (docs/scoring.md).
+    ignored_ini: dict[str, str] = field(default_factory=dict)
     #: The scored repository as the evaluator named it, when ``root`` is a private copy of it
     #: (``pytest-scoring run``).
     repository: Path | None = None
