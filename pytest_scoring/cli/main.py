@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import TypeVar
@@ -30,6 +31,9 @@ from pytest_scoring.errors import ScoringError
 # Imported now, when the command line loads: the children of ``run`` get the environment as
 # it is before anything else runs (docs/security.md).
 from pytest_scoring.process import environment  # noqa: F401
+
+if TYPE_CHECKING:
+    from pytest_scoring.core.signals import StrictKinds
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,22 +83,26 @@ expected_tests_option = click.option(
     metavar="SOURCE",
     help="The tests that count: a file of ids, a JSON object of outcomes, or a folder run once",
 )
-#: ``--strict[=KIND,…|all]`` of the commands that score tests.
+#: ``--strict[=none|default|all|KIND,…]`` of the commands that score tests.
 strict_option = click.option(
     "--strict",
     is_flag=False,
     flag_value="",
     default=None,
-    metavar="[KIND,…|all]",
-    help="Test scores are N when these integrity signals occur "
-    "(default outcome_changed, patched, plugin_disabled, early_end, containment)",
+    metavar="[KINDS]",
+    help="Integrity signal kinds that make the test scores N: none, default, all or KIND,… "
+    "(not given: default, and containment as root; alone: default,containment)",
 )
 
 
-def strict_kinds(text: str | None) -> frozenset[str]:
-    """The kinds ``--strict`` names; a bad one is an :class:`OptionError`."""
+def strict_kinds(text: str | None) -> StrictKinds:
+    """The kinds ``--strict`` names (not given: ``default``); a bad one is an
+    :class:`OptionError`."""
+    from pytest_scoring.core.signals import DEFAULT_STRICT
     from pytest_scoring.core.signals import parse_strict
 
+    if text is None:
+        return DEFAULT_STRICT
     try:
         return parse_strict(text)
     except ValueError as error:
@@ -200,10 +208,12 @@ def junit(
 
     Example: pytest-scoring junit target/surefire-reports/*.xml --fail-under 90
     """
+    from pytest_scoring.core.score import is_tampering
     from pytest_scoring.reference.expected import load_expected_tests
     from pytest_scoring.report.junit import read_junit
     from pytest_scoring.report.junit import score_tally
     from pytest_scoring.report.terminal import score_line
+    from pytest_scoring.report.terminal import signal_lines
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
@@ -214,13 +224,18 @@ def junit(
         expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         inputs["expected_tests"] = Path.cwd() / expected_tests
-    result = score_tally(tally, Path.cwd(), kinds, inputs)
+    # No process of the repository runs here: partial containment cannot be.
+    result = score_tally(tally, Path.cwd(), kinds.for_run(as_root=False), inputs)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
+    for line in signal_lines(result.integrity, result.scores):
+        click.echo(line)
     click.echo(f"score report: {path}")
     _publish_step_summary(path)
-    exit_if_below(percent_passing(tally), fail_under, result.complete)
+    tampered = any(is_tampering(score) for score in result.scores.values())
+    percent = 0.0 if tampered else percent_passing(tally)
+    exit_if_below(percent, fail_under, result.complete, tampered=tampered)
 
 
 def _check_path_maps(

@@ -15,17 +15,24 @@ EXIT_INTERRUPTED = 130
 
 
 def exit_if_below(
-    percent: float, fail_under: float | None, complete: bool = True, samples: int | None = None
+    percent: float,
+    fail_under: float | None,
+    complete: bool = True,
+    samples: int | None = None,
+    tampered: bool = False,
 ) -> None:
     """Say so and exit with status 1 when ``--fail-under`` is given and not reached (an
     incomplete session never reaches it).
 
     :param samples: for a batch, how many repositories ``percent`` is the mean over.
+    :param tampered: proven tampering made ``percent`` 0 (or, in a batch, counted some
+        repositories as 0).
     """
     if fail_under is not None and (percent < fail_under or not complete):
         from pytest_scoring.report.terminal import fail_under_line
 
-        click.echo(fail_under_line(percent, fail_under, "--fail-under", complete, samples))
+        line = fail_under_line(percent, fail_under, "--fail-under", complete, samples, tampered)
+        click.echo(line)
         sys.exit(1)
 
 
@@ -47,14 +54,27 @@ def print_report(content: dict[str, Any], folder: Path) -> None:
 
     shown = console()
     if isinstance(content.get("samples"), list):  # a batch (format 2)
+        signals, scores = terminal.batch_signals(content)
         shown.print(terminal.samples_table(content))
+        _print_plain(shown, terminal.signal_lines(signals, scores))
         shown.print(terminal.metrics_table(content))
         shown.print(terminal.samples_line(content))
     else:
+        found, given = content.get("integrity"), content.get("scores")
+        signals = found if isinstance(found, list) else []
+        scores = given if isinstance(given, dict) else {}
         shown.print(terminal.score_table(content))
+        _print_plain(shown, terminal.signal_lines(signals, scores))
         shown.print(terminal.counts_line(content))
     shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
+    _print_plain(shown, [terminal.integrity_line(signals)])
     shown.print(f"report: {folder}")
+
+
+def _print_plain(shown: Any, lines: list[str]) -> None:
+    """Lines holding the scored repository's text: never read as rich markup."""
+    for line in lines:
+        shown.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def show_report(report: str) -> None:

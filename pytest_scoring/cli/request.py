@@ -17,6 +17,7 @@ from typing import Final
 import pytest_scoring
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import DEFAULT_STRICT
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.area import check_report_root_outside
 from pytest_scoring.evaluation.options import ParsedArguments
@@ -45,8 +46,9 @@ class RunRequest:
     pytest_args: Sequence[str] = ()
     #: ``SANDBOX=LOCAL`` pairs (``--path-map``), LOCAL relative to the repository.
     path_maps: Sequence[str] = ()
-    #: ``--strict[=KINDS]`` (``""``: the default kinds): signals that make the test scores N;
-    #: kind ``containment`` is partial containment (docs/security.md).
+    #: ``--strict[=KINDS]`` (None: not given, ``run``'s default unless a ``--score-strict``
+    #: follows ``--``; ``""``: given alone, ``default,containment``): the signal kinds that
+    #: make the test scores N; kind ``containment`` is partial containment (docs/security.md).
     strict: str | None = None
     #: ``--expected-tests SOURCE``, relative to where ``run`` was started.
     expected_tests: str | None = None
@@ -148,4 +150,5 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
     )
     report_root = request.invocation_dir / parsed.options.getoption("score_report")
     check_report_root_outside(report_root, request.repo)  # before it is created
-    return parsed, resolve_settings(parsed.options)
+    # Unless the evaluator names kinds, proven tampering makes the test scores "N".
+    return parsed, resolve_settings(parsed.options, DEFAULT_STRICT)

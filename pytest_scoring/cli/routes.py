@@ -38,7 +38,8 @@ def run_one_route(request: RunRequest) -> None:
         sys.exit(EXIT_BAD_INPUT)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    exit_if_below(result.percent_passing(), fail_under, result.evaluation.context.complete)
+    complete = result.evaluation.context.complete
+    exit_if_below(result.percent_passing(), fail_under, complete, tampered=result.tampered)
 
 
 def run_batch_route(
@@ -52,6 +53,7 @@ def run_batch_route(
     from pytest_scoring.cli.batch import BatchRequest
     from pytest_scoring.cli.batch import run_batch
     from pytest_scoring.report.batch import mean_percent_passing
+    from pytest_scoring.report.batch import tampered
 
     batch = BatchRequest(repositories, request, jobs, users)
     outcome = run_batch(batch, BatchDisplayFactory(console()))
@@ -67,4 +69,6 @@ def run_batch_route(
     if outcome.report is None:
         raise ScoringError(outcome.report_error or "no report was written")
     samples = outcome.result.samples
-    exit_if_below(mean_percent_passing(samples), request.fail_under, True, len(samples))
+    some_tampered = any(tampered(sample) for sample in samples)
+    percent = mean_percent_passing(samples)
+    exit_if_below(percent, request.fail_under, True, len(samples), tampered=some_tampered)

@@ -36,6 +36,7 @@ from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import EvaluatorSide
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
@@ -56,6 +57,7 @@ from pytest_scoring.evaluation.shared import JobUser
 from pytest_scoring.evaluation.shared import SharedReference
 from pytest_scoring.evaluation.shared import SharedWork
 from pytest_scoring.fs.guard import FileGuard
+from pytest_scoring.kit.integrity import STOPPED_EARLY
 from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import grace_period
@@ -70,7 +72,8 @@ from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
 from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
-from pytest_scoring.scorers.tests import percent_passing
+from pytest_scoring.scorers.tests import counted_percent_passing
+from pytest_scoring.scorers.tests import tampering
 
 #: Share of ``--timeout`` the reference rerun may take, leaving time to score and report.
 REFERENCE_SHARE: Final = 0.8
@@ -105,7 +108,13 @@ class RunResult:
         return self.ended.interrupted or stopped.startswith("scoring was interrupted")
 
     def percent_passing(self) -> float:
-        return percent_passing(self.evaluation.tally)
+        """What ``--fail-under`` compares: proven tampering counts as 0 %."""
+        return counted_percent_passing(self.evaluation.context)
+
+    @property
+    def tampered(self) -> bool:
+        """Tampering was proven: the test scores are ``"N"``."""
+        return bool(tampering(self.evaluation.context))
 
     def summary_lines(self, timeout: float) -> list[str]:
         """What went wrong or was partial, one line (or block) each, for after the scores."""
@@ -285,9 +294,16 @@ def _run(
     )
     ended = child.wait(on_progress)
     state = child.state
-    evaluation.interrupted = not session_complete(ended, state)
     problems = _containment(problems, runner)
-    evaluation.context.integrity = _integrity(state, ended, evaluation.tally, problems)
+    integrity, side = _integrity(state, ended, evaluation.tally, problems, parsed.stops_early)
+    evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
+    # The evaluator's own stop (its -x) leaves tests unrun: the run is not complete either.
+    stopped_by_evaluator = any(signal["kind"] == "early_end" for signal in side.caused)
+    evaluation.interrupted = not session_complete(ended, state) or stopped_by_evaluator
+    # Without --strict, containment is strict where the repository's processes ran as root;
+    # the report's options say which kinds were strict.
+    settings.strict = settings.strict.for_run(as_root=runner.user is None and os.geteuid() == 0)
+    evaluation.context.strict = settings.strict.kinds
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
         evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
@@ -328,11 +344,16 @@ def _containment(problems: list[str], runner: ChildRunner) -> list[str]:
 
 
 def _integrity(
-    state: ProbeState, ended: ChildExit, tally: OutcomeTally, problems: list[str]
-) -> list[Signal]:
-    """The run's integrity signals: the probe's, how the session ended, partial containment.
+    state: ProbeState,
+    ended: ChildExit,
+    tally: OutcomeTally,
+    problems: list[str],
+    stops_early: bool,
+) -> tuple[list[Signal], EvaluatorSide]:
+    """The run's integrity signals (the probe's, how the session ended, partial
+    containment), and which of them the evaluator caused.
 
-    Under ``--strict`` a ``containment`` signal makes the test scores "N", like the others.
+    :param stops_early: the evaluator's own pytest arguments may stop the session early.
     """
     signals = list(state.integrity)
     if tally.expected is not None:  # with a set, selection cannot change a score
@@ -342,7 +363,27 @@ def _integrity(
         reason = "the run timed out" if ended.timed_out else f"pytest {ended.describe()}"
     early = early_end_signal(tally.not_run(), reason, file)
     containment = [make_signal("containment", problem) for problem in problems]
-    return cap_signals([*signals, *([early] if early else []), *containment])
+    found = [*signals, *([early] if early else []), *containment]
+    caused = [signal for signal in found if _ended_by_evaluator(signal, ended, stops_early)]
+    side = EvaluatorSide(caused=tuple(caused))
+    return cap_signals(found, side), side
+
+
+#: Kinds that say how a session ended, which the evaluator's own stop explains.
+ENDING_KINDS: Final = frozenset({"early_end", "exit_mismatch"})
+
+
+def _ended_by_evaluator(signal: Signal, ended: ChildExit, stops_early: bool) -> bool:
+    """The evaluator itself ended the session: its deadline, its Ctrl-C, or pytest stopping
+    as the evaluator's own ``-x``/``--maxfail`` asked. Then the signal informs: the tests
+    that did not run still count as failed. A ``pytest.exit()`` in the repository (its file
+    named) is always the repository's."""
+    if signal["kind"] not in ENDING_KINDS or signal["file"] is not None:
+        return False
+    if ended.timed_out or ended.interrupted:
+        return True
+    stopped = signal["kind"] == "early_end" and signal["detail"].startswith(STOPPED_EARLY)
+    return stops_early and stopped
 
 
 def _score_in_time(evaluation: Evaluation, seconds: float) -> None:

@@ -194,9 +194,9 @@ def add_options(parser: OptionParser) -> None:
         dest="score_strict",
         nargs="?",
         const="",
-        metavar="KIND,…|all",
-        help="Test scores are N when these integrity signals occur; default outcome_changed, "
-        "patched, plugin_disabled, early_end, containment",
+        metavar="none|default|all|KIND,…",
+        help="Integrity signal kinds that make the test scores N; alone default,containment; "
+        "without it none",
     )
     group.addoption(
         "--score-value-cap",
@@ -222,5 +222,8 @@ def add_options(parser: OptionParser) -> None:
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
     parser.addini("score_expected_tests", "As --score-expected-tests", default=None)
-    parser.addini("score_strict", "As --score-strict=KIND,…|all|default", default=None)
+    # Read only to say it is ignored: the strict kinds are the evaluator's (docs/scoring.md).
+    parser.addini(
+        "score_strict", "Ignored: the strict kinds come from the command line only", default=None
+    )
     parser.addini("score_value_cap", "As --score-value-cap", default=None)

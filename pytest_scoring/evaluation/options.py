@@ -120,6 +120,9 @@ class ParsedArguments:
     junit_xml: Path | None
     #: The flags and ini names the child accepts and ignores.
     ignored: list[str]
+    #: The evaluator's own pytest arguments may end the session early (``-x``, ``--maxfail``):
+    #: pytest's stop is then the evaluator's, not the repository's.
+    stops_early: bool = False
 
 
 def parse_run_arguments(
@@ -143,7 +146,38 @@ def parse_run_arguments(
     junit, child_args = _junit_parser().parse_known_args(rest)
     options = EvaluatorOptions(namespace, repo, invocation_dir, scores.ini_defaults)
     xmlpath = None if junit.xmlpath is None else invocation_dir / junit.xmlpath
-    return ParsedArguments(options, child_args, xmlpath, scores.ignored_in_child())
+    return ParsedArguments(
+        options, child_args, xmlpath, scores.ignored_in_child(), stops_early(child_args)
+    )
+
+
+#: pytest's options that end a session before every collected test ran.
+STOP_OPTIONS: Final = ("-x", "--exitfirst", "--maxfail", "--sw", "--stepwise", "--stepwise-skip")
+#: pytest's short options that take a value: in ``-rx`` or ``-kx`` the ``x`` is that value.
+_SHORT_WITH_VALUE: Final = frozenset("kmpcoWrn")
+
+
+def stops_early(args: Sequence[str]) -> bool:
+    """Whether pytest arguments ask pytest to stop early: one of :data:`STOP_OPTIONS`
+    (``--maxfail=2`` too), or ``x`` among combined short flags (``-vx``)."""
+    for arg in args:
+        if arg == "--":
+            return False  # what follows is a file or test id, never an option
+        name = arg.split("=", 1)[0]
+        if name in STOP_OPTIONS:
+            return True
+        if arg.startswith("-") and not arg.startswith("--") and _short_flags_stop(arg[1:]):
+            return True
+    return False
+
+
+def _short_flags_stop(letters: str) -> bool:
+    for letter in letters:
+        if letter == "x":
+            return True
+        if letter in _SHORT_WITH_VALUE or not letter.isalpha():
+            return False
+    return False
 
 
 #: ``--limit`` kinds and the :class:`Limits` field each sets.

@@ -35,11 +35,13 @@ from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
+from pytest_scoring.report.terminal import signal_lines
 from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
-from pytest_scoring.scorers.tests import percent_passing
+from pytest_scoring.scorers.tests import counted_percent_passing
+from pytest_scoring.scorers.tests import tampering
 
 if TYPE_CHECKING:
     from pytest_scoring.process.children import ChildRunner
@@ -155,7 +157,7 @@ class Evaluation:
             root=settings.root,
             tally=self.tally,
             settings=settings,
-            strict=settings.strict,
+            strict=settings.strict.kinds,
             runner=children,
         )
         #: The test session was interrupted (Ctrl-C, a timeout): the report is incomplete.
@@ -335,17 +337,21 @@ class Evaluation:
             self.junit_error = str(error)
 
     def below_fail_under(self) -> bool:
-        """``--score-fail-under`` not reached, or the session did not complete."""
+        """``--score-fail-under`` not reached (proven tampering counts as 0 %), or the session
+        did not complete."""
         threshold = self.settings.fail_under
         if threshold is None:
             return False
-        return not self.context.complete or percent_passing(self.tally) < threshold
+        return not self.context.complete or counted_percent_passing(self.context) < threshold
 
     def score_lines(self, explained: bool = True) -> list[str]:
-        """``name: value  (explanation)``, one per score."""
+        """``name: value  (explanation)``, one per score, then one line per kind of integrity
+        signal that occurred."""
         if self.result is None:
             return []
-        return [score_line(name, score, explained) for name, score in self.result.scores.items()]
+        scores = self.result.scores
+        lines = [score_line(name, score, explained) for name, score in scores.items()]
+        return lines + signal_lines(self.result.integrity, scores)
 
     def status_lines(self, fail_under_flag: str) -> list[SummaryLine]:
         """The report path, what went wrong writing it or its summaries, the gate.
@@ -363,8 +369,9 @@ class Evaluation:
         lines += [SummaryLine(f"{what}: {why}", True) for what, why in problems if why]
         threshold = self.settings.fail_under
         if threshold is not None and self.below_fail_under():
-            percent, complete = percent_passing(self.tally), self.context.complete
-            text = fail_under_line(percent, threshold, fail_under_flag, complete)
+            percent, complete = counted_percent_passing(self.context), self.context.complete
+            tampered = bool(tampering(self.context))
+            text = fail_under_line(percent, threshold, fail_under_flag, complete, None, tampered)
             lines.append(SummaryLine(text, True))
         return lines
 

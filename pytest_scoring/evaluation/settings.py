@@ -4,6 +4,8 @@ Command-line options win over ini settings (the scored repository's ``pytest.ini
 ``tox.ini`` or ``pyproject.toml``), which win over the defaults. :func:`resolve_settings` reads
 them through :class:`OptionSource`: a pytest config in process (:class:`PytestOptions`), or the
 evaluator's own command line under ``pytest-scoring run``, where no ini file is read at all.
+The ini twins of options that carry the evaluator's trust (:data:`EVALUATOR_ONLY_INI`) are
+never used: in process the repository's ini file is the repository's.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
+from typing import Final
 from typing import NamedTuple
 from typing import Protocol
 from typing import TypeVar
@@ -26,6 +29,9 @@ from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import DEFAULT_TEST_PATTERNS
 from pytest_scoring.core.settings import STEERING_SETTINGS
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import NO_STRICT
+from pytest_scoring.core.signals import StrictKinds
+from pytest_scoring.core.signals import parse_strict
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.flags import fail_under_type
@@ -170,9 +176,12 @@ def _path_map(config: OptionSource, root: Path) -> dict[str, Path]:
         raise OptionError(str(error)) from None
 
 
-def resolve_settings(config: OptionSource) -> ScoringSettings:
+def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> ScoringSettings:
     """Merge options, ini settings and defaults; raise :class:`~pytest_scoring.errors.OptionError`
     on bad values.
+
+    :param strict: the strict kinds when ``--score-strict`` is not given: none in process,
+        :data:`~pytest_scoring.core.signals.DEFAULT_STRICT` under ``run``.
 
     Options that only matter to scorers that do not run turn on what they need (see
     :func:`~pytest_scoring.plugin.assemble.build_scorers`), so they also turn scoring on.
@@ -213,7 +222,8 @@ def resolve_settings(config: OptionSource) -> ScoringSettings:
         value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,
         selection=_selection(config),
         expected_source=_path_setting(config, "score_expected_tests").path(),
-        strict=_strict(config.getoption("score_strict"), config.getini("score_strict")),
+        strict=_strict(config.getoption("score_strict"), strict),
+        ignored_ini=_ignored_ini(config),
     )
     if (
         settings.fail_under is not None
@@ -269,14 +279,25 @@ def _number_setting(
         raise OptionError(f"{name} (ini): {error}") from None
 
 
-def _strict(option: str | None, ini: str | None) -> frozenset[str]:
-    """``--score-strict`` alone means the default kinds; an empty ini setting means none."""
-    if option is None and not (ini or "").strip():
-        return frozenset()
-    from pytest_scoring.core.signals import parse_strict
-
-    text, where = (option, "--score-strict") if option is not None else (ini, "score_strict")
+def _strict(option: str | None, default: StrictKinds) -> StrictKinds:
+    """``--score-strict`` (alone: ``default,containment``), else the route's ``default``. Its
+    ini twin is never read: the strict kinds are the evaluator's choice (see
+    :data:`EVALUATOR_ONLY_INI`)."""
+    if option is None:
+        return default
     try:
-        return parse_strict(text)
+        return parse_strict(option)
     except ValueError as error:
-        raise OptionError(f"{where}: {error}") from None
+        raise OptionError(f"--score-strict: {error}") from None
+
+
+#: ini settings whose value carries the evaluator's trust: the scored repository's ini file
+#: must not weaken what the evaluator chose, so they are ignored (each one found is an
+#: integrity signal) and only the command line counts.
+EVALUATOR_ONLY_INI: Final = ("score_strict",)
+
+
+def _ignored_ini(config: OptionSource) -> dict[str, str]:
+    """The :data:`EVALUATOR_ONLY_INI` settings the ini file gives, with their values."""
+    found = {name: str(config.getini(name) or "").strip() for name in EVALUATOR_ONLY_INI}
+    return {name: value for name, value in found.items() if value}

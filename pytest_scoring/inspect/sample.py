@@ -33,7 +33,10 @@ from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import cap_text
 from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import DEFAULT_STRICT
+from pytest_scoring.core.signals import EvaluatorSide
 from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.db.discovery import matches_pattern
@@ -108,31 +111,51 @@ class TestRun:
         )
 
     def context(
-        self, settings: ScoringSettings, expected: ExpectedTests | None = None
+        self,
+        settings: ScoringSettings,
+        expected: ExpectedTests | None = None,
+        strict: StrictKinds = DEFAULT_STRICT,
     ) -> ScoringContext:
-        """A scoring context over this run, with ``expected`` as the expected set."""
+        """A scoring context over this run, with ``expected`` as the expected set and
+        ``strict`` the kinds that make the test scores ``"N"``."""
         tally = OutcomeTally()
         if expected is not None:
             tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         state = self.probe(tally)
+        side = self.evaluator_side(state)
         return ScoringContext(
             root=settings.root,
             tally=tally,
             settings=settings,
-            integrity=self.signals(state),
+            integrity=self.signals(state, side),
+            # No process here is contained by us: partial containment as root cannot be.
+            strict=strict.for_run(as_root=False).kinds,
+            evaluator_side=side,
             complete=self.complete(state),
         )
 
-    def signals(self, state: ProbeState) -> list[Signal]:
-        """The integrity signals of the run, as ``pytest-scoring run`` reports them."""
+    def signals(self, state: ProbeState, side: EvaluatorSide) -> list[Signal]:
+        """The integrity signals of the run, as ``pytest-scoring run`` reports them (``side``:
+        what the evaluator caused)."""
         signals = list(state.integrity)
         if state.tally.expected is not None:  # with a set, selection cannot change a score
             signals = [signal for signal in signals if signal["kind"] != "selection"]
+        early = self._early_end(state)
+        return cap_signals([*signals, *([early] if early else [])], side)
+
+    def _early_end(self, state: ProbeState) -> Signal | None:
         reason, file = state.stop()
         if not state.finished_session():
             reason = "the run timed out" if self.run.timed_out else "pytest ended early"
-        early = early_end_signal(state.tally.not_run(), reason, file)
-        return cap_signals([*signals, *([early] if early else [])])
+        return early_end_signal(state.tally.not_run(), reason, file)
+
+    def evaluator_side(self, state: ProbeState) -> EvaluatorSide:
+        """The evaluator's deadline ended the run: its ``early_end`` informs (the tests that
+        did not run still count as failed)."""
+        early = self._early_end(state)
+        if early is None or not self.run.timed_out or early["file"] is not None:
+            return EvaluatorSide()
+        return EvaluatorSide(caused=(early,))
 
 
 class SampleScoring:

@@ -39,6 +39,8 @@ from pytest_scoring.core.score import NOANSWER
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import StrictKinds
+from pytest_scoring.core.signals import parse_strict
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -163,8 +165,26 @@ async def expected_set(value: Any, where: str) -> ExpectedTests | None:
     return await anyio.to_thread.run_sync(load_expected_tests, Path(value), where)
 
 
-def _tests_scorer(core: tests.TestScorer, repo_path: str | None, expected_tests: Any) -> Scorer:
+def strict_choice(strict: str | Sequence[str]) -> StrictKinds:
+    """The ``strict=`` parameter: ``"none"``, ``"default"``, ``"all"``, kinds separated by
+    commas, or a list of those (an empty list: none).
+
+    :raises OptionError: naming what is not a signal kind.
+    """
+    names = [strict] if isinstance(strict, str) else list(strict)
+    if not all(isinstance(name, str) and name.strip() for name in names):
+        raise OptionError("strict: expected none, default, all or signal kinds")
+    try:
+        return parse_strict(",".join(names or ["none"]))
+    except ValueError as error:
+        raise OptionError(f"strict: {error}") from None
+
+
+def _tests_scorer(
+    core: tests.TestScorer, repo_path: str | None, expected_tests: Any, strict: str | Sequence[str]
+) -> Scorer:
     check_expected(expected_tests, "expected_tests")
+    kinds = strict_choice(strict)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
@@ -174,7 +194,8 @@ def _tests_scorer(core: tests.TestScorer, repo_path: str | None, expected_tests:
         else:
             where = f"the sample's metadata {EXPECTED_KEY!r}"
             expected = await expected_set(state.metadata.get(EXPECTED_KEY), where)
-        context = await anyio.to_thread.run_sync(test_run.context, settings_for(repo), expected)
+        settings = settings_for(repo)
+        context = await anyio.to_thread.run_sync(test_run.context, settings, expected, kinds)
         return await _in_thread(core, context)
 
     return _inspect_scorer(core, compute)
@@ -186,7 +207,12 @@ def _test_metrics(kind: str) -> list[Any]:
 
 
 @scorer(name="all_tests_pass", metrics=_test_metrics("all_tests_pass"))
-def all_tests_pass_scorer(*, repo_path: str | None = None, expected_tests: Any = None) -> Scorer:
+def all_tests_pass_scorer(
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
+) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
     :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
@@ -195,8 +221,10 @@ def all_tests_pass_scorer(*, repo_path: str | None = None, expected_tests: Any =
     :param expected_tests: the tests that count and what each must do (default: the sample's
         ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either,
         or a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
+        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
     """
-    return _tests_scorer(tests.all_tests_pass_scorer(), repo_path, expected_tests)
+    return _tests_scorer(tests.all_tests_pass_scorer(), repo_path, expected_tests, strict)
 
 
 @scorer(
@@ -204,11 +232,14 @@ def all_tests_pass_scorer(*, repo_path: str | None = None, expected_tests: Any =
     metrics=_test_metrics("percent_passing_tests"),
 )
 def percent_passing_tests_scorer(
-    *, repo_path: str | None = None, expected_tests: Any = None
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
-    return _tests_scorer(tests.percent_passing_tests_scorer(), repo_path, expected_tests)
+    return _tests_scorer(tests.percent_passing_tests_scorer(), repo_path, expected_tests, strict)
 
 
 @scorer(
@@ -216,10 +247,14 @@ def percent_passing_tests_scorer(
     metrics=_test_metrics("percent_failing_tests"),
 )
 def percent_failing_tests_scorer(
-    *, repo_path: str | None = None, expected_tests: Any = None
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
 ) -> Scorer:
-    """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`)."""
-    return _tests_scorer(tests.percent_failing_tests_scorer(), repo_path, expected_tests)
+    """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
+    tampering ``"N"`` counts as 100."""
+    return _tests_scorer(tests.percent_failing_tests_scorer(), repo_path, expected_tests, strict)
 
 
 _BY_METHOD: Final = {
@@ -234,14 +269,15 @@ def test_runner_scorer(
     *,
     repo_path: str | None = None,
     expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
 
     :raises ConfigError: for any other method.
     """
-    chosen = tests.test_runner_scorer(scoring_method)
-    return _BY_METHOD[chosen.type](repo_path=repo_path, expected_tests=expected_tests)
+    chosen = _BY_METHOD[tests.test_runner_scorer(scoring_method).type]
+    return chosen(repo_path=repo_path, expected_tests=expected_tests, strict=strict)
 
 
 # --- databases --------------------------------------------------------------------------

@@ -434,6 +434,8 @@ def exit_location(excinfo: Any, root: Path) -> tuple[str | None, str]:
 
 #: Key of the signals a pytest-xdist worker hands to the controller.
 WORKER_OUTPUT_KEY = "scoring_integrity"
+#: How :func:`stop_reason` starts when pytest stopped itself (``-x``, ``--maxfail``, stepwise).
+STOPPED_EARLY = "pytest stopped early"
 
 
 def stop_reason(session: pytest.Session, excinfo: Any, root: Path) -> tuple[str, str | None]:
@@ -446,7 +448,7 @@ def stop_reason(session: pytest.Session, excinfo: Any, root: Path) -> tuple[str,
             return f"pytest.exit({str(excinfo.value.msg)!r}) called{at}", file
         return f"interrupted ({excinfo.typename}: Ctrl-C, a signal or a timeout)", None
     stop = session.shouldfail or session.shouldstop
-    return (f"pytest stopped early: {stop}", None) if stop else ("", None)
+    return (f"{STOPPED_EARLY}: {stop}", None) if stop else ("", None)
 
 
 class IntegrityWatch:

@@ -117,6 +117,7 @@ def _guarded_functions() -> list[tuple[str, object, str]]:
         ("judged", outcomes, "judged"),
         ("_TestState.final", outcomes._TestState, "final"),
         ("percent_passing", tests, "percent_passing"),
+        ("tampering", tests, "tampering"),
         ("TestScorer.score", tests.TestScorer, "score"),
         ("ScoringSession.pytest_runtest_logreport", ScoringSession, "pytest_runtest_logreport"),
         ("ScoringSession.pytest_sessionfinish", ScoringSession, "pytest_sessionfinish"),

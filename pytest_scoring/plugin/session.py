@@ -20,13 +20,17 @@ import pytest
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import EvaluatorSide
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
+from pytest_scoring.core.signals import interpreter_paths
+from pytest_scoring.core.signals import make_signal
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import last_result
 from pytest_scoring.kit.integrity import IntegrityWatch
 from pytest_scoring.kit.integrity import ini_signals
+from pytest_scoring.kit.integrity import relative_inside
 from pytest_scoring.kit.integrity import repository_root
 from pytest_scoring.kit.integrity import stop_reason
 from pytest_scoring.scorers.base import Scorer
@@ -104,7 +108,11 @@ class ScoringSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         with garbage_collection_paused():
-            self.evaluation.context.integrity = self._integrity(session)
+            # pytest's own files under a tox or .venv environment inside the repository are
+            # the evaluator's interpreter: what they do is never the repository's tampering.
+            side = EvaluatorSide(paths=interpreter_paths(self.repository))
+            self.evaluation.context.evaluator_side = side
+            self.evaluation.context.integrity = self._integrity(session, side)
             self.evaluation.score()
             self.evaluation.report(self._junit_xml())
         if self.evaluation.stopped is not None:
@@ -115,7 +123,7 @@ class ScoringSession:
         ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _integrity(self, session: pytest.Session) -> list[Signal]:
+    def _integrity(self, session: pytest.Session, side: EvaluatorSide) -> list[Signal]:
         """Every signal of the session: the watch's (workers' included), the ini's, the end's."""
         reason, file = stop_reason(session, self.stopped_by, self.repository)
         ended = early_end_signal(self.tally.not_run(), reason, file)
@@ -124,9 +132,23 @@ class ScoringSession:
             [
                 *self.watch.finish(),
                 *ini_signals(self.config.inipath, self.repository, selection=without_set),
+                *self._ignored_ini(),
                 *([ended] if ended else []),
-            ]
+            ],
+            side,
         )
+
+    def _ignored_ini(self) -> list[Signal]:
+        """A ``selection`` signal for each ini setting that only the command line may give
+        (``score_strict = none`` in the repository's ini file weakens nothing)."""
+        inifile = self.config.inipath
+        file = None if inifile is None else relative_inside(inifile, self.repository)
+        return [
+            make_signal(
+                "selection", f"{name} = {value}: ignored, only the command line sets it", file
+            )
+            for name, value in self.evaluation.settings.ignored_ini.items()
+        ]
 
     def _junit_xml(self) -> Path | None:
         """The JUnit XML that pytest's own sessionfinish just wrote, if any."""

@@ -23,6 +23,7 @@ from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
+from pytest_scoring.core.signals import EvaluatorSide
 
 if TYPE_CHECKING:
     from pytest_scoring.core.settings import ScoringSettings
@@ -70,8 +71,10 @@ class ScoringContext:
     errors: list[dict[str, str]] = field(default_factory=list)
     #: Integrity signals of the session (docs/scoring.md#integrity).
     integrity: list[Signal] = field(default_factory=list)
-    #: Signal kinds that make the test scores ``N`` (``--score-strict``).
+    #: Signal kinds that make the test scores ``N`` (``--score-strict``, ``run --strict``).
     strict: frozenset[str] = frozenset()
+    #: What was the evaluator's: its signals inform, never make a score ``N``.
+    evaluator_side: EvaluatorSide = field(default_factory=EvaluatorSide)
     #: False when the session did not end as pytest meant it to (interrupted, ``pytest.exit``).
     complete: bool = True
     #: The evaluation's own runner (``run``'s: its user, environment, limits); None until

@@ -17,17 +17,22 @@ from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.metrics import threshold_accuracy
 from pytest_scoring.core.outcomes import OUTCOMES
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INCORRECT
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import TAMPERING
+from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import Value
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import cap_list
 from pytest_scoring.core.score import make_score
+from pytest_scoring.core.signals import tampering_kinds
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.text import outcome_counts
+from pytest_scoring.text import value_text
 
 
 def percent_passing(tally: OutcomeTally) -> float:
@@ -60,15 +65,18 @@ class _TestScoring:
 
     value: Callable[[OutcomeTally], Value]
     metrics: tuple[Metric, ...]
+    #: The value of a failed sample, which a tampering ``"N"`` counts as in every metric: for
+    #: ``percent_failing_tests`` that is 100 (and ``accuracy_over_0`` counts it), not 0.
+    failed: Value
 
 
 TEST_SCORINGS: Final[dict[str, _TestScoring]] = {
-    "all_tests_pass": _TestScoring(_all_pass_value, (mean, stderr)),
+    "all_tests_pass": _TestScoring(_all_pass_value, (mean, stderr), INCORRECT),
     "percent_passing_tests": _TestScoring(
-        percent_passing, (mean, stderr, threshold_accuracy(100, inclusive=True, scale=100))
+        percent_passing, (mean, stderr, threshold_accuracy(100, inclusive=True, scale=100)), 0
     ),
     "percent_failing_tests": _TestScoring(
-        _percent_failing, (mean, stderr, threshold_accuracy(0, inclusive=False, scale=100))
+        _percent_failing, (mean, stderr, threshold_accuracy(0, inclusive=False, scale=100)), 100
     ),
 }
 
@@ -119,12 +127,16 @@ def _explain(tally: OutcomeTally) -> str:
     return outcome_counts(shown) or "no tests ran"
 
 
-def _strict_reason(context: ScoringContext) -> str | None:
-    """Why ``--score-strict`` withholds the test scores, or None."""
-    kinds = sorted({s["kind"] for s in context.integrity if s["kind"] in context.strict})
-    if not kinds:
-        return None
-    return f"not scored: integrity signal {', '.join(kinds)} under --score-strict"
+def tampering(context: ScoringContext) -> list[str]:
+    """The strict kinds among the session's signals that are not the evaluator's: when there
+    is one, the test scores are ``"N"`` (docs/scoring.md#integrity)."""
+    return tampering_kinds(context.integrity, context.strict, context.evaluator_side)
+
+
+def counted_percent_passing(context: ScoringContext) -> float:
+    """The pass percentage as the gates (``--fail-under``) count it: 0 when tampering is
+    proven, as the metrics count a tampering ``"N"``."""
+    return 0.0 if tampering(context) else percent_passing(context.tally)
 
 
 @final
@@ -147,9 +159,17 @@ class TestScorer:
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
         explanation = _explain(context.tally)
-        withheld = _strict_reason(context)
-        if withheld is not None:
-            return make_score(NOANSWER, self.type, f"{withheld} ({explanation})", None, metadata)
+        kinds = tampering(context)
+        if kinds:
+            failed = TEST_SCORINGS[self.type].failed
+            metadata.update(
+                {UNSCORED_KEY: TAMPERING, "strict_kinds": kinds, COUNTED_AS_KEY: failed}
+            )
+            withheld = (
+                f"not scored: integrity signal {', '.join(kinds)} (strict); counted as "
+                f"{value_text(failed)} ({explanation})"
+            )
+            return make_score(NOANSWER, self.type, withheld, None, metadata)
         value = TEST_SCORINGS[self.type].value(context.tally)
         if self.type == "all_tests_pass" and not context.complete:
             value, explanation = INCORRECT, f"{explanation}; the session did not complete"
