@@ -4,7 +4,8 @@ files of as many transcripts (docs/report.md#batches).
 Metrics are taken across the samples, as Inspect takes them across the samples of an eval:
 the mean, stderr and accuracy of each scorer over every repository of the batch. A repository
 that could not be scored has a ``"N"`` score for every scorer, so every scorer has one row per
-repository and the metrics count it (``"N"`` is 0).
+repository and the metrics count it (``"N"`` is 0; a tampering ``"N"`` counts as a failed
+sample, ``metadata.counted_as``, never left out).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Final
 from pytest_scoring.core.metrics import compute_metrics
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import is_tampering
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCORES_FILE
@@ -169,13 +171,21 @@ def write_batch_report(folder: BatchFolder, result: BatchResult, report_root: Pa
 
 def mean_percent_passing(samples: Sequence[Mapping[str, Any]]) -> float:
     """What ``--fail-under`` compares for a batch: the mean over the samples of each one's
-    pass percentage, a sample that did not complete counting 0."""
+    pass percentage, a sample that did not complete or whose tampering was proven counting 0."""
     if not samples:
         return 0.0
     percents = [
         percent_of_counts((sample.get("tests") or {}).get("counts") or {})
-        if sample.get("complete")
+        if sample.get("complete") and not tampered(sample)
         else 0.0
         for sample in samples
     ]
     return sum(percents) / len(percents)
+
+
+def tampered(sample: Mapping[str, Any]) -> bool:
+    """A score of the sample is ``"N"`` because tampering was proven."""
+    scores = sample.get("scores")
+    return isinstance(scores, Mapping) and any(
+        isinstance(score, dict) and is_tampering(score) for score in scores.values()
+    )

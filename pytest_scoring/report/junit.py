@@ -31,7 +31,9 @@ from pytest_scoring.core.outcomes import Outcome
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.outcomes import merged
 from pytest_scoring.core.score import Score
+from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import make_signal
 from pytest_scoring.errors import JUnitError
@@ -270,17 +272,18 @@ def repository_signals(repository: Path, selection: bool) -> list[Signal]:
 def score_tally(
     tally: OutcomeTally,
     repository: Path,
-    strict: frozenset[str] = frozenset(),
+    strict: StrictKinds = NO_STRICT,
     inputs: Mapping[str, Path] | None = None,
 ) -> SessionResult:
     """Score an outcome tally read from JUnit files with the three test scorers.
 
+    :param strict: the signal kinds that make the test scores ``"N"``.
     :param inputs: the files the tally was read from (JUnit XML, expected tests), by name;
         the report's provenance holds their hashes.
     """
     scorers = default_test_scorers()
     integrity = repository_signals(repository, selection=tally.expected is None)
-    context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict)
+    context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict.kinds)
     scores = run_scorers(scorers, context)
     return SessionResult(
         repository=str(repository),
@@ -292,7 +295,7 @@ def score_tally(
         integrity=integrity,
         provenance=provenance(
             "junit",
-            {"strict": sorted(strict), "expected_tests": tally.expected_source},
+            {"strict": sorted(strict.kinds), "expected_tests": tally.expected_source},
             {name: path_digest(path) for name, path in (inputs or {}).items()},
         ),
     )

@@ -18,8 +18,11 @@ from typing import Final
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.html import PAGE_FILE
+from pytest_scoring.report.terminal import KindSummary
+from pytest_scoring.report.terminal import batch_signals
 from pytest_scoring.report.terminal import counts_line
 from pytest_scoring.report.terminal import format_metrics
+from pytest_scoring.report.terminal import kind_summaries
 from pytest_scoring.report.terminal import shorten
 from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
@@ -119,11 +122,42 @@ def _failing_tests(content: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _integrity(content: Mapping[str, Any]) -> list[str]:
-    signals = content.get("integrity")
-    if not isinstance(signals, list) or not signals:
+def _signals(content: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The report's integrity signals and scores (a batch's: every repository's)."""
+    if isinstance(content.get("samples"), list):
+        signals, by_sample = batch_signals(content)
+        return signals, list(by_sample.values())
+    found, scores = content.get("integrity"), content.get("scores")
+    return (
+        found if isinstance(found, list) else [],
+        list(scores.values()) if isinstance(scores, dict) else [],
+    )
+
+
+def _tampering(summaries: list[KindSummary]) -> list[str]:
+    """The line saying that proven tampering made test scores ``"N"``, counted as failed."""
+    strict = [summary.kind for summary in summaries if summary.strict]
+    if not strict:
         return []
-    lines = ["", f"⚠️ Integrity signals ({len(signals)}):", ""]
+    kinds = ", ".join(code(kind) for kind in strict)
+    return [
+        "",
+        f"⛔ **Tampering**: integrity signal {kinds} made the test scores N; "
+        "each counts as a failed sample in the metrics.",
+    ]
+
+
+def _integrity(content: Mapping[str, Any]) -> list[str]:
+    signals, scores = _signals(content)
+    summaries = kind_summaries(signals, scores)
+    if not summaries:
+        return []
+    kinds = ", ".join(
+        f"{escape(summary.kind)} ({summary.total}, {'strict' if summary.strict else 'information'})"
+        for summary in summaries
+    )
+    count = sum(summary.total for summary in summaries)
+    lines = [*_tampering(summaries), "", f"⚠️ Integrity signals ({count}): {kinds}", ""]
     for signal in signals[:LISTED_TESTS]:
         signal = signal if isinstance(signal, dict) else {"detail": signal}
         where = f" ({code(signal['file'])})" if signal.get("file") else ""

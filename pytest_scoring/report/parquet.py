@@ -79,11 +79,15 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("scan_model_usage", "string"),
     ("scan_events", "string"),
     ("timestamp", "string"),
+    # Ours, after the recorder's 58: what the row counted as in the metrics (a tampering
+    # "N" counts as a failed sample, docs/scoring.md#metrics).
+    ("counted_as", "string"),
 )
 
 
 def arrow_schema() -> pa.Schema:
-    """The 58-column scan-result schema (text columns as ``large_string``, like the recorder)."""
+    """The scan-result schema: the recorder's 58 columns (text columns as ``large_string``,
+    like the recorder), then ``counted_as``."""
     import pyarrow as pa
 
     types = {

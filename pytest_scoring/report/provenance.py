@@ -59,7 +59,7 @@ def settings_json(settings: ScoringSettings) -> dict[str, Any]:
         "value_cap": settings.value_cap,
         "selection": list(settings.selection),
         "expected_tests": _text(settings.expected_source),
-        "strict": sorted(settings.strict),
+        "strict": sorted(settings.strict.kinds),
     }
 
 

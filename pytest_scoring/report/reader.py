@@ -383,7 +383,7 @@ def results_df(
         ``value_type`` is ``"resultset"``. pytest-scoring writes one row per
         (transcript, scorer), so for its own reports both give the same rows.
     :param exclude_columns: columns left out; default the heavy ``input``, ``input_data``
-        and ``scan_events``; ``[]`` reads all 58.
+        and ``scan_events``; ``[]`` reads all 59.
     :raises ReportError: naming the path when it is missing or a file in it is invalid.
     """
     if rows not in ("results", "transcripts"):

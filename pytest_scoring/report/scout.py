@@ -3,7 +3,8 @@
 The layout, column types and value encoding are those Scout's own reader loads
 (docs/report.md#the-parquet-columns): each scored repository is one transcript, each scorer
 one scanner, and each scanner gets one ``<key>.parquet`` file with the full 58-column schema
-Scout 0.6's recorder writes, one row per (transcript, scorer).
+Scout 0.6's recorder writes, one row per (transcript, scorer), and one column of ours after
+them: ``counted_as``, what the row counted as in the metrics.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from typing import Final
 from typing import NamedTuple
 from urllib.parse import quote
 
+from pytest_scoring.core.score import CORRECT
+from pytest_scoring.core.score import INCORRECT
+from pytest_scoring.core.score import PARTIAL
 from pytest_scoring.core.score import Score
+from pytest_scoring.core.score import counted_value
+from pytest_scoring.core.score import value_to_float
 from pytest_scoring.report.parquet import json_lines
 from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.scorers.base import Scorer
@@ -77,6 +83,21 @@ def encode_value(value: object) -> tuple[str | None, str]:
         return value, "string"
     kind = "array" if isinstance(value, list) else "object"
     return _json(value), kind
+
+
+#: Values that count as themselves in the metrics (1, 0 and 0.5, and ``accuracy`` counts C).
+_LETTERS: Final = frozenset({CORRECT, INCORRECT, PARTIAL})
+
+
+def counted_as(score: Score) -> str:
+    """What a score counted as in the metrics, as text (the ``counted_as`` column): ``C``,
+    ``I`` or ``P``; for any other value the number it counted as (``62.5``, ``1`` for
+    ``true`` or ``yes``). A ``"N"`` counts as ``0``, or as its ``metadata.counted_as`` (a
+    tampering ``"N"``: its scorer's failed value)."""
+    value = counted_value(score)
+    if isinstance(value, str) and value in _LETTERS:
+        return value
+    return number_text(value_to_float(value))
 
 
 def _json(content: Any) -> str:
@@ -276,6 +297,7 @@ class ScanWriter:
             "uuid": str(uuid.uuid4()),
             "value": value,
             "value_type": value_type,
+            "counted_as": counted_as(score),
             "answer": _text(score.get("answer")),
             "explanation": _text(score.get("explanation")),
             "metadata": _json(score.get("metadata") or {}),

@@ -6,13 +6,19 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
+from typing import NamedTuple
 
+from pytest_scoring.core.score import is_tampering
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import signal_count
 from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
 
 #: How many characters of an explanation ``show`` prints.
 EXPLANATION_WIDTH: Final = 60
+#: How many characters of a signal's example detail a terminal line shows.
+DETAIL_WIDTH: Final = 100
 
 
 def shorten(text: str, width: int = EXPLANATION_WIDTH) -> str:
@@ -101,6 +107,92 @@ def counts_line(content: dict[str, Any]) -> str:
     return f"tests: {outcome_counts(counts) or 'none'} (total {value_text(total)})"
 
 
+class KindSummary(NamedTuple):
+    """What the views show of one kind of integrity signal that occurred."""
+
+    kind: str
+    #: How many signals (those a report's cap left out included).
+    total: int
+    #: The first signal's detail and file.
+    detail: str
+    file: str | None
+    #: It made test scores ``"N"`` (``metadata.strict_kinds`` of a tampering score).
+    strict: bool
+
+
+def kind_summaries(
+    signals: Sequence[Any], scores: Sequence[Mapping[str, Any]]
+) -> list[KindSummary]:
+    """Each kind of ``signals`` once, in the order first seen; ``scores`` tell which kinds
+    were strict. Entries that are not signals (a damaged report) are skipped."""
+    strict: set[str] = set()
+    for score in scores:
+        if isinstance(score, dict) and is_tampering(score):
+            kinds = score["metadata"].get("strict_kinds")
+            strict.update(str(kind) for kind in kinds if isinstance(kinds, list))
+    found: dict[str, KindSummary] = {}
+    for signal in signals:
+        if not _is_signal(signal):
+            continue
+        kind, count = signal["kind"], signal_count(signal)
+        if kind in found:
+            found[kind] = found[kind]._replace(total=found[kind].total + count)
+        else:
+            detail, file = signal["detail"], signal["file"]
+            found[kind] = KindSummary(kind, count, detail, file, kind in strict)
+    return list(found.values())
+
+
+def _is_signal(item: object) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("kind"), str)
+        and isinstance(item.get("detail"), str)
+        and isinstance(item.get("file"), str | None)
+    )
+
+
+def _printable(text: str) -> str:
+    """Text from the scored repository, safe on a terminal: no escape or control codes."""
+    return "".join(char if char.isprintable() else "?" for char in text)
+
+
+def signal_lines(signals: Sequence[Any], scores: Mapping[str, Any]) -> list[str]:
+    """One line per kind of integrity signal: ``integrity outcome_changed: 2 signals,
+    strict (the test scores are N); e.g. …`` (``run``, ``show``, the session summary)."""
+    lines = []
+    for summary in kind_summaries(signals, list(scores.values())):
+        status = "strict (the test scores are N)" if summary.strict else "information"
+        where = f" ({summary.file})" if summary.file else ""
+        example = shorten(_printable(summary.detail + where), DETAIL_WIDTH)
+        count = plural(summary.total, "signal")
+        lines.append(f"integrity {summary.kind}: {count}, {status}; e.g. {example}")
+    return lines
+
+
+def integrity_line(signals: Sequence[Any]) -> str:
+    """``integrity: 3 signals (outcome_changed, outcome_hook)``: after ``complete:``."""
+    summaries = kind_summaries(signals, [])
+    count = sum(summary.total for summary in summaries)
+    kinds = f" ({', '.join(summary.kind for summary in summaries)})" if summaries else ""
+    return f"integrity: {plural(count, 'signal')}{kinds}"
+
+
+def batch_signals(content: Mapping[str, Any]) -> tuple[list[Signal], dict[str, Any]]:
+    """A batch's signals and scores, every repository's together (keyed by repository and
+    scorer), for :func:`signal_lines` and :func:`integrity_line`."""
+    signals: list[Signal] = []
+    scores: dict[str, Any] = {}
+    for number, sample in enumerate(content.get("samples") or []):
+        if not isinstance(sample, dict):
+            continue
+        found = sample.get("integrity")
+        signals += found if isinstance(found, list) else []
+        for name, score in (sample.get("scores") or {}).items():
+            scores[f"{number}/{name}"] = score
+    return signals, scores
+
+
 def reports_table(infos: Sequence[Any]) -> Any:
     """A rich table of reports (:class:`~pytest_scoring.report.reader.ReportInfo`), as given."""
     from rich.table import Table
@@ -125,14 +217,21 @@ def _yes_no(flag: bool) -> str:
 
 
 def fail_under_line(
-    percent: float, threshold: float, flag: str, complete: bool = True, samples: int | None = None
+    percent: float,
+    threshold: float,
+    flag: str,
+    complete: bool = True,
+    samples: int | None = None,
+    tampered: bool = False,
 ) -> str:
     """Why the exit status is 1: ``FAIL: 50% of tests pass, below --fail-under=75`` (and
     that the session did not complete, which no pass rate makes up for).
 
     :param samples: for a batch, how many repositories ``percent`` is the mean over.
+    :param tampered: proven tampering counted as 0 % (docs/scoring.md#integrity).
     """
     why = "" if complete else " (the session did not complete)"
+    why += " (proven tampering counts as 0%)" if tampered else ""
     over = "" if samples is None else f" on average over {samples} repositories"
     below = f"below {flag}={value_text(threshold)}"
     return f"FAIL: {value_text(percent)}% of tests pass{over}, {below}{why}"
