@@ -23,6 +23,11 @@ from pytest_scoring.report.result import SessionResult
 GENEROUS = 600.0
 #: Debian's interpreter: other users can run it (a pyenv interpreter under /root is closed).
 SYSTEM_PYTHON = Path("/usr/bin/python3")
+#: Where the tests run as root and other users cannot run this interpreter (pyenv's, under
+#: /root), the repository's processes run as root: without ``--strict`` that partial
+#: containment makes the test scores "N". A test about something else names the default
+#: set, which keeps every tampering kind strict and leaves partial containment out.
+TAMPERING_ONLY = "--strict=default"
 
 
 def run_cli(*args: str | Path) -> Result:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from processes import wait_until
+from runs import TAMPERING_ONLY
 from runs import run_cli
 from runs import scores_json
 from runs import shown_report
@@ -66,8 +67,9 @@ def make_repo(parent: Path, name: str, tests: str, files: dict[str, str] | None 
 
 
 def batch(*args: str | Path) -> dict[str, Any]:
-    """Run a batch in process; its ``scores.json`` and output."""
-    result = run_cli(*args)
+    """Run a batch in process; its ``scores.json`` and output (partial containment as root
+    accepted: these tests are about batches)."""
+    result = run_cli(TAMPERING_ONLY, *args)
     assert "Traceback" not in result.output, result.output
     report = shown_report(result.output)
     return {
@@ -198,12 +200,12 @@ def test_a_worker_that_dies_leaves_its_repository_n(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_fail_under_applies_to_the_mean_over_the_repositories(tmp_path: Path) -> None:
     repos = [make_repo(tmp_path, "first", ALL_PASS), make_repo(tmp_path, "second", HALF_PASS)]
-    below = run_cli(*repos, "--report", tmp_path / "out", "--fail-under", "80")
+    below = run_cli(*repos, "--report", tmp_path / "out", "--fail-under", "80", TAMPERING_ONLY)
     assert below.exit_code == 1
     assert "FAIL: 75% of tests pass on average over 2 repositories, below --fail-under=80" in (
         below.output
     )
-    reached = run_cli(*repos, "--report", tmp_path / "out", "--fail-under", "75")
+    reached = run_cli(*repos, "--report", tmp_path / "out", "--fail-under", "75", TAMPERING_ONLY)
     assert reached.exit_code == 0, reached.output
 
 
@@ -237,7 +239,7 @@ def test_interrupting_a_batch_leaves_a_report_and_the_next_run_goes_on(tmp_path:
     stopped = make_repo(tmp_path, "stopped", WAITS_FOR.format(ready=str(ready), go=str(go)))
     waiting = make_repo(tmp_path, "waiting", ALL_PASS)
     out = tmp_path / "out"
-    process = start_run(done, stopped, waiting, "--report", out)
+    process = start_run(TAMPERING_ONLY, done, stopped, waiting, "--report", out)  # as batch()
     wait_until(ready.exists, "the second repository's test to start")
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate()
@@ -262,7 +264,7 @@ def test_a_killed_batch_is_continued_in_its_own_folder(tmp_path: Path) -> None:
     ready, go = tmp_path / "ready", tmp_path / "go"
     killed = make_repo(tmp_path, "killed", WAITS_FOR.format(ready=str(ready), go=str(go)))
     out = tmp_path / "out"
-    process = start_run(done, killed, "--report", out)
+    process = start_run(TAMPERING_ONLY, done, killed, "--report", out)  # as batch()
     wait_until(ready.exists, "the second repository's test to start")
     process.kill()
     process.wait()  # not communicate(): the orphaned worker's fork server still holds stdout

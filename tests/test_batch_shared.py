@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import TAMPERING_ONLY
 from runs import run_cli
 from runs import scores_json
 from runs import shown_report
@@ -78,7 +79,9 @@ def make_app(folder: Path, tests: str) -> Path:
 
 
 def batch(*args: str | Path) -> tuple[dict[str, Any], str]:
-    result = run_cli(*args)
+    """A batch in process (partial containment as root accepted: these tests are about the
+    work a batch shares)."""
+    result = run_cli(TAMPERING_ONLY, *args)
     assert result.exit_code == 0, result.output
     return scores_json(shown_report(result.output)), result.output
 

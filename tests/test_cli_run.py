@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from click.testing import Result
+from runs import TAMPERING_ONLY
 
 from pytest_scoring.cli.main import main
 from pytest_scoring.cli.request import RunRequest
@@ -43,7 +44,7 @@ def scores_of(report_root: Path) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_a_run_prints_the_scores_and_where_the_report_is(repo: Path, tmp_path: Path) -> None:
-    result = run(repo, "--report", tmp_path / "out")
+    result = run(repo, "--report", tmp_path / "out", TAMPERING_ONLY)
     assert result.exit_code == 0, result.output
     assert "percent_passing_tests" in result.output
     assert "50" in result.output
@@ -53,14 +54,23 @@ def test_a_run_prints_the_scores_and_where_the_report_is(repo: Path, tmp_path: P
 
 @pytest.mark.slow
 def test_a_pass_rate_below_fail_under_exits_with_one(repo: Path, tmp_path: Path) -> None:
-    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
+    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75", TAMPERING_ONLY)
     assert result.exit_code == 1
     assert "FAIL: 50% of tests pass, below --fail-under=75" in result.output
 
 
 @pytest.mark.slow
 def test_arguments_after_the_separator_go_to_pytest(repo: Path, tmp_path: Path) -> None:
-    result = run(repo, "--report", tmp_path / "out", "--fail-under=100", "--", "-k", "not broken")
+    args = (
+        "--report",
+        tmp_path / "out",
+        "--fail-under=100",
+        TAMPERING_ONLY,
+        "--",
+        "-k",
+        "not broken",
+    )
+    result = run(repo, *args)
     assert result.exit_code == 0, result.output
     assert scores_of(tmp_path / "out")["tests"]["counts"]["total"] == 1  # type: ignore[index]
 
@@ -83,12 +93,15 @@ def test_a_run_past_its_timeout_is_stopped_and_reports_what_ran(repo: Path, tmp_
     (repo / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(600)\n")
     # Long enough for pytest to start and run the other tests on a loaded machine (the run is
     # stopped at the timeout whenever it comes: a test that never ends is always past it).
-    result = run(repo, "--report", tmp_path / "out", "--timeout", "20")
+    result = run(repo, "--report", tmp_path / "out", "--timeout", "20", TAMPERING_ONLY)
     assert result.exit_code == 0, result.output
     assert "timed out after 20 s" in result.output
     report = scores_of(tmp_path / "out")
     assert report["complete"] is False
     assert report["tests"]["counts"]["passed"] == 1  # type: ignore[index]
+    # The evaluator's deadline ended the run: its early_end informs, the scores stay numbers.
+    assert "early_end" in {signal["kind"] for signal in report["integrity"]}  # type: ignore[attr-defined]
+    assert isinstance(report["scores"]["percent_passing_tests"]["value"], float)  # type: ignore[index]
 
 
 @pytest.mark.slow
@@ -123,7 +136,7 @@ def test_the_repositorys_addopts_cannot_choose_scorers_or_run_commands(
     (repo / "pytest.ini").write_text(
         "[pytest]\naddopts = --score-config=mine.yaml --score-fail-under=0 -k 'not broken'\n"
     )
-    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75")
+    result = run(repo, "--report", tmp_path / "out", "--fail-under", "75", TAMPERING_ONLY)
     assert result.exit_code == 0, result.output
     report = scores_of(tmp_path / "out")
     assert set(report["scores"]) == {  # type: ignore[call-overload]
@@ -238,7 +251,8 @@ def test_score_options_after_the_separator_are_the_evaluators(repo: Path, tmp_pa
 
 
 def test_the_junit_xml_the_tests_wrote_gets_the_scores(repo: Path, tmp_path: Path) -> None:
-    run(repo, "--report", tmp_path / "out", "--", "--junitxml", str(tmp_path / "junit.xml"))
+    junit = tmp_path / "junit.xml"
+    run(repo, "--report", tmp_path / "out", TAMPERING_ONLY, "--", "--junitxml", junit)
     xml = (tmp_path / "junit.xml").read_text()
     assert 'name="score:percent_passing_tests" value="50"' in xml
     assert 'name="test_broken"' in xml

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from runs import TAMPERING_ONLY
 
 from pytest_scoring.cli.main import main
 
@@ -30,6 +31,7 @@ def run_example(examples: Path, solution: str) -> dict[str, dict[str, object]]:
             f"--reference={examples / 'reference'}",
             f"--config={examples / 'scorers.yaml'}",
             f"--report={report}",
+            TAMPERING_ONLY,
         ],
     )
     assert result.exit_code == 0, result.output

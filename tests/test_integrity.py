@@ -351,18 +351,51 @@ def test_the_junit_route_reads_the_signals_of_the_repositorys_files(
     assert report["scores"]["all_tests_pass"]["value"] == "N"
 
 
+#: The kinds that only inform, as the documentation lists them.
+INFORMS = {"outcome_hook", "selection", "tests_modified"}
+#: The default strict set, as the documentation lists it.
+DEFAULT_SET = {
+    "outcome_changed",
+    "patched",
+    "plugin_disabled",
+    "early_end",
+    "tripwire",
+    "stream_forged",
+    "exit_mismatch",
+    "id_collision",
+    "junit_conflict",
+    "interpreter_modified",
+}
+
+
 @pytest.mark.parametrize(
     ("text", "kinds"),
     [
-        (None, set()),
-        ("", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
-        ("default", {"outcome_changed", "patched", "plugin_disabled", "early_end", "containment"}),
-        ("all", set(pytest_scoring.core.signals.KINDS)),
-        ("selection, outcome_hook", {"selection", "outcome_hook"}),
+        ("none", set()),
+        ("", DEFAULT_SET | {"containment"}),
+        ("default", DEFAULT_SET),
+        ("all", set(pytest_scoring.core.signals.KINDS) - INFORMS),
+        ("patched, tripwire", {"patched", "tripwire"}),
+        ("default,containment", DEFAULT_SET | {"containment"}),
+        ("none,patched", {"patched"}),
     ],
 )
-def test_strict_names_kinds_all_or_the_default(text: str | None, kinds: set[str]) -> None:
-    assert pytest_scoring.core.signals.parse_strict(text) == kinds
+def test_strict_names_none_default_all_or_kinds(text: str, kinds: set[str]) -> None:
+    assert pytest_scoring.core.signals.parse_strict(text).kinds == kinds
+
+
+def test_only_runs_default_makes_containment_strict_and_only_as_root() -> None:
+    signals = pytest_scoring.core.signals
+    assert "containment" in signals.DEFAULT_STRICT.for_run(as_root=True).kinds
+    assert "containment" not in signals.DEFAULT_STRICT.for_run(as_root=False).kinds
+    named = signals.parse_strict("default")
+    assert "containment" not in named.for_run(as_root=True).kinds
+
+
+@pytest.mark.parametrize("kind", ["outcome_hook", "selection", "tests_modified"])
+def test_a_kind_that_only_informs_cannot_be_made_strict(kind: str) -> None:
+    with pytest.raises(ValueError, match=f"'{kind}' only informs"):
+        pytest_scoring.core.signals.parse_strict(f"patched,{kind}")
 
 
 def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> None:

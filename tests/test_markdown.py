@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 from markdown_it import MarkdownIt
 from report_pages import hostile_report
+from runs import TAMPERING_ONLY
 
 from pytest_scoring.cli.main import main
 
@@ -107,7 +108,8 @@ def test_run_and_junit_write_the_summary_in_the_evaluators_process(
     (repo / "test_env.py").write_text(
         f"import os\n\ndef test_no_summary_file():\n    assert {SUMMARY_ENV!r} not in os.environ\n"
     )
-    result = CliRunner().invoke(main, ["run", str(repo), "--report", str(tmp_path / "out")])
+    args = ["run", str(repo), "--report", str(tmp_path / "out"), TAMPERING_ONLY]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert summary.read_text().count("### Scores:") == 1
     assert "| `all_tests_pass` | ✅ C |" in summary.read_text()

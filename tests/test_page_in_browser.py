@@ -206,3 +206,71 @@ def test_a_batch_page_has_a_table_of_repositories_linking_to_each_ones_page(
     )
     assert cell.is_displayed()
     assert console_problems(browser) == []
+
+
+ONE_OF_TWO = "def test_ok():\n    pass\n\ndef test_no():\n    assert 0\n"
+REWRITING_CONFTEST = """
+import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call":
+        rep.outcome = "passed"
+        rep.longrepr = None
+"""
+
+
+def test_a_score_made_n_by_tampering_gets_a_banner_naming_the_signal(
+    browser: Any, pytester: pytest.Pytester
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    pytester.makepyfile(ONE_OF_TWO)
+    pytester.makeconftest(REWRITING_CONFTEST)
+    for strict, folder_name in ((["--score-strict"], "strict"), ([], "plain")):
+        report = pytester.path / folder_name
+        pytester.runpytest(f"--score-report={report}", *strict, "-p", "no:cacheprovider")
+        (folder,) = report.glob("scan_id=*")
+        open_page(browser, folder)
+        banners = browser.find_elements(By.CSS_SELECTOR, ".tampering")
+        if not strict:
+            assert banners == [], "no score was made N: no banner"
+            continue
+        (banner,) = banners
+        assert banner.get_attribute("role") == "alert" and banner.is_displayed()
+        assert banner.text.startswith("Tampering proven: ")
+        assert "(outcome_changed)" in banner.text and "counts as a failed sample" in banner.text
+        marked = browser.find_elements(By.CSS_SELECTOR, "#integrity .badge.strict")
+        assert marked and all(badge.text == "strict" for badge in marked)
+        assert console_problems(browser) == []
+
+
+def test_a_batch_page_says_how_many_repositories_tampering_made_n(
+    browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    repos = []
+    for name, conftest in (("honest", None), ("rewriting", REWRITING_CONFTEST)):
+        repo = tmp_path / name
+        repo.mkdir()
+        (repo / "test_app.py").write_text(ONE_OF_TWO)
+        if conftest is not None:
+            (repo / "conftest.py").write_text(conftest)
+        repos.append(str(repo))
+    reports = tmp_path / "scores"
+    # Partial containment as root (a pyenv interpreter others cannot run) is accepted here.
+    args = ["run", *repos, f"--report={reports}", "--strict=default"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (folder,) = reports.glob("scan_id=*")
+    open_page(browser, folder)
+    banners = browser.find_elements(By.CSS_SELECTOR, ".tampering")
+    assert [banner.text.startswith("Tampering proven: ") for banner in banners] == [True, True]
+    assert "made the test scores of 1 repository N" in banners[0].text
+    assert (
+        banners[1].find_element(By.XPATH, "./ancestor::section").get_attribute("id") == "sample-1"
+    )
+    assert console_problems(browser) == []

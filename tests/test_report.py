@@ -115,7 +115,8 @@ def test_every_parquet_file_has_the_full_recorder_schema_and_one_row(report: Pat
     for name in TEST_SCORERS:
         table = pq.read_table(report / f"{name}.parquet")
         assert table.schema.names == [column for column, _ in COLUMNS]
-        assert len(table.schema.names) == 58
+        # The recorder's 58 columns in its order, then ours: what the row counted as.
+        assert len(table.schema.names) == 59 and table.schema.names[-1] == "counted_as"
         assert table.schema == arrow_schema()
         assert table.schema.field("transcript_task_repeat").type == pa.int64()
         assert table.schema.field("transcript_success").type == pa.bool_()
@@ -128,6 +129,11 @@ def test_values_are_text_tagged_by_their_type(report: Path) -> None:
         "all_tests_pass": ("I", "string"),
         "percent_passing_tests": ("50", "number"),
         "percent_failing_tests": ("50", "number"),
+    }
+    assert {name: row["counted_as"] for name, row in rows.items()} == {
+        "all_tests_pass": "I",
+        "percent_passing_tests": "50",
+        "percent_failing_tests": "50",
     }
     row = rows["percent_failing_tests"]
     assert row["scanner_key"] == row["scanner_name"] == "percent_failing_tests"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from processes import running
 from runs import GENEROUS
+from runs import TAMPERING_ONLY
 from runs import make_fifo
 from runs import only_report
 from runs import run_cli
@@ -326,7 +327,7 @@ def test_ctrl_c_reaches_pytest_and_leaves_an_incomplete_report(repo: Path, tmp_p
     write(
         repo / "test_wait.py", BLOCKS_UNTIL_INTERRUPTED.format(ready=str(ready), never=str(never))
     )
-    run = start_run(repo, "--report", tmp_path / "out", *AS_EVALUATOR)
+    run = start_run(repo, "--report", tmp_path / "out", *AS_EVALUATOR, TAMPERING_ONLY)
     wait_for_ready(ready)
     run.send_signal(signal.SIGINT)
     output, _ = run.communicate(timeout=GENEROUS)
@@ -334,6 +335,9 @@ def test_ctrl_c_reaches_pytest_and_leaves_an_incomplete_report(repo: Path, tmp_p
     report = only_report(tmp_path / "out")
     assert report["complete"] is False
     assert report["run"]["exit_code"] == 2, "pytest ended its session: SIGINT reached it"
+    # The evaluator's Ctrl-C ended it: the early end informs, the scores stay numbers.
+    assert "early_end" in {signal["kind"] for signal in report["integrity"]}
+    assert isinstance(report["scores"]["percent_passing_tests"]["value"], float)
     outcomes = {test["nodeid"]: test["outcome"] for test in report["tests"]["tests"]}
     assert outcomes["test_wait.py::test_first"] == "passed"
     assert "test_wait.py::test_never_runs" not in outcomes
@@ -442,7 +446,8 @@ def test_ctrl_c_while_scoring_still_writes_an_incomplete_report(
     repo: Path, tmp_path: Path, blocking_scorer: tuple[Path, Path, Path]
 ) -> None:
     plugin, config, ready = blocking_scorer
-    run = start_run(repo, "--report", tmp_path / "out", "--plugin", plugin, "--config", config)
+    args = ("--report", tmp_path / "out", "--plugin", plugin, "--config", config, TAMPERING_ONLY)
+    run = start_run(repo, *args)
     wait_for_ready(ready)
     run.send_signal(signal.SIGINT)
     output, _ = run.communicate(timeout=GENEROUS)

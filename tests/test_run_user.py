@@ -187,4 +187,13 @@ def test_a_user_that_cannot_run_the_interpreter_is_named_and_containment_is_part
     assert report["containment"] == "partial"
     assert "user nobody cannot run" in report["containment_reason"]
     assert report["run"]["user"] == "root"
-    assert report["scores"]["percent_passing_tests"]["value"] == 100
+    # The repository's processes ran as root: by default that makes the test scores "N",
+    # counted as failed; the evaluator who accepts it names the default set instead.
+    score = report["scores"]["percent_passing_tests"]
+    assert (score["value"], score["metadata"]["strict_kinds"]) == ("N", ["containment"])
+    assert score["metadata"]["counted_as"] == 0
+    args = ("--report", tmp_path / "accepted", "--python", closed / "python3", "--strict=default")
+    assert run_cli(repo, *args).exit_code == 0
+    accepted = only_report(tmp_path / "accepted")
+    assert accepted["scores"]["percent_passing_tests"]["value"] == 100
+    assert [signal["kind"] for signal in accepted["integrity"]] == ["containment"]
