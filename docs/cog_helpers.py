@@ -146,6 +146,11 @@ COLUMN_MEANINGS = {
     "scan_total_tokens": "`0`",
     "scan_model_usage": "`{}`",
     "timestamp": "when the repository was scored (ISO 8601)",
+    "counted_as": "what the row counted as in the metrics, as text: `C`, `I` or `P` for those "
+    "values; for any other value the number it counted as (`62.5`, `1` for `true` or `yes`, "
+    "`0` for `false`, `no` or text that is no number); a `N` counts as `0`, a "
+    "[tampering `N`](scoring.md#strict-kinds) as its scorer's failed value (`I`; `0` for "
+    "`percent_passing_tests`, `100` for `percent_failing_tests`)",
 }
 
 
