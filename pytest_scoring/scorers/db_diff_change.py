@@ -143,7 +143,8 @@ class DiffChangeScorer:
             context.resources[self.resource_key()] = rerun
             rerun.start()
         rerun = context.resources[self.resource_key()]
-        if self.count_test_changes:
+        # With --tests-from the reference, the baseline's run is the rerun's too.
+        if self.count_test_changes or settings.tests_from_is_reference():
             if BASELINE_RESOURCE not in context.resources:
                 baseline = start_baseline(settings, context.children, timeout, rerun.child_done)
                 context.resources[BASELINE_RESOURCE] = baseline
