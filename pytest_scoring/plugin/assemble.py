@@ -6,7 +6,6 @@ imported once scoring is on, so having the plugin installed costs a plain run ne
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -94,13 +93,11 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
 
 def verify_tests_first(config: pytest.Config) -> None:
     """``--score-verify-tests=PATH``: refuse a tree whose tests, conftests or pytest
-    configuration differ from PATH's, before any of its conftests is imported (a
-    pytest-xdist worker leaves it to the controller, which checked already).
+    configuration differ from PATH's, before any of its conftests is imported. (A
+    pytest-xdist worker checks again: it cannot tell it is one this early.)
 
     :raises pytest.UsageError: naming the files that differ.
     """
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return
     from pytest_scoring.kit.integrity import repository_root
     from pytest_scoring.reference.test_changes import verify_tests
 
