@@ -376,6 +376,8 @@ def run(
     --path-map /repo=.
 
     Example: pytest-scoring run @outputs.txt --reference examples/reference --jobs 4
+
+    Example: pytest-scoring run REPO --tests-from reference/ --expected-tests ids.txt
     """
     from pytest_scoring.cli.request import RunRequest
     from pytest_scoring.evaluation.options import parse_limits
