@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from evaluator_tests import AS_EVALUATOR
 from evaluator_tests import IDS
 from evaluator_tests import REFERENCE_APP
 from evaluator_tests import TRUTH
@@ -310,7 +311,7 @@ def reference_and_log(tmp_path: Path, name: str, who: str) -> tuple[Path, Path]:
 
 
 def scored_runs(repo: Path, tmp_path: Path, *args: str | Path) -> dict[str, Any]:
-    result = run_cli(repo, "--report", tmp_path / "out", "--user", "root", *args)
+    result = run_cli(repo, "--report", tmp_path / "out", *AS_EVALUATOR, *args)
     assert result.exit_code == 0, result.output
     (report,) = (json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/scores.json"))
     return report
@@ -358,3 +359,33 @@ def test_path_equal_to_inside_or_holding_repo_is_a_usage_error(solution: Path, w
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"pytest-scoring: error: --tests-from: {path[where]} {where} (")
+
+
+def test_a_batch_gives_every_repository_paths_tests_and_runs_the_baseline_once(
+    tmp_path: Path,
+) -> None:
+    reference, log = reference_and_log(tmp_path, "reference", "reference code")
+    repos = []
+    for name in ("first", "second"):
+        repo = tmp_path / name
+        write(repo / "app.py", f"WHO = '{name} code'\n")
+        write(repo / "tests" / "test_who.py", "def test_would_pass_anything():\n    pass\n")
+        repos.append(repo)
+    result = run_cli(
+        *repos,
+        "--reference",
+        reference,
+        "--tests-from",
+        reference,
+        "--report",
+        tmp_path / "out",
+        *AS_EVALUATOR,
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(log.read_text().splitlines()) == [
+        "reference:first code",
+        "reference:reference code",
+        "reference:second code",
+    ]
+    (report,) = (json.loads(p.read_text()) for p in (tmp_path / "out").glob("*/scores.json"))
+    assert [sample["tests_from"]["replaced"] for sample in report["samples"]] == [["tests/"]] * 2

@@ -47,7 +47,7 @@ from pytest_scoring.reference.pytest_config import find_config
 #: Folder names that make a folder a tests folder.
 TESTS_FOLDER: Final = re.compile(r"(tests?|testing|.+[_-]tests?)", re.IGNORECASE)
 #: Larger Python files are not parsed: they count as test files when named like one.
-PARSED_BYTES: Final = 8 * 1024 * 1024
+PARSED_BYTES: Final = 2 * 1024 * 1024
 _GLOB_CHARS: Final = frozenset("*?[")
 
 
