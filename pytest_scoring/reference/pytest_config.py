@@ -152,9 +152,9 @@ def _toml_section(text: str, name: str) -> PytestSection | None:
         raise ConfigReadError(str(error)) from None
     if name != "pyproject.toml":
         table = document.get("pytest")
-        return PytestSection(
-            name, "[pytest]" if isinstance(table, dict) else "", "toml", dict(table or {})
-        )
+        if not isinstance(table, dict):
+            return PytestSection(name, "", "toml")
+        return PytestSection(name, "[pytest]", "toml", dict(table))
     tool = document.get("tool")
     table = tool.get("pytest") if isinstance(tool, dict) else None
     if not isinstance(table, dict):

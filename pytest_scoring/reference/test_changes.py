@@ -88,7 +88,7 @@ def _lines(content: bytes) -> list[str] | None:
         return None
 
 
-def excerpt(relpath: str, before: bytes | None, after: bytes | None) -> str:
+def _excerpt(relpath: str, before: bytes | None, after: bytes | None) -> str:
     """A short unified diff of one file, reference first; sizes for a binary one."""
     old, new = _lines(before or b""), _lines(after or b"")
     if old is None or new is None:
@@ -111,7 +111,7 @@ def _change(
         "file": relpath,
         "change": change,
         "what": what,
-        "excerpt": excerpt(relpath, before, after),
+        "excerpt": _excerpt(relpath, before, after),
     }
 
 

@@ -85,7 +85,8 @@ class TestsFrom:
     args: list[str] = field(default_factory=list)
     #: Fixtures the repository's removed or replaced conftests defined, by name: the file.
     fixtures_gone: dict[str, str] = field(default_factory=dict)
-    #: What in the copy is PATH's: test roots (``tests/``), files, the configuration file.
+    #: What in the copy is PATH's: test roots (``tests/``), files, the configuration file
+    #: (a signal whose file is one of them came from the evaluator).
     evaluators: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -98,14 +99,6 @@ class TestsFrom:
             "added": _listed(self.added),
             "ignored": _listed(self.ignored),
         }
-
-    def is_evaluators(self, relpath: str) -> bool:
-        """Whether the file at ``relpath`` in the copy came from PATH (or is the evaluator's
-        configuration file)."""
-        return any(
-            relpath == item or (item.endswith("/") and relpath.startswith(item))
-            for item in self.evaluators
-        )
 
 
 def _listed(paths: list[str]) -> list[str]:
@@ -131,11 +124,6 @@ def _folders_of(files: Iterable[str]) -> list[str]:
 
 def _conftest_at(folder: str) -> str:
     return f"{folder}/conftest.py" if folder else "conftest.py"
-
-
-def config_file_name(layout: TestLayout) -> str:
-    """The name of the configuration file written from ``layout``'s pytest section."""
-    return CONFIG_STEM + layout.config.config_file()[0]
 
 
 def write_config(layout: TestLayout, tree: Path) -> tuple[str, list[str]]:
