@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from evaluator_tests import AS_EVALUATOR
 from evaluator_tests import write
+from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
+from runs import system_python_with_pytest
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.outcomes import PhaseRecord
@@ -138,3 +140,31 @@ def test_repeated_records_of_one_collected_id_are_attempts_and_the_last_counts()
     tally = tally_of(["t.py::a"], [*phases("t.py::a", "failed"), *phases("t.py::a", "passed")])
     assert tally.outcome_of("t.py::a") == "passed"
     assert tally.collided == {}
+
+
+def test_session_ids_are_matched_as_pytest_wrote_them_never_normalised() -> None:
+    tally = tally_of(
+        [IDS[3], "tests\\test_a.py::test_fail1"],
+        [*phases(IDS[3], "failed"), *phases("tests\\test_a.py::test_fail1", "passed")],
+    )
+    tally.expected = {IDS[3]: "passed"}
+    assert tally.counts()["failed"] == 1
+    assert tally.extra() == ["tests\\test_a.py::test_fail1"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not system_python_with_pytest(), reason="needs /usr/bin/python3 with pytest")
+def test_with_a_pytest_that_keeps_the_backslash_the_twin_is_extra(
+    tmp_path: Path, ids: Path
+) -> None:
+    # Debian's pytest 7 writes the twin's ids as its file is named: they match nothing.
+    repo = make_twin(tmp_path / "repo")
+    run_cli(repo, "--expected-tests", ids, "--python", SYSTEM_PYTHON, "--report", tmp_path / "out")
+    report = only_report(tmp_path / "out")
+    if not report["run"]["pytest"].startswith("7."):
+        pytest.skip(f"Debian's pytest is {report['run']['pytest']}, which writes ids with /")
+    assert report["scores"]["percent_passing_tests"]["value"] == 60
+    assert report["tests"]["extra"] == [
+        "tests\\test_a.py::test_fail1",
+        "tests\\test_a.py::test_fail2",
+    ]
