@@ -31,6 +31,7 @@ from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import collision_signals
+from pytest_scoring.core.signals import dedupe
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
@@ -239,7 +240,8 @@ class Evaluation:
         """
         global _last_result
         self.context.complete = not self.interrupted
-        self.context.integrity = [*self.context.integrity, *self._evaluators_signals()]
+        # Scoring may run twice (stopped between two scorers): each signal is kept once.
+        self.context.integrity = dedupe([*self.context.integrity, *self._evaluators_signals()])
         self._stoppable(self._check_evaluator_files)
         scores = {scorer.name: self._score_one(scorer) for scorer in self.scorers}
         if self.stopped is not None:
