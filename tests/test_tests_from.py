@@ -99,6 +99,16 @@ def test_the_benchjack_conftest_never_loads(
     assert not [s for s in report["integrity"] if s["kind"] in ("outcome_hook", "outcome_changed")]
 
 
+def test_a_module_named_like_an_installed_plugin_is_not_loaded_as_that_plugin(
+    solution: Path, reference: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("pytest_rerunfailures")  # a plugin pytest loads by its entry point
+    write(solution / "pytest_rerunfailures.py", BENCHJACK)
+    report = score_with_tests_from(solution, reference, tmp_path)
+    assert percent(report) == TRUTH
+    assert not [s for s in report["integrity"] if s["kind"] == "outcome_changed"]
+
+
 #: Configuration files that load the plugin above, in every format pytest 9 reads.
 PROJECT = '[project]\nname = "demo"\n\n'
 PLANTED_CONFIGS = {
