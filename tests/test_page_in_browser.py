@@ -274,3 +274,26 @@ def test_a_batch_page_says_how_many_repositories_tampering_made_n(
         banners[1].find_element(By.XPATH, "./ancestor::section").get_attribute("id") == "sample-1"
     )
     assert console_problems(browser) == []
+
+
+def test_the_tests_the_repository_changed_are_listed_with_their_diff_as_text(
+    browser: Any, pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    reference = tmp_path / "reference"
+    (reference / "tests").mkdir(parents=True)
+    (reference / "tests" / "test_a.py").write_text("def test_a():\n    assert 1 == 1\n")
+    tests = pytester.mkdir("tests")
+    (tests / "test_a.py").write_text(f"def test_a():\n    assert 1 == 1  # {IMG}\n")
+    pytester.runpytest("--score", f"--score-reference={reference}", "-p", "no:cacheprovider")
+    (folder,) = (pytester.path / "scores").glob("scan_id=*")
+    open_page(browser, folder)
+    section = browser.find_element(By.ID, "tests-modified")
+    (row,) = section.find_elements(By.CSS_SELECTOR, "tr.test-change")
+    assert row.text.startswith("changed tests/test_a.py")
+    row.find_element(By.TAG_NAME, "summary").click()
+    diff = row.find_element(By.TAG_NAME, "pre").text
+    assert f"+    assert 1 == 1  # {IMG}" in diff
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    assert console_problems(browser) == []

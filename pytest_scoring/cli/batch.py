@@ -284,7 +284,8 @@ def _baseline(
     """The baseline run of the reference's pristine copy, as each repository's run would
     start it (the evaluator's cache is read and written the same way)."""
     timeout = min(reference_timeout(), runner.time_limit or float("inf"))
-    checkout = replace(settings, reference=pristine)
+    same = settings.tests_from_is_reference()  # then each job reads PATH from the copy too
+    checkout = replace(settings, reference=pristine, tests_from=pristine if same else None)
     folder = runner.folder("baseline")
     return compute_baseline(checkout, runner, folder, timeout, never_inside=repositories)
 

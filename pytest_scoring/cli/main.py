@@ -277,6 +277,13 @@ class RunCommand(click.Command):
     "--reference", type=click.Path(path_type=Path), help="Reference checkout; adds db_diff_change"
 )
 @click.option(
+    "--tests-from",
+    metavar="PATH",
+    type=click.Path(path_type=Path),
+    help="Run the tests of PATH (a tree laid out like REPO), not REPO's: its test folders, "
+    "conftest.py files and pytest configuration replace REPO's in the copy",
+)
+@click.option(
     "--config",
     metavar="FILE[#NAME]",
     help="Scorer configuration file (TOML, JSON or YAML); FILE#NAME: the scorer: block of "
@@ -351,6 +358,7 @@ def run(
     ctx: click.Context,
     repos: tuple[str, ...],
     reference: Path | None,
+    tests_from: Path | None,
     config: str | None,
     path_maps: tuple[str, ...],
     selector: str | None,
@@ -383,6 +391,8 @@ def run(
     --path-map /repo=.
 
     Example: pytest-scoring run @outputs.txt --reference examples/reference --jobs 4
+
+    Example: pytest-scoring run REPO --tests-from reference/ --expected-tests ids.txt
     """
     from pytest_scoring.cli.request import RunRequest
     from pytest_scoring.evaluation.options import parse_limits
@@ -415,6 +425,7 @@ def run(
         python=python,
         keep=keep,
         limits=parse_limits(limits),
+        tests_from=tests_from,
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route

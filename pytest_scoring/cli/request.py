@@ -61,6 +61,8 @@ class RunRequest:
     #: ``--keep``: leave the private area (with the copy of REPO) in place.
     keep: bool = False
     limits: Limits = field(default_factory=Limits)
+    #: ``--tests-from PATH``: the evaluator's tests, put into the copy of REPO.
+    tests_from: Path | None = None
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
@@ -73,6 +75,8 @@ class RunRequest:
             raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
         if self.python is not None:
             self.python = _interpreter(self.python)
+        if self.tests_from is not None:
+            self.tests_from = _tests_folder(self.tests_from, self.repo)
 
     def own_options(self) -> list[str]:
         """``run``'s own flags as the ``--score-*`` options they stand for."""
@@ -101,6 +105,24 @@ def _folder(path: Path, what: str) -> Path:
     if not path.is_dir():
         raise OptionError(f"{what}: {path} is not a folder")
     return path.resolve()
+
+
+def _tests_folder(path: Path, repo: Path) -> Path:
+    """``--tests-from PATH``: a folder apart from REPO (the repository cannot write its own
+    tests, nor be taken for them)."""
+    folder = _folder(path, "--tests-from")
+    if folder.is_relative_to(repo) or repo.is_relative_to(folder):
+        where = (
+            "is REPO"
+            if folder == repo
+            else "is inside REPO"
+            if folder.is_relative_to(repo)
+            else "holds REPO"
+        )
+        raise OptionError(
+            f"--tests-from: {path} {where} ({repo}); give the evaluator's tests, apart from it"
+        )
+    return folder
 
 
 def _config_argument(text: str, base: Path) -> str:
@@ -151,4 +173,11 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
     report_root = request.invocation_dir / parsed.options.getoption("score_report")
     check_report_root_outside(report_root, request.repo)  # before it is created
     # Unless the evaluator names kinds, proven tampering makes the test scores "N".
-    return parsed, resolve_settings(parsed.options, DEFAULT_STRICT)
+    settings = resolve_settings(parsed.options, DEFAULT_STRICT)
+    if settings.verify_tests is not None:
+        raise OptionError(
+            "--score-verify-tests checks the tree pytest runs in; under run, --tests-from PATH "
+            "puts PATH's tests into the copy itself"
+        )
+    settings.tests_from = request.tests_from
+    return parsed, settings

@@ -41,8 +41,10 @@ from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.core.signals import make_signal
+from pytest_scoring.evaluation.area import EvaluatorsTests
 from pytest_scoring.evaluation.area import copy_reference
 from pytest_scoring.evaluation.area import copy_repository
+from pytest_scoring.evaluation.area import copy_tests_from
 from pytest_scoring.evaluation.area import new_area
 from pytest_scoring.evaluation.area import requested_user
 from pytest_scoring.evaluation.area import user_cannot_run
@@ -67,6 +69,7 @@ from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
@@ -191,7 +194,7 @@ def run_repository(
         shared_reference = job.shared.reference if job else None
         # Hashed before it is copied, for the report's provenance (a batch has done it).
         digest = job.target.inputs["repository"] if job else path_digest(request.repo)
-        names = _place_copies(request, settings, runner, shared_reference)
+        names, placed = _place_copies(request, settings, runner, shared_reference)
         evaluation = Evaluation(
             settings,
             scorers,
@@ -201,6 +204,8 @@ def run_repository(
             tally=tally,
         )
         evaluation.names = names
+        if placed is not None:
+            evaluation.context.resources.update(placed.resources())
         if job is not None:
             _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
@@ -235,24 +240,35 @@ def _place_copies(
     settings: ScoringSettings,
     runner: ChildRunner,
     shared: SharedReference | None = None,
-) -> dict[str, str]:
-    """Copy the reference, then REPO, into the private area; the settings point at the copies.
+) -> tuple[dict[str, str], EvaluatorsTests | None]:
+    """Copy the reference and ``--tests-from`` PATH, then REPO (with PATH's tests put in),
+    into the private area; the settings point at the copies.
 
     :param shared: the reference's pristine copy a batch made for all its repositories.
-    :returns: each copy's path and the name the report uses for it.
+    :returns: each copy's path and the name the report uses for it; what PATH's tests did.
     """
     names = {}
+    reference = settings.reference
     if settings.reference is not None:
         pristine = shared.pristine if shared else copy_reference(runner, settings.reference)
         names[str(pristine)] = str(settings.reference)
         settings.reference = pristine
-    copy = copy_repository(runner, request.repo)
+    tests_from = None
+    if settings.tests_from is not None:
+        public = str(settings.tests_from)
+        if settings.tests_from == reference and settings.reference is not None:
+            path = settings.reference  # PATH is the reference: its pristine copy serves both
+        else:
+            path = copy_tests_from(runner, settings.tests_from)
+            names[str(path)] = public
+        settings.tests_from, tests_from = path, (path, public)
+    copy, placed = copy_repository(runner, request.repo, tests_from)
     names[str(copy)] = str(request.repo)
     assert runner.area is not None
     names[str(runner.area)] = "<private area>"
     settings.root, settings.repository = copy, request.repo
     settings.scratch = runner.folder("snapshots")
-    return names
+    return names, placed
 
 
 def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:
@@ -284,6 +300,9 @@ def _run(
         junit_target = job.target.prepare() / JUNIT_FILE if junit_target else None
     evaluation.start(report_folder=job is None)  # a batch's sample has no Parquet files
     args, junit_inside = _junit_args(parsed, runner)
+    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    if installed is not None:  # PATH's configuration, rootdir and test files come first
+        args = [*installed.args, *args]
     child = runner.start_pytest(
         settings.root,
         args,
@@ -295,7 +314,10 @@ def _run(
     ended = child.wait(on_progress)
     state = child.state
     problems = _containment(problems, runner)
-    integrity, side = _integrity(state, ended, evaluation.tally, problems, parsed.stops_early)
+    trusted = frozenset(installed.evaluators) if installed is not None else frozenset()
+    integrity, side = _integrity(
+        state, ended, evaluation.tally, problems, parsed.stops_early, trusted
+    )
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
     # The evaluator's own stop (its -x) leaves tests unrun: the run is not complete either.
     stopped_by_evaluator = any(signal["kind"] == "early_end" for signal in side.caused)
@@ -316,6 +338,8 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(runner, ended, state),
     )
+    if installed is not None:
+        result.extra["tests_from"] = installed.to_json()
     result.provenance["inputs"] = {**result.provenance["inputs"], "repository": repository_digest}
     junit = _copy_out_junit(junit_inside, junit_target, evaluation)
     report = evaluation.report(junit, sample=job.target if job else None)
@@ -349,11 +373,13 @@ def _integrity(
     tally: OutcomeTally,
     problems: list[str],
     stops_early: bool,
+    trusted: frozenset[str] = frozenset(),
 ) -> tuple[list[Signal], EvaluatorSide]:
     """The run's integrity signals (the probe's, how the session ended, partial
     containment), and which of them the evaluator caused.
 
     :param stops_early: the evaluator's own pytest arguments may stop the session early.
+    :param trusted: files and folders of the copy that are the evaluator's (``--tests-from``).
     """
     signals = list(state.integrity)
     if tally.expected is not None:  # with a set, selection cannot change a score
@@ -365,7 +391,7 @@ def _integrity(
     containment = [make_signal("containment", problem) for problem in problems]
     found = [*signals, *([early] if early else []), *containment]
     caused = [signal for signal in found if _ended_by_evaluator(signal, ended, stops_early)]
-    side = EvaluatorSide(caused=tuple(caused))
+    side = EvaluatorSide(paths=trusted, caused=tuple(caused))
     return cap_signals(found, side), side
 
 

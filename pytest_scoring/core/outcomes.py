@@ -14,6 +14,7 @@ feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere else
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -194,6 +195,9 @@ class _TestState:
     setup_seen: bool = False
     #: Its teardown was reported: the attempt is over.
     finished: bool = False
+    #: pytest collected several tests with this id (an ``id_collision``): every phase keeps
+    #: the worst outcome any of them reported, whatever order their reports came in.
+    shared: bool = False
 
     def starts_anew(self, when: str) -> bool:
         """Whether a setup or subtest report opens another attempt (pytest-rerunfailures).
@@ -234,12 +238,31 @@ class _TestState:
         if self.setup == "error":
             return "error", "setup"
         outcome, phase = (self.setup, "setup") if self.setup else (self.call, "call")
+        if self.shared and self.setup and worse(self.call, self.setup) != self.setup:
+            outcome, phase = self.call, "call"
         failed_subtest = self.subtests is not None and self.subtests.get("failed")
         if failed_subtest and outcome is not None and outcome != "failed":
             outcome, phase = "failed", "subtest"
         if self.teardown_failed and outcome != "failed":
             return "error", "teardown"
         return outcome, phase
+
+
+#: How bad each outcome is, for tests that share one id: the worst counts.
+_BADNESS: Final[dict[Outcome | None, int]] = {
+    None: -1,
+    "passed": 0,
+    "xpassed": 1,
+    "xfailed": 2,
+    "skipped": 3,
+    "failed": 4,
+    "error": 5,
+}
+
+
+def worse(first: Outcome | None, second: Outcome | None) -> Outcome | None:
+    """The worse of two outcomes (None: nothing reported)."""
+    return first if _BADNESS[first] >= _BADNESS[second] else second
 
 
 #: One phase report as the tally keeps it until it is folded in: ``_fold``'s arguments.
@@ -282,6 +305,10 @@ class OutcomeTally:
     _tests: dict[str, _TestState] = field(default_factory=dict, init=False, repr=False)
     #: Test ids pytest collected (the controller learns them from xdist's workers).
     collected: set[str] = field(default_factory=set)
+    #: Test ids pytest collected more than once in one collection, and how many times: two
+    #: different tests whose ids pytest writes alike (``tests\test_a.py`` and
+    #: ``tests/test_a.py``), never attempts of one test (docs/scoring.md#integrity).
+    collided: dict[str, int] = field(default_factory=dict)
     #: The expected set, ``{test id: expected outcome}``, or None to count every test.
     expected: Mapping[str, ExpectedOutcome] | None = None
     #: What the report says about the set's source (``{"source", "tests", "dropped"}``).
@@ -375,7 +402,9 @@ class OutcomeTally:
             nodeid = self.id_prefix + nodeid
         state = self._tests.get(nodeid)
         opening = is_subtest or when == "setup"
-        if state is None or (opening and state.starts_anew(when)):
+        if state is None:
+            state = self._tests[nodeid] = _TestState(shared=nodeid in self.collided)
+        elif opening and not state.shared and state.starts_anew(when):
             state = self._tests[nodeid] = _TestState()  # keeps the id's place in the order
         if is_subtest:
             state.count_subtest(outcome, longrepr)
@@ -393,12 +422,13 @@ class OutcomeTally:
             if message is not None:
                 state.note(when, message)
         if when == "setup":
-            state.setup, state.setup_seen = phase, True
+            state.setup = worse(state.setup, phase) if state.shared else phase
+            state.setup_seen = True
         elif when == "call":
-            state.call = phase
+            state.call = worse(state.call, phase) if state.shared else phase
         elif when == "teardown":
             state.finished = True
-            state.teardown_failed = phase == "error"
+            state.teardown_failed = phase == "error" or (state.shared and state.teardown_failed)
 
     def record_collection(self, report: CollectionReport) -> None:
         """A failed collector counts as one ``error``, once per collector id."""
@@ -409,8 +439,14 @@ class OutcomeTally:
             self._changes += 1
 
     def record_collected(self, nodeids: Iterable[str]) -> None:
-        """Test ids pytest collected, as it gives them (relative to its rootdir)."""
-        self.collected.update(self.id_prefix + nodeid for nodeid in nodeids)
+        """Test ids pytest collected, as it gives them (relative to its rootdir): one
+        collection's list (a pytest-xdist worker's), in which an id twice is a collision."""
+        listed = [self.id_prefix + nodeid for nodeid in nodeids]
+        self.collected.update(listed)
+        if len(set(listed)) < len(listed):
+            for nodeid, times in Counter(listed).items():
+                if times > 1:
+                    self.collided[nodeid] = max(times, self.collided.get(nodeid, 0))
 
     def record_outcome(
         self, nodeid: str, outcome: Outcome, duration: float = 0.0, message: str | None = None

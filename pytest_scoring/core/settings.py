@@ -89,6 +89,18 @@ class ScoringSettings:
     repository: Path | None = None
     #: Where snapshots go (default: under the report root; ``run``: its private area).
     scratch: Path | None = None
+    #: ``run --tests-from PATH``: the evaluator's tests, put into the copy before any test
+    #: runs (under ``run``, the private copy of PATH; docs/security.md).
+    tests_from: Path | None = None
+    #: ``--score-verify-tests=PATH``: the tree's tests must be PATH's (in process only).
+    verify_tests: Path | None = None
+
+    def tests_from_is_reference(self) -> bool:
+        """``--tests-from`` names the reference itself: the reference rerun (PATH's tests on
+        the reference's code) is the baseline, which runs once."""
+        if self.tests_from is None or self.reference is None:
+            return False
+        return self.tests_from.resolve() == self.reference.resolve()
 
     def reset_store(self) -> Path:
         """The ``--score-db-reset`` store of this repository: under the report root, keyed by

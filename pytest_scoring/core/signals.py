@@ -11,6 +11,7 @@ from __future__ import annotations
 import site
 import sys
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,20 @@ def early_end_signal(not_run: Sequence[str], reason: str, file: str | None = Non
     if not_run:
         parts.append(f"{len(not_run)} collected test(s) did not run")
     return make_signal("early_end", "; ".join(parts), file) if parts else None
+
+
+def collision_signals(collided: Mapping[str, int]) -> list[Signal]:
+    """``id_collision``: one per test id pytest collected for several different tests (their
+    ids written alike), which count as one test with the worst outcome any of them had."""
+    return [
+        make_signal(
+            "id_collision",
+            f"pytest collected {times} different tests with the id {nodeid}: they count as "
+            "one, with the worst outcome any of them had",
+            nodeid.split("::")[0],
+        )
+        for nodeid, times in collided.items()
+    ]
 
 
 def dedupe(signals: Iterable[Signal]) -> list[Signal]:

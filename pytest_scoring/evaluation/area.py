@@ -3,8 +3,8 @@
 Layout (docs/security.md): one new folder outside REPO and the report root, which the
 children's user may pass through but not list (0711), holding
 
-* folders only the evaluator can read (0700): the pristine copy of the reference checkout, the
-  database snapshots, the children's logs;
+* folders only the evaluator can read (0700): the pristine copies of the reference checkout
+  and of ``--tests-from`` PATH, the database snapshots, the children's logs;
 * folders the children's user owns: the private copy of REPO that is scored, the copy the
   reference rerun runs in, a private ``HOME`` and ``TMPDIR``;
 * the launch kit (launcher, probe, deterministic plugin), readable by all, writable by the
@@ -17,15 +17,24 @@ import getpass
 import os
 import pwd
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
+from pytest_scoring.reference.test_changes import FileChange
+from pytest_scoring.reference.test_changes import compare_tests
+from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
+from pytest_scoring.reference.tests_from import TestsFrom
+from pytest_scoring.reference.tests_from import install_tests
 
 #: Who the repository's processes run as when ``run`` runs as root.
 DEFAULT_USER: Final = "nobody"
@@ -100,14 +109,58 @@ def user_cannot_run(runner: ChildRunner) -> str | None:
     return f"{who} cannot run {runner.python} ({detail[0]})"
 
 
-def copy_repository(runner: ChildRunner, repo: Path) -> Path:
-    """The private copy of REPO that is scored, owned by the children's user.
+@dataclass
+class EvaluatorsTests:
+    """``--tests-from PATH`` in the copy of REPO: what was put in, and what the repository
+    had changed in its tests relative to PATH (``tests_modified``), for the scorers."""
 
-    :raises OptionError: when REPO cannot be copied (an unreadable file, a full disk).
+    installed: TestsFrom
+    changes: list[FileChange]
+
+    def resources(self) -> dict[str, Any]:
+        """Where the scorers find them (``ScoringContext.resources``)."""
+        return {TESTS_FROM_RESOURCE: self.installed, TEST_CHANGES_RESOURCE: self.changes}
+
+
+def copy_repository(
+    runner: ChildRunner, repo: Path, tests_from: tuple[Path, str] | None = None
+) -> tuple[Path, EvaluatorsTests | None]:
+    """The private copy of REPO that is scored, owned by the children's user; with
+    ``--tests-from``, its tests made PATH's before any of its code runs.
+
+    :param tests_from: PATH (its private copy) and how the report names it.
+    :raises OptionError: when REPO cannot be copied (an unreadable file, a full disk), or
+        PATH's tests cannot be put in.
     """
     copy = runner.workspace("repo") / repo.name
     _copy(repo, copy, "REPO")
+    placed = None if tests_from is None else _put_tests(*tests_from, copy)
     runner.give(copy)
+    return copy, placed
+
+
+def _put_tests(path: Path, public_path: str, copy: Path) -> EvaluatorsTests:
+    """Compare the copy's tests with PATH's, then put PATH's in (docs/security.md)."""
+    try:
+        changes = compare_tests(copy, path)
+        return EvaluatorsTests(install_tests(path, copy, public_path), changes)
+    except ScoringError as error:
+        raise OptionError(f"--tests-from: {error}") from None
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        raise OptionError(f"--tests-from: cannot put the tests in{where}: {error}") from None
+
+
+def copy_tests_from(runner: ChildRunner, path: Path) -> Path:
+    """The pristine copy of PATH (``--tests-from``), made before any code of REPO runs and
+    read from then on: only the evaluator can read it; its manifest is fingerprinted.
+
+    :raises OptionError: when PATH cannot be copied.
+    """
+    copy = runner.folder("tests-from") / path.name
+    _copy(path, copy, "--tests-from")
+    if runner.guard is not None:
+        runner.guard.add_tree(copy)
     return copy
 
 

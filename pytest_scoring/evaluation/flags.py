@@ -190,6 +190,13 @@ def add_options(parser: OptionParser) -> None:
         help="The tests that count: a file of ids, a JSON object of outcomes, or a folder run once",
     )
     group.addoption(
+        "--score-verify-tests",
+        dest="score_verify_tests",
+        metavar="PATH",
+        help="Refuse to run unless the tests, conftest.py files and pytest configuration here "
+        "are those of PATH (no ini setting)",
+    )
+    group.addoption(
         "--score-strict",
         dest="score_strict",
         nargs="?",

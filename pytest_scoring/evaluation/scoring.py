@@ -28,6 +28,10 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import Signal
+from pytest_scoring.core.signals import cap_signals
+from pytest_scoring.core.signals import collision_signals
+from pytest_scoring.core.signals import dedupe
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
@@ -187,6 +191,7 @@ class Evaluation:
         """
         if report_folder:
             self._parquet_helper = ParquetHelper.start()
+        self._compare_tests()
         for scorer in self.scorers:
             if isinstance(scorer, StartsWithSession):
                 try:
@@ -197,6 +202,38 @@ class Evaluation:
                         {"scanner": scorer.name, "error": str(error), "traceback": ""}
                     )
 
+    def _compare_tests(self) -> None:
+        """Before any test runs: what the repository changed in its tests relative to the
+        evaluator's (``--tests-from`` PATH, else the reference), for ``tests_modified``.
+
+        ``run`` compares its copy before PATH's tests go in, and leaves the result here.
+        """
+        resources, settings = self.context.resources, self.settings
+        against = settings.tests_from or settings.reference
+        if against is None:
+            return
+        # Loaded only with a reference: most sessions have none.
+        from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
+        from pytest_scoring.reference.test_changes import compare_tests
+
+        if TEST_CHANGES_RESOURCE in resources:
+            return
+        try:
+            resources[TEST_CHANGES_RESOURCE] = compare_tests(settings.root, against)
+        except (ScoringError, OSError):
+            return  # a reference that cannot be read fails its own scorer, with the reason
+
+    def _evaluators_signals(self) -> list[Signal]:
+        """The signals the evaluator finds itself: test ids shared by several tests
+        (``id_collision``), the repository's changes to its tests (``tests_modified``)."""
+        signals = collision_signals(self.tally.collided)
+        if self.settings.tests_from or self.settings.reference:
+            from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
+            from pytest_scoring.reference.test_changes import change_signals
+
+            signals += change_signals(self.context.resources.get(TEST_CHANGES_RESOURCE) or [])
+        return cap_signals(signals)
+
     def score(self) -> SessionResult:
         """Run every scorer in order; Ctrl-C or the deadline stops it, never losing the rest.
 
@@ -205,6 +242,8 @@ class Evaluation:
         """
         global _last_result
         self.context.complete = not self.interrupted
+        # Scoring may run twice (stopped between two scorers): each signal is kept once.
+        self.context.integrity = dedupe([*self.context.integrity, *self._evaluators_signals()])
         self._stoppable(self._check_evaluator_files)
         scores = {scorer.name: self._score_one(scorer) for scorer in self.scorers}
         if self.stopped is not None:

@@ -224,6 +224,9 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         expected_source=_path_setting(config, "score_expected_tests").path(),
         strict=_strict(config.getoption("score_strict"), strict),
         ignored_ini=_ignored_ini(config),
+        verify_tests=verify_tests_path(
+            config.getoption("score_verify_tests"), config.invocation_dir
+        ),
     )
     if (
         settings.fail_under is not None
@@ -240,6 +243,21 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
     if settings.enabled:
         check_report_root(settings.report_root)
     return settings
+
+
+def verify_tests_path(value: str | None, base: Path) -> Path | None:
+    """``--score-verify-tests=PATH`` (relative to ``base``, where pytest was started), from
+    the command line only: an ini setting of the scored repository never chooses what its
+    tests are checked against.
+
+    :raises OptionError: when PATH is not a folder.
+    """
+    if not value:
+        return None
+    path = Path(base, value)
+    if not path.is_dir():
+        raise OptionError(f"--score-verify-tests: {path} is not a folder")
+    return path
 
 
 def check_report_root(report_root: Path) -> None:

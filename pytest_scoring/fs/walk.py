@@ -15,6 +15,7 @@ A walk never follows a symlink: it reports the link and the caller decides, with
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ class TreeWalk:
     exclude: Iterable[Path] = ()
     #: When false, only the names directly in ``top``.
     recursive: bool = True
+    #: Folders not to enter, by what they are (their name, a file in them): called with each
+    #: folder's relative path and path; a folder it accepts is left out like ``exclude``'s.
+    skip_folder: Callable[[str, Path], bool] | None = None
     #: Relative paths of the folders left out, filled while walking.
     skipped: list[str] = field(default_factory=list)
 
@@ -73,7 +77,7 @@ class TreeWalk:
                 path = Path(item.path)
                 relpath = path.relative_to(root).as_posix()
                 if item.is_dir(follow_symlinks=False):
-                    if item.name in SKIPPED_DIRS or path in excluded:
+                    if item.name in SKIPPED_DIRS or path in excluded or self._skips(relpath, path):
                         self.skipped.append(relpath)
                     elif self.recursive:
                         subfolders.append(path)
@@ -82,6 +86,9 @@ class TreeWalk:
                 is_symlink = item.is_symlink()
                 yield Entry(relpath, path, is_symlink, not is_symlink and _is_file(item))
             pending.extend(reversed(subfolders))  # depth first, in name order
+
+    def _skips(self, relpath: str, path: Path) -> bool:
+        return self.skip_folder is not None and self.skip_folder(relpath, path)
 
 
 def _sorted_entries(folder: Path) -> list[os.DirEntry[str]]:

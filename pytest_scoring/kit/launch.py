@@ -8,6 +8,8 @@ only the standard library and pytest, because the interpreter may be any one the
 * Its own folder comes first on ``sys.path`` (Python puts a script's folder there), so
   ``pytest`` and the probe are imported before the repository's folder is added: a
   ``pytest.py`` or ``_pytest_scoring_probe.py`` planted in the repository is never what runs.
+* The plugins installed for pytest are imported next, before the repository's folder is on
+  ``sys.path``: a module of the repository named like one is never loaded in its place.
 * Then the current folder (the repository) is added after it, as ``python -m pytest`` would,
   so that flat-layout repositories import their modules as they always do.
 * pytest runs with ``-p no:scoring``: a pytest-scoring installed in that interpreter never
@@ -57,6 +59,7 @@ def main(argv: Sequence[str]) -> int:
         sys.stdout.write(json.dumps(versions) + "\n")
         return 0
     probe = __import__(PROBE)
+    import_installed_plugins()
     sys.path.insert(1, os.getcwd())  # after this folder, as ``python -m pytest`` puts it first
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     plugins = [plugin for plugin in [probe.Probe.from_environment()] if plugin is not None]
@@ -68,6 +71,27 @@ def main(argv: Sequence[str]) -> int:
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored))
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
+
+
+def import_installed_plugins() -> None:
+    """Import the plugins installed for pytest (its ``pytest11`` entry points) while only the
+    interpreter's folders are on ``sys.path``: a module of the repository named like one (a
+    planted ``pytest_rerunfailures.py``) would otherwise be loaded as that plugin, hooks and
+    all. pytest then finds them imported; one that fails is left for pytest to report."""
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return
+    from importlib import import_module
+    from importlib import metadata
+
+    found: Any = metadata.entry_points()
+    entries = (
+        found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
+    )
+    for entry in entries:
+        try:
+            import_module(entry.value.split(":")[0].strip())
+        except Exception:  # pytest reports it when it loads the plugin
+            continue
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -16,6 +16,7 @@ import pytest
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.settings import resolve_settings
+from pytest_scoring.evaluation.settings import verify_tests_path
 
 if TYPE_CHECKING:
     from pytest_scoring.reference.expected import ExpectedTests
@@ -88,6 +89,26 @@ def configure_scoring(config: pytest.Config, is_worker: bool) -> None:
     _register(config, session, PLUGIN_NAME)
     if config.pluginmanager.hasplugin("xdist"):
         _register(config, XdistCollection(session.tally), f"{PLUGIN_NAME}-xdist")
+
+
+def verify_tests_first(config: pytest.Config) -> None:
+    """``--score-verify-tests=PATH``: refuse a tree whose tests, conftests or pytest
+    configuration differ from PATH's, before any of its conftests is imported. (A
+    pytest-xdist worker checks again: it cannot tell it is one this early.)
+
+    :raises pytest.UsageError: naming the files that differ.
+    """
+    from pytest_scoring.kit.integrity import repository_root
+    from pytest_scoring.reference.test_changes import verify_tests
+
+    try:
+        # The options are not parsed yet: only the early arguments are known.
+        value = config.known_args_namespace.score_verify_tests
+        path = verify_tests_path(value, config.invocation_params.dir)
+        if path is not None:
+            verify_tests(repository_root(config), path)
+    except ScoringError as error:
+        raise pytest.UsageError(str(error)) from None
 
 
 def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> ExpectedTests | None:

@@ -44,6 +44,7 @@ from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.tests_from import own_tests_arguments
 
 #: Bumped when what a baseline run records changes meaning (older entries are not reused).
 CACHE_VERSION: Final = 1
@@ -66,6 +67,9 @@ class BaselineOptions:
     deterministic: bool = False
     #: The interpreter of the pytest child (``run --python``).
     python: str = field(default_factory=lambda: sys.executable)
+    #: ``--tests-from`` is the reference: its tests run as ``--tests-from`` runs PATH's (its
+    #: pytest section through ``-c``, its test files listed), for the baseline is the rerun.
+    tests_from: bool = False
 
 
 @dataclass
@@ -201,10 +205,11 @@ def _run(
         copy = runner.folder("checkout") / "checkout"
         excluded = [reference / path for path in options.excluded]
         copy_tree(reference, copy, exclude=excluded)
+        listed = own_tests_arguments(copy) if options.tests_from else []
         run = run_child(
             runner,
             copy,
-            options.selection,
+            [*listed, *options.selection],
             timeout,
             deterministic=options.deterministic,
             cancel=cancel,

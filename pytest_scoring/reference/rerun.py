@@ -52,6 +52,7 @@ from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import CopiedTests
 from pytest_scoring.reference.copy import copy_test_files
+from pytest_scoring.reference.tests_from import install_tests
 
 #: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
 FILE_MAX_ROWS: Final = 1000
@@ -165,14 +166,14 @@ class ReferenceRerun:
             )
             if self.children.guard is not None:
                 self.children.guard.add_files(initial.files.values())
-        tests = copy_test_files(
-            self.settings.root, self.patterns, copy, exclude=self.settings.excluded_folders()
-        )
+        if self.settings.tests_from_is_reference():
+            return ReferenceSide(initial, *self._baseline_run())
+        tests, args = self._tests(copy)
         self.children.give(copy)
         run = run_child(
             self.children,
             copy,
-            self.settings.selection,
+            [*args, *self.settings.selection],
             self.timeout,
             deterministic=self.settings.deterministic,
             cancel=self._cancel,
@@ -181,6 +182,31 @@ class ReferenceRerun:
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
 
+    def _tests(self, copy: Path) -> tuple[CopiedTests, list[str]]:
+        """The tests the rerun runs, put into its copy, and their pytest arguments: PATH's
+        with ``--tests-from`` (docs/security.md), else this repository's test files."""
+        if self.settings.tests_from is None:
+            excluded = self.settings.excluded_folders()
+            return copy_test_files(self.settings.root, self.patterns, copy, exclude=excluded), []
+        installed = install_tests(self.settings.tests_from, copy)
+        return CopiedTests(copied=installed.evaluators), installed.args
+
+    def _baseline_run(self) -> tuple[Snapshot, CopiedTests, ChildRun]:
+        """``--tests-from`` is the reference: the rerun would run the reference's own tests on
+        its own code, as the baseline does; the baseline's run is the rerun's."""
+        self.child_done.set()  # a baseline waiting for the rerun to end may start
+        assert self.baseline is not None, "the scorer starts the baseline"
+        baseline = self.baseline.result()
+        if isinstance(baseline, str) or baseline.final is None:
+            why = baseline if isinstance(baseline, str) else baseline.failure
+            raise ReferenceRunError(
+                f"the reference run (the baseline, --tests-from being the reference) failed: {why}",
+                {},
+            )
+        tally = {"counts": baseline.counts, "collected": baseline.collected}
+        run = ChildRun(baseline.exit_code, baseline.timed_out, baseline.duration, tally, "")
+        return baseline.final, CopiedTests(), run
+
     def _join(self) -> ReferenceSide:
         """Wait for the background run; a second Ctrl-C while waiting kills it."""
         try:
@@ -188,6 +214,8 @@ class ReferenceRerun:
         except KeyboardInterrupt:
             self._cancel.set()
             raise
+        if isinstance(self._error, ReferenceRunError):
+            raise self._error
         if isinstance(self._error, OSError | ScoringError):
             raise ReferenceRunError(f"the reference copy failed: {self._error}", {})
         if self._error is not None:
@@ -380,4 +408,5 @@ def baseline_options(settings: ScoringSettings, children: ChildRunner) -> Baseli
         selection=tuple(settings.selection),
         deterministic=settings.deterministic,
         python=children.python,
+        tests_from=settings.tests_from_is_reference(),
     )

@@ -122,6 +122,34 @@ def _failing_tests(content: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _tests_modified(content: Mapping[str, Any]) -> list[str]:
+    """What the repository changed in its tests relative to the reference (a test score's
+    metadata): information, shown as a list of files."""
+    scores = [score for score in (content.get("scores") or {}).values() if isinstance(score, dict)]
+    metadata = next(
+        (
+            score["metadata"]
+            for score in scores
+            if isinstance(score.get("metadata"), dict) and score["metadata"].get("tests_modified")
+        ),
+        None,
+    )
+    if metadata is None or not isinstance(metadata["tests_modified"], list):
+        return []
+    changes, count = metadata["tests_modified"], metadata.get("tests_modified_count")
+    count = count if isinstance(count, int) else len(changes)
+    lines = ["", f"Tests changed relative to the reference ({count}, information only):", ""]
+    for change in changes[:LISTED_TESTS]:
+        change = change if isinstance(change, dict) else {"file": change}
+        what = f" ({escape(change['what'])})" if change.get("what") else ""
+        lines.append(
+            f"- {escape(change.get('change') or '?')}: {code(change.get('file', ''))}{what}"
+        )
+    if count > LISTED_TESTS:
+        lines.append(f"- … and {count - LISTED_TESTS} more")
+    return lines
+
+
 def _signals(content: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
     """The report's integrity signals and scores (a batch's: every repository's)."""
     if isinstance(content.get("samples"), list):
@@ -183,7 +211,7 @@ def score_markdown(content: Mapping[str, Any], report_folder: Path | None = None
         lines += ["", escape(counts_line(dict(content)))]
     if not content.get("complete", True):
         lines += ["", "**Incomplete**: the session was interrupted or a scorer crashed."]
-    lines += _failing_tests(content) + _integrity(content)
+    lines += _failing_tests(content) + _integrity(content) + _tests_modified(content)
     if report_folder is not None:
         lines += ["", f"Report: {code(report_folder)} (open {code(PAGE_FILE)} in it)"]
     return "\n".join(lines) + "\n"

@@ -135,19 +135,23 @@ class DiffChangeScorer:
         if settings.reference is None:
             raise ScoringError(NEEDS_REFERENCE)
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
-        if self.resource_key() not in context.resources:
+        new = self.resource_key() not in context.resources
+        if new:
             if settings.db_reset:
                 reset_solution_databases(settings)
             initial = context.resources.get(INITIAL_REFERENCE)
             rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children, initial)
             context.resources[self.resource_key()] = rerun
-            rerun.start()
         rerun = context.resources[self.resource_key()]
-        if self.count_test_changes:
+        # With --tests-from the reference, the baseline's run is the rerun's too: the rerun
+        # learns of it before it starts.
+        if self.count_test_changes or settings.tests_from_is_reference():
             if BASELINE_RESOURCE not in context.resources:
                 baseline = start_baseline(settings, context.children, timeout, rerun.child_done)
                 context.resources[BASELINE_RESOURCE] = baseline
             rerun.baseline = context.resources[BASELINE_RESOURCE]
+        if new:
+            rerun.start()
 
     def score(self, context: ScoringContext) -> Score:
         rerun = context.resources.get(self.resource_key())

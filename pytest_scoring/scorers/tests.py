@@ -108,8 +108,41 @@ def test_metadata(context: ScoringContext) -> dict[str, Any]:
         metadata["subtests"] = subtests
     if tally.expected_source is not None:
         metadata["expected_tests"] = tally.expected_source
+    metadata.update(_test_changes(context))
     metadata["integrity"] = context.integrity
     return metadata
+
+
+def _test_changes(context: ScoringContext) -> dict[str, Any]:
+    """``tests_modified`` (what the repository changed in its tests, the excerpts left to the
+    signals) and its count, when a reference or ``--tests-from`` is known."""
+    settings = context.settings
+    if settings is None or not (settings.reference or settings.tests_from):
+        return {}
+    # Loaded only with a reference: most sessions have none.
+    from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
+    from pytest_scoring.reference.test_changes import change_list
+
+    changes = context.resources.get(TEST_CHANGES_RESOURCE)
+    if changes is None:
+        return {}
+    return {"tests_modified": cap_list(change_list(changes)), "tests_modified_count": len(changes)}
+
+
+def _missing_fixtures(context: ScoringContext) -> str | None:
+    """Why tests errored for want of a fixture, when ``--tests-from`` removed the
+    repository's conftest.py that defined it (docs/security.md)."""
+    if context.settings is None or context.settings.tests_from is None:
+        return None
+    from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
+    from pytest_scoring.reference.tests_from import missing_fixtures_note
+
+    installed = context.resources.get(TESTS_FROM_RESOURCE)
+    if installed is None or not installed.fixtures_gone:
+        return None
+    records = context.tally.records()
+    messages = (r.get("message", "") for r in records if r["outcome"] == "error")
+    return missing_fixtures_note(installed.fixtures_gone, messages)
 
 
 #: The counts an explanation shows after the outcomes.
@@ -159,6 +192,9 @@ class TestScorer:
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
         explanation = _explain(context.tally)
+        missing_fixtures = _missing_fixtures(context)
+        if missing_fixtures is not None:
+            explanation = f"{explanation}; {missing_fixtures}"
         kinds = tampering(context)
         if kinds:
             failed = TEST_SCORINGS[self.type].failed
