@@ -62,6 +62,10 @@ from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
+from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.process.witness import not_started
+from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
@@ -284,10 +288,11 @@ def _run(
         tally=evaluation.tally,
     )
     ended = child.wait(on_progress)
-    state = child.state
+    state, ending = child.state, child.ending(ended)
     evaluation.interrupted = not session_complete(ended, state)
     problems = _containment(problems, runner)
-    evaluation.context.integrity = _integrity(state, ended, evaluation.tally, problems)
+    evaluation.context.integrity = _integrity(state, ended, ending, evaluation.tally, problems)
+    evaluation.context.not_started = _renamed_reason(not_started(state, ending), evaluation.names)
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
         evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
@@ -328,13 +333,18 @@ def _containment(problems: list[str], runner: ChildRunner) -> list[str]:
 
 
 def _integrity(
-    state: ProbeState, ended: ChildExit, tally: OutcomeTally, problems: list[str]
+    state: ProbeState,
+    ended: ChildExit,
+    ending: ChildEnding,
+    tally: OutcomeTally,
+    problems: list[str],
 ) -> list[Signal]:
-    """The run's integrity signals: the probe's, how the session ended, partial containment.
+    """The run's integrity signals: the probe's, what its stream and the child's exit show
+    was done to them, how the session ended, partial containment.
 
     Under ``--strict`` a ``containment`` signal makes the test scores "N", like the others.
     """
-    signals = list(state.integrity)
+    signals = [*state.integrity, *witness_signals(state, ending)]
     if tally.expected is not None:  # with a set, selection cannot change a score
         signals = [signal for signal in signals if signal["kind"] != "selection"]
     reason, file = state.stop()
@@ -370,6 +380,7 @@ def _run_section(runner: ChildRunner, ended: ChildExit, state: ProbeState) -> di
         "timed_out": ended.timed_out,
         "interrupted": ended.interrupted,
         "duration": ended.duration,
+        "cpu_time": ended.cpu_time,
         "probe_lines_rejected": state.rejected,
     }
 
@@ -434,10 +445,20 @@ def _pytest_error(
         return ended.error
     if state.start is not None or ended.exit_code not in (PYTEST_USAGE_ERROR, NO_PYTEST):
         return None
-    text = read_tail(log, OUTPUT_SHOWN).strip()
+    return _renamed(read_tail(log, OUTPUT_SHOWN).strip(), names)
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` naming REPO and the reference where it names their private copies."""
     for private, public in names.items():
         text = text.replace(private, public)
     return text
+
+
+def _renamed_reason(found: NotStarted | None, names: dict[str, str]) -> NotStarted | None:
+    if found is None:
+        return None
+    return NotStarted(_renamed(found.reason, names), found.unscored)
 
 
 def session_complete(ended: ChildExit, state: ProbeState) -> bool:

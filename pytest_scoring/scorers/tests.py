@@ -147,6 +147,9 @@ class TestScorer:
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
         explanation = _explain(context.tally)
+        if context.not_started is not None:  # never only "no tests ran": pytest said why
+            metadata["unscored"] = context.not_started.unscored
+            return make_score(NOANSWER, self.type, context.not_started.reason, None, metadata)
         withheld = _strict_reason(context)
         if withheld is not None:
             return make_score(NOANSWER, self.type, f"{withheld} ({explanation})", None, metadata)
