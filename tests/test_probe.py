@@ -156,9 +156,9 @@ def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first
     key = secrets.token_bytes(KEY_BYTES)
     key_file, stream = kit / "key", kit / "stream.jsonl"
     key_file.write_text(key.hex())
-    (suite / "test_key.py").write_text(
-        f"import os\n\ndef test_the_key_file_is_gone():\n    assert not os.path.exists({str(key_file)!r})\n"
-    )
+    check = f"assert not os.path.exists({str(key_file)!r})"
+    gone = f"import os\n\ndef test_the_key_file_is_gone():\n    {check}\n"
+    (suite / "test_key.py").write_text(gone)
     subprocess.run(
         [
             sys.executable,
