@@ -334,6 +334,7 @@ def test_ctrl_c_reaches_pytest_and_leaves_an_incomplete_report(repo: Path, tmp_p
     report = only_report(tmp_path / "out")
     assert report["complete"] is False
     assert report["run"]["exit_code"] == 2, "pytest ended its session: SIGINT reached it"
+    assert not {"stream_forged", "exit_mismatch"} & {s["kind"] for s in report["integrity"]}
     outcomes = {test["nodeid"]: test["outcome"] for test in report["tests"]["tests"]}
     assert outcomes["test_wait.py::test_first"] == "passed"
     assert "test_wait.py::test_never_runs" not in outcomes

@@ -57,6 +57,8 @@ DETERMINISTIC = PREFIX + "deterministic"
 INTEGRITY = PREFIX + "integrity"
 #: The evaluator's hooks start so; the child never calls them (the evaluator does).
 OUR_HOOKS = "pytest_scoring_"
+#: The evaluator's ini names start so (``score_strict``…).
+OUR_INI = "score_"
 #: Exit status when this interpreter cannot import pytest (pytest's own statuses are 0 to 5).
 NO_PYTEST = 121
 #: Exit status when the channel the evaluator named cannot be used.
@@ -97,15 +99,15 @@ def main(argv: Sequence[str]) -> int:
     if FOLDER not in sys.path:  # Python put it first, unless told not to (PYTHONSAFEPATH)
         sys.path.insert(0, FOLDER)
     args, plugins = ["-p", "no:scoring"], []
+    integrity = _integrity_module()
     if channel is not None:
-        integrity = _integrity_module()
         plugins.append(private_module("probe").probe_plugin(channel, integrity))
         if integrity is not None:
             args += ["-p", INTEGRITY]  # it watches xdist's workers (the probe: the controller)
     if "--deterministic" in options:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
-    plugins.append(EvaluatorNames(ignored))
+    plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
     sys.path.insert(1, os.getcwd())  # after this folder, as ``python -m pytest`` puts it first
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
@@ -185,9 +187,22 @@ def _channel_options(options: Sequence[str]) -> dict[str, Any]:
 class EvaluatorNames:
     """Accepts the evaluator's options, ini names and hooks in the repository's configuration."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], read_ini: Any = None) -> None:
         #: ``--flag`` (a switch), ``--flag=`` (takes a value) or ``ini:name``.
         self.names = list(names)
+        #: Reads a configuration file's pytest settings (the integrity module's), or None.
+        self.read_ini = read_ini
+
+    def pytest_load_initial_conftests(self, early_config: Any, parser: Any, args: Any) -> None:
+        """Every ``score_*`` name of the configuration file is accepted, whether or not the
+        evaluator named it: a child whose configuration names one the evaluator did not pass
+        (a reference's rerun or baseline, an expected-tests folder) still runs. An unknown
+        name is a warning, an error under ``filterwarnings = error`` or ``--strict-config``."""
+        path = getattr(early_config, "inipath", None)
+        settings = self.read_ini(path) if path is not None and self.read_ini else None
+        for name in settings or {}:
+            if str(name).startswith(OUR_INI) and not _known_ini(early_config, str(name)):
+                parser.addini(str(name), "ignored under pytest-scoring run")
 
     def pytest_plugin_registered(self, plugin: object, manager: Any) -> None:
         """A conftest's implementation of one of our hooks has no specification here:
@@ -208,6 +223,14 @@ class EvaluatorNames:
                 group.addoption(name[:-1], action="append", dest=dest, help=argparse.SUPPRESS)
             else:
                 group.addoption(name, action="count", dest=dest, help=argparse.SUPPRESS)
+
+
+def _known_ini(config: Any, name: str) -> bool:
+    try:
+        config.getini(name)
+    except ValueError:  # "unknown configuration value"
+        return False
+    return True
 
 
 if __name__ == "__main__":

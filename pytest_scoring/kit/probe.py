@@ -209,7 +209,7 @@ class _Hooks:
         self.__dict__.update(hooks)
 
 
-def phase_line(report: pytest.TestReport, safe: Any = lambda value: value) -> dict[str, Any]:
+def phase_line(report: pytest.TestReport, safe: Any) -> dict[str, Any]:
     """The ``phase`` line of one finished setup, call or teardown.
 
     :param safe: makes a value of the test's own (a user property) one the line can hold.
