@@ -314,3 +314,50 @@ def test_a_conftest_that_patches_the_probes_writer_changes_no_outcome(tmp_path: 
     assert report["run"]["probe_lines_rejected"] == 0
     hooks = [signal for signal in report["integrity"] if signal["kind"] == "outcome_hook"]
     assert hooks and hooks[0]["file"] == "conftest.py", "the integrity lines still arrive"
+
+
+#: Feeds the probe instead of forging its lines: pytest reports made by the repository,
+#: logged through pytest's own hook, for tests that never run.
+FEEDS_THE_PROBE = {
+    "from pytest_runtestloop": """
+        import pytest
+        from _pytest.reports import TestReport
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(session):
+            for item in session.items:
+                for when in ("setup", "call", "teardown"):
+                    report = TestReport(item.nodeid, item.location, {}, "passed", None, when)
+                    session.config.hook.pytest_runtest_logreport(report=report)
+            return True  # no test runs
+    """,
+    "from a test, for the tests after it": """
+        import pytest
+        from _pytest.reports import TestReport
+
+        @pytest.fixture(autouse=True)
+        def feed(request):
+            session = request.session
+            if request.node is session.items[0]:
+                for item in session.items[3:]:  # the two failing tests
+                    for when in ("setup", "call", "teardown"):
+                        report = TestReport(item.nodeid, item.location, {}, "passed", None, when)
+                        request.config.hook.pytest_runtest_logreport(report=report)
+                del session.items[3:]  # and they never run
+            yield
+    """,
+}
+
+
+@pytest.mark.parametrize("feeder", sorted(FEEDS_THE_PROBE))
+def test_reports_the_repository_makes_and_logs_itself_never_count(
+    tmp_path: Path, feeder: str
+) -> None:
+    repo = hostile_repository(tmp_path, FEEDS_THE_PROBE[feeder])
+    report = score(tmp_path, repo, STRICT, *USERS["as the evaluator"])
+    passed = [test["nodeid"] for test in report["tests"]["tests"] if test["outcome"] == "passed"]
+    assert set(passed) <= set(IDS[:3])
+    changed = [s for s in report["integrity"] if s["kind"] == "outcome_changed"]
+    assert changed and "logged outside that test's run" in changed[0]["detail"]
+    assert "exit_mismatch" in kinds(report), report["integrity"]
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,7 +79,22 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         "stop": ("", None),
         "phases": 0,
         "xdist_collected": False,
+        #: The test pytest's runner runs now (its protocol), and whether reports come from
+        #: elsewhere (pytest-xdist's controller replays its workers' reports).
+        "running": None,
+        "replayed": False,
     }
+
+    hooks = _Hooks()
+
+    def hook(**options: Any) -> Callable[[Any], Any]:
+        """Mark a function as a hook implementation (``pytest.hookimpl``) of the probe."""
+
+        def register(function: Any) -> Any:
+            setattr(hooks, function.__name__, pytest.hookimpl(**options)(function))
+            return function
+
+        return register
 
     def safe(value: object) -> object:
         """A value of the tests' own that the line can hold, capped."""
@@ -90,7 +106,7 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             return f"[{len(text)} characters of JSON cut] {text[:PROPERTY_CAP]}"
         return value
 
-    @pytest.hookimpl(trylast=True)
+    @hook(trylast=True)
     def pytest_configure(config: pytest.Config) -> None:
         state["config"] = config
         if integrity is not None:
@@ -115,7 +131,7 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             }
         )
 
-    @pytest.hookimpl
+    @hook()
     def pytest_collectreport(report: pytest.CollectReport) -> None:
         line: dict[str, Any] = {
             "type": "collect",
@@ -126,11 +142,11 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             line["longrepr"] = _cap(str(report.longrepr))
         send(line)
 
-    @pytest.hookimpl
+    @hook()
     def pytest_deselected(items: Sequence[pytest.Item]) -> None:
         state["deselected"].extend(item.nodeid for item in items)
 
-    @pytest.hookimpl
+    @hook()
     def pytest_collection_finish(session: pytest.Session) -> None:
         nodeids = [item.nodeid for item in session.items]
         deselected = state["deselected"]
@@ -138,7 +154,7 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             part = slice(start, start + IDS_PER_LINE)
             send({"type": "collected", "nodeids": nodeids[part], "deselected": deselected[part]})
 
-    @pytest.hookimpl(optionalhook=True)
+    @hook(optionalhook=True)
     def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
         """Under pytest-xdist the workers collect: the first one's ids are the session's."""
         if not state["xdist_collected"]:
@@ -146,14 +162,31 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             for start in range(0, len(ids), IDS_PER_LINE):
                 send({"type": "collected", "nodeids": list(ids[start : start + IDS_PER_LINE])})
 
-    @pytest.hookimpl
+    @hook()
+    def pytest_sessionstart(session: pytest.Session) -> None:
+        state["replayed"] = _replays_reports(session.config)  # xdist's is registered now
+
+    # tryfirst: the outermost wrapper, around every other implementation of the protocol.
+    @hook(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
+        state["running"] = item.nodeid
+        try:
+            yield
+        finally:
+            state["running"] = None
+
+    @hook()
     def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+        if report.nodeid != state["running"] and not state["replayed"]:
+            if report.outcome != "failed":  # made by the repository: it never counts
+                send(_outside_its_run(report))
+            return
         send(phase_line(report, safe))
         state["phases"] += 1
         if state["watch"] is not None:
             state["check_report"](report)
 
-    @pytest.hookimpl
+    @hook()
     def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[Any]) -> None:
         # pytest stops itself after collection errors with Session.Interrupted (a
         # KeyboardInterrupt): only a real interrupt makes the session incomplete.
@@ -161,7 +194,7 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         state["interrupted"], state["stopped_by"] = interrupted, excinfo if interrupted else None
 
     # trylast: read the exit status after every other plugin had its say.
-    @pytest.hookimpl(trylast=True)
+    @hook(trylast=True)
     def pytest_sessionfinish(session: pytest.Session, exitstatus: object) -> None:
         state["exitstatus"] = int(session.exitstatus)
         watch, config = state["watch"], state["config"]
@@ -173,7 +206,7 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         state["stop"] = integrity.stop_reason(session, state["stopped_by"], watch.root)
 
     # trylast: the last line of the stream, after every other plugin's unconfigure.
-    @pytest.hookimpl(trylast=True)
+    @hook(trylast=True)
     def pytest_unconfigure(config: pytest.Config) -> None:
         reason, file = state["stop"]
         send(
@@ -188,25 +221,29 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         )
         close()
 
-    return _Hooks(
-        pytest_configure=pytest_configure,
-        pytest_collectreport=pytest_collectreport,
-        pytest_deselected=pytest_deselected,
-        pytest_collection_finish=pytest_collection_finish,
-        pytest_xdist_node_collection_finished=pytest_xdist_node_collection_finished,
-        pytest_runtest_logreport=pytest_runtest_logreport,
-        pytest_keyboard_interrupt=pytest_keyboard_interrupt,
-        pytest_sessionfinish=pytest_sessionfinish,
-        pytest_unconfigure=pytest_unconfigure,
-    )
+    return hooks
 
 
 class _Hooks:
     """The probe's hooks as one plugin object (pluggy keeps its plugins by identity, so it
     must be hashable); pluggy takes each function when the object is registered."""
 
-    def __init__(self, **hooks: Any) -> None:
-        self.__dict__.update(hooks)
+
+def _replays_reports(config: pytest.Config) -> bool:
+    """pytest-xdist's controller runs no test: it logs the reports its workers send."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    kind = getattr(sys.modules.get("xdist.dsession"), "DSession", None)
+    return isinstance(kind, type) and isinstance(dsession, kind)
+
+
+def _outside_its_run(report: pytest.TestReport) -> dict[str, Any]:
+    """The ``outcome_changed`` line of a report logged while pytest did not run its test:
+    code of the repository made it and called the hook (the phase is not counted)."""
+    detail = (
+        f"{report.nodeid} {report.when}: a {report.outcome} report logged outside that "
+        "test's run (pytest's runner did not make it)"
+    )
+    return {"type": "integrity", "kind": "outcome_changed", "detail": detail, "file": None}
 
 
 def phase_line(report: pytest.TestReport, safe: Any) -> dict[str, Any]:
