@@ -16,7 +16,9 @@ per line on the authenticated channel (:mod:`pytest_scoring.kit.channel`):
 * ``collected``: the test ids collected and those deselected (in parts of at most
   :data:`IDS_PER_LINE` ids each: every part adds to the others);
 * ``phase``: one per finished setup, call or teardown, in the shape of
-  ``pytest_scoring.core.outcomes.PhaseRecord``;
+  ``pytest_scoring.core.outcomes.PhaseRecord``; only for a report logged while pytest's
+  runner runs that very test (or replayed by pytest-xdist's controller): any other was made
+  by the repository, and is an ``outcome_changed`` line instead;
 * ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
   (:mod:`pytest_scoring.kit.integrity`) could be loaded (it needs pluggy 1.1 or newer);
 * ``end``, the last line, after the last phase: pytest's exit status, whether a real
