@@ -22,6 +22,8 @@ from pytest_scoring.kit.channel import ChannelError
 from pytest_scoring.kit.channel import open_channel
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import feed_stream
+from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import witness_signals
 
 START = {"type": "start", "rootdir": "/repo"}
 PHASE = {"type": "phase", "nodeid": "test_a.py::test_a", "when": "call", "outcome": "passed"}
@@ -169,3 +171,17 @@ def test_a_key_that_is_not_one_is_refused(text: str, tmp_path: Path) -> None:
     (tmp_path / "key").write_text(text)
     with pytest.raises(ChannelError, match="not 32 bytes"):
         open_channel(stream_path=str(tmp_path / "stream"), key_path=str(tmp_path / "key"))
+
+
+def test_no_end_record_is_a_forgery_only_when_nothing_else_ended_the_child(key: bytes) -> None:
+    failed = {**PHASE, "outcome": "failed"}
+    state = read(key, written(key, START, failed))
+    (forged,) = witness_signals(state, ChildEnding(exit_code=1))
+    assert forged["detail"] == "no end record (pytest exited with status 1)"
+    for ending in (ChildEnding(exit_code=None), ChildEnding(exit_code=1, by_evaluator=True)):
+        assert witness_signals(state, ending) == []  # a signal killed it, or the evaluator
+    # pytest-timeout's thread method ends the process itself, and says so first.
+    with_timeout = read(key, written(key, {**START, "plugins": ["timeout"]}, failed))
+    output = "+++++++++++ Timeout +++++++++++\n...stacks...\n+++++++++++ Timeout +++++++++++\n"
+    assert witness_signals(with_timeout, ChildEnding(exit_code=1, output=output)) == []
+    assert witness_signals(state, ChildEnding(exit_code=1, output=output)) == [forged]

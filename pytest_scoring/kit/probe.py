@@ -81,8 +81,8 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         "stop": ("", None),
         "phases": 0,
         "xdist_collected": False,
-        #: The test pytest's runner runs now (its protocol), and whether reports come from
-        #: elsewhere (pytest-xdist's controller replays its workers' reports).
+        # The test pytest's runner runs now (its protocol), and whether reports come from
+        # elsewhere (pytest-xdist's controller replays its workers' reports).
         "running": None,
         "replayed": False,
     }

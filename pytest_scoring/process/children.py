@@ -177,13 +177,13 @@ class ChildRunner:
             self._homes = (self.workspace("home"), self.workspace("tmp"))
         return self._homes
 
-    def child_environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def child_environment(self) -> dict[str, str]:
         """The evaluator's captured environment, with the children's private folders."""
         environment = dict(self.environment)
         if self.private_folders:
             home, tmp = self._home_and_tmp()
             environment.update(HOME=str(home), TMPDIR=str(tmp))
-        return {**environment, **(extra or {})}
+        return environment
 
     def launcher_command(self, *options: str) -> list[str]:
         """``python <kit>/_pytest_scoring_launch.py OPTIONS``."""

@@ -8,7 +8,8 @@ From both, two signals (docs/security.md#the-probes-channel):
 
 * ``stream_forged``: lines that did not verify, a gap or a repeat in the chain, lines after
   the end record, an end record counting other phases than arrived; or no end record from a
-  child that exited on its own after pytest had started its session;
+  child that exited on its own after pytest had started its session (unless an installed
+  plugin says it ended the process: pytest-timeout's ``thread`` method);
 * ``exit_mismatch``: exit status 1 while every test passed (unless an installed plugin says
   why: pytest-cov's ``--cov-fail-under``), exit status 0 without the end record, or a session
   that ended normally while collected tests reported no phase.
@@ -37,6 +38,10 @@ from pytest_scoring.process.supervisor import ChildExit
 EXIT_EXPLANATIONS: Final = (
     ("pytest_cov", re.compile(r"Required test coverage of \S+ not reached")),
 )
+#: Installed plugins that end the test process on their own, without pytest's end of the
+#: session, and the line each writes first: pytest-timeout's ``thread`` method dumps the
+#: stacks and exits with status 1 (registered name, pattern).
+END_EXPLANATIONS: Final = (("timeout", re.compile(r"\+{3,} Timeout \+{3,}")),)
 #: Characters of pytest's output a reason quotes.
 REASON_CHARS: Final = 500
 _ARGPARSE_ERROR: Final = re.compile(r"^\S+: error: ")
@@ -92,7 +97,8 @@ def witness_signals(state: ProbeState, ending: ChildEnding) -> list[Signal]:
 
 def _stream_problems(state: ProbeState, ending: ChildEnding) -> list[str]:
     problems = state.stream_problems(cut_expected=not ending.exited)
-    if state.end is None and state.start is not None and ending.exited:
+    ended_by_a_plugin = ending.exit_code != 0 and _explained(state, ending, END_EXPLANATIONS)
+    if state.end is None and state.start is not None and ending.exited and not ended_by_a_plugin:
         problems.append(f"no end record (pytest exited with status {ending.exit_code})")
     return problems
 
@@ -118,17 +124,19 @@ def _exit_mismatch(state: ProbeState, ending: ChildEnding) -> str | None:
     all_passed = not not_run and not any(
         record["outcome"] in ("failed", "error") for record in tally.records()
     )
-    if status == 1 and all_passed and not _explained(state, ending.output):
+    if status == 1 and all_passed and not _explained(state, ending, EXIT_EXPLANATIONS):
         return "pytest exited with status 1, but no test failed or errored"
     return None
 
 
-def _explained(state: ProbeState, output: str) -> bool:
-    """An installed plugin says why pytest exited 1 with every test passed."""
+def _explained(
+    state: ProbeState, ending: ChildEnding, explanations: tuple[tuple[str, re.Pattern[str]], ...]
+) -> bool:
+    """An installed plugin of ``explanations`` was loaded and says in pytest's output why."""
     plugins = (state.start or {}).get("plugins") or []
     return any(
-        name in plugins and pattern.search(output) is not None
-        for name, pattern in EXIT_EXPLANATIONS
+        name in plugins and pattern.search(ending.output) is not None
+        for name, pattern in explanations
     )
 
 
