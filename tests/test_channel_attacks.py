@@ -207,6 +207,7 @@ import pytest
 STOLEN = []
 SEEN = []
 IDS = []
+FOUND = []
 
 def lie(text):
     return text.replace('"failed"', '"passed"') if isinstance(text, str) else text
@@ -256,9 +257,10 @@ def patch_everything_found(config=None):
             if isinstance(value, type):
                 patch_object(value)
     patch_object(sys.modules["__main__"])
-    if config is not None:
-        for name, plugin in config.pluginmanager.list_name_plugin():
-            if plugin is not None and str(name).startswith(("pytest-scoring", "_pytest_scoring")):
+    if config is not None:  # the probe's plugin object is the one of a kit module
+        for plugin in config.pluginmanager.get_plugins():
+            if type(plugin).__module__.startswith("_pytest_scoring"):
+                FOUND.append(plugin)
                 patch_object(plugin)
                 patch_object(type(plugin))
 
@@ -286,6 +288,7 @@ def pytest_sessionstart(session):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config):
+    assert FOUND, "the probe's plugin object was found and patched"
     # With a stolen key, an all-passing stream that continues the chain it saw.
     lines = [line for chunk in SEEN for line in chunk.splitlines() if line.count(b" ") >= 3]
     for key in STOLEN[:1] if lines else []:

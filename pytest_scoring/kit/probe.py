@@ -42,7 +42,6 @@ from typing import Any
 
 import pytest
 
-PLUGIN_NAME = "pytest-scoring-probe"
 #: Characters of a failure's text kept in a line (the end of it says what went wrong).
 LONGREPR_CAP = 20000
 #: Characters of one user property's JSON kept in a line (a test may record anything).
