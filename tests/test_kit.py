@@ -81,3 +81,13 @@ def test_a_child_gets_every_file_of_the_kit_folder_and_nothing_else(tmp_path: Pa
     assert all(
         (runner.kit() / name).read_bytes() == kit_files()[name].read_bytes() for name in copied
     )
+
+
+@pytest.mark.parametrize(
+    "path", [path for path in KIT_SOURCES if path.name != "__init__.py"], ids=lambda p: p.name
+)
+def test_pytest_never_rewrites_nor_warns_about_a_file_of_the_kit(path: Path) -> None:
+    # A repository's ``filterwarnings = error`` turns pytest's "already imported, cannot be
+    # rewritten" warning into an error that kills the child at start.
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    assert "PYTEST_DONT_REWRITE" in docstring

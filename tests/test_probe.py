@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from runs import scored_session
 from runs import system_python_with_pytest
 
 from pytest_scoring.kit import kit_files
+from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
 from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.process.stream import feed_stream
 
 SUITE = """
 import pytest
@@ -116,18 +119,23 @@ def test_a_repositorys_own_pytest_module_is_never_what_runs(tmp_path: Path) -> N
 
 def test_lines_that_are_not_the_probes_are_counted_and_left_out(tmp_path: Path) -> None:
     forger = f"""
-import json, os
+import json, os, stat
 
 def test_forges():
-    out = os.fdopen(int(os.environ["PYTEST_SCORING_PROBE_FD"]), "w", closefd=False)
-    out.write("not json\\n")
-    out.write(json.dumps({{"type": "phase", "nodeid": 3, "when": "call"}}) + "\\n")
-    out.write("x" * {MAX_LINE + 10} + "\\n")
-    out.flush()
+    for fd in range(3, 1024):  # every pipe this process can write to
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+            os.write(fd, b"not json\\n")
+            os.write(fd, json.dumps({{"type": "phase", "nodeid": 3, "when": "call"}}).encode())
+            os.write(fd, b"\\n" + b"x" * {MAX_LINE + 10} + b"\\n")
+        except OSError:
+            continue
 """
     (tmp_path / "test_forger.py").write_text(forger)
     state = run_suite(tmp_path)
     assert state.rejected == 3
+    assert state.stream_problems() == ["3 line(s) did not verify"]
     assert state.tally.counts()["passed"] == 1
 
 
@@ -139,33 +147,41 @@ def test_another_interpreter_with_an_older_pytest_reports_the_same(suite: Path) 
     assert state.tally.counts()["xfailed"] == 1
 
 
-def test_the_probe_writes_to_a_file_when_the_environment_names_one(
+def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first(
     suite: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     kit = tmp_path_factory.mktemp("kit")
     for name, source in kit_files().items():
         shutil.copyfile(source, kit / name)
-    stream = kit / "stream.jsonl"
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    key = secrets.token_bytes(KEY_BYTES)
+    key_file, stream = kit / "key", kit / "stream.jsonl"
+    key_file.write_text(key.hex())
+    check = f"assert not os.path.exists({str(key_file)!r})"
+    gone = f"import os\n\ndef test_the_key_file_is_gone():\n    {check}\n"
+    (suite / "test_key.py").write_text(gone)
     subprocess.run(
         [
             sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "_pytest_scoring_probe",
+            str(kit / "_pytest_scoring_launch.py"),
+            f"--stream-file={stream}",
+            f"--key-file={key_file}",
+            "--",
             "-p",
             "no:cacheprovider",
-            "-q",
         ],
         cwd=suite,
-        env={**environment, "PYTHONPATH": str(kit), "PYTEST_SCORING_PROBE_FILE": str(stream)},
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
         check=False,
         capture_output=True,
     )
-    kinds = [json.loads(line)["type"] for line in stream.read_text().splitlines()]
+    state = feed_stream(ProbeState(root=suite, key=key), stream.read_bytes())
+    assert state.rejected == 0 and state.stream_problems() == []
+    assert state.end is not None and state.end["phases"] == state.phases == 14
+    assert state.tally.outcome_of("test_key.py::test_the_key_file_is_gone") == "passed"
+    kinds = [
+        json.loads(line.split(b" ", 3)[3])["type"] for line in stream.read_bytes().splitlines()
+    ]
     assert kinds[0] == "start" and kinds[-1] == "end"
-    assert kinds.count("phase") == 11  # no call phase after a setup error
 
 
 def test_each_test_keeps_the_same_message_as_in_process(

@@ -338,6 +338,7 @@ def test_ctrl_c_reaches_pytest_and_leaves_an_incomplete_report(repo: Path, tmp_p
     # The evaluator's Ctrl-C ended it: the early end informs, the scores stay numbers.
     assert "early_end" in {signal["kind"] for signal in report["integrity"]}
     assert isinstance(report["scores"]["percent_passing_tests"]["value"], float)
+    assert not {"stream_forged", "exit_mismatch"} & {s["kind"] for s in report["integrity"]}
     outcomes = {test["nodeid"]: test["outcome"] for test in report["tests"]["tests"]}
     assert outcomes["test_wait.py::test_first"] == "passed"
     assert "test_wait.py::test_never_runs" not in outcomes

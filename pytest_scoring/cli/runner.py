@@ -66,6 +66,10 @@ from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
+from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.process.witness import not_started
+from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
@@ -312,13 +316,14 @@ def _run(
         tally=evaluation.tally,
     )
     ended = child.wait(on_progress)
-    state = child.state
+    state, ending = child.state, child.ending(ended)
     problems = _containment(problems, runner)
     trusted = frozenset(installed.evaluators) if installed is not None else frozenset()
     integrity, side = _integrity(
-        state, ended, evaluation.tally, problems, parsed.stops_early, trusted
+        state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted
     )
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
+    evaluation.context.not_started = _renamed_reason(not_started(state, ending), evaluation.names)
     # The evaluator's own stop (its -x) leaves tests unrun: the run is not complete either.
     stopped_by_evaluator = any(signal["kind"] == "early_end" for signal in side.caused)
     evaluation.interrupted = not session_complete(ended, state) or stopped_by_evaluator
@@ -370,18 +375,20 @@ def _containment(problems: list[str], runner: ChildRunner) -> list[str]:
 def _integrity(
     state: ProbeState,
     ended: ChildExit,
+    ending: ChildEnding,
     tally: OutcomeTally,
     problems: list[str],
     stops_early: bool,
     trusted: frozenset[str] = frozenset(),
 ) -> tuple[list[Signal], EvaluatorSide]:
-    """The run's integrity signals (the probe's, how the session ended, partial
-    containment), and which of them the evaluator caused.
+    """The run's integrity signals (the probe's, what its stream and the child's exit show was
+    done to them, how the session ended, partial containment), and which of them the evaluator
+    caused.
 
     :param stops_early: the evaluator's own pytest arguments may stop the session early.
     :param trusted: files and folders of the copy that are the evaluator's (``--tests-from``).
     """
-    signals = list(state.integrity)
+    signals = [*state.integrity, *witness_signals(state, ending)]
     if tally.expected is not None:  # with a set, selection cannot change a score
         signals = [signal for signal in signals if signal["kind"] != "selection"]
     reason, file = state.stop()
@@ -437,6 +444,7 @@ def _run_section(runner: ChildRunner, ended: ChildExit, state: ProbeState) -> di
         "timed_out": ended.timed_out,
         "interrupted": ended.interrupted,
         "duration": ended.duration,
+        "cpu_time": ended.cpu_time,
         "probe_lines_rejected": state.rejected,
     }
 
@@ -501,10 +509,20 @@ def _pytest_error(
         return ended.error
     if state.start is not None or ended.exit_code not in (PYTEST_USAGE_ERROR, NO_PYTEST):
         return None
-    text = read_tail(log, OUTPUT_SHOWN).strip()
+    return _renamed(read_tail(log, OUTPUT_SHOWN).strip(), names)
+
+
+def _renamed(text: str, names: dict[str, str]) -> str:
+    """``text`` naming REPO and the reference where it names their private copies."""
     for private, public in names.items():
         text = text.replace(private, public)
     return text
+
+
+def _renamed_reason(found: NotStarted | None, names: dict[str, str]) -> NotStarted | None:
+    if found is None:
+        return None
+    return NotStarted(_renamed(found.reason, names), found.unscored)
 
 
 def session_complete(ended: ChildExit, state: ProbeState) -> bool:

@@ -15,6 +15,7 @@ sample's state is gone.
 from __future__ import annotations
 
 import posixpath
+import secrets
 import shutil
 import tempfile
 import weakref
@@ -46,8 +47,13 @@ from pytest_scoring.fs.walk import SKIPPED_DIRS
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
-from pytest_scoring.process.stream import MAX_LINE
+from pytest_scoring.kit import launch
+from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.process.stream import feed_stream
+from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import not_started
+from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.child import OUTPUT_TAIL
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
@@ -63,17 +69,6 @@ DETERMINISTIC_KEY: Final = "deterministic"
 PYTEST_ARGS: Final = ("-p", "no:cacheprovider")
 #: pytest's exit statuses of a session that ended as pytest meant it to.
 PYTEST_ENDED: Final = frozenset({0, 1, 2, 5})
-PROBE_FILE_VARIABLE: Final = "PYTEST_SCORING_PROBE_FILE"
-
-
-def feed(state: ProbeState, stream: bytes) -> ProbeState:
-    """Every line of a probe's stream into ``state``; a line past the cap counts as rejected."""
-    for line in stream.split(b"\n"):
-        if len(line) > MAX_LINE:
-            state.feed_line(b"")
-        elif line.strip():
-            state.feed_line(line)
-    return state
 
 
 @dataclass
@@ -87,6 +82,8 @@ class TestRun:
     root: str
     #: The probe's stream, as it was written.
     stream: bytes
+    #: The run's key: only the lines it verifies are read.
+    key: bytes
     run: ChildRun
     #: The helper's answer about the databases it backed up after the run.
     databases: dict[str, Any]
@@ -97,7 +94,18 @@ class TestRun:
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
-        return feed(ProbeState(root=Path(self.root), tally=tally or OutcomeTally()), self.stream)
+        state = ProbeState(root=Path(self.root), key=self.key, tally=tally or OutcomeTally())
+        return feed_stream(state, self.stream)
+
+    def ending(self) -> ChildEnding:
+        """How the run ended, for its witnesses (the helper's deadline is the evaluator's)."""
+        run = self.run
+        killed = run.signal is not None or run.error is not None
+        return ChildEnding(
+            exit_code=None if killed else run.exit_code,
+            by_evaluator=run.timed_out,
+            output=run.output,
+        )
 
     def complete(self, state: ProbeState) -> bool:
         """The session ended as pytest meant it to (no timeout, no interrupt, no kill)."""
@@ -132,12 +140,13 @@ class TestRun:
             strict=strict.for_run(as_root=False).kinds,
             evaluator_side=side,
             complete=self.complete(state),
+            not_started=not_started(state, self.ending()),
         )
 
     def signals(self, state: ProbeState, side: EvaluatorSide) -> list[Signal]:
         """The integrity signals of the run, as ``pytest-scoring run`` reports them (``side``:
         what the evaluator caused)."""
-        signals = list(state.integrity)
+        signals = [*state.integrity, *witness_signals(state, self.ending())]
         if state.tally.expected is not None:  # with a set, selection cannot change a score
             signals = [signal for signal in signals if signal["kind"] != "selection"]
         early = self._early_end(state)
@@ -221,23 +230,35 @@ class SampleScoring:
 
     async def run_tests(self, root: str, deterministic: bool) -> TestRun:
         """Run pytest in ``root`` of the sandbox through the launcher, the probe writing to a
-        file; then back up the databases it left (one helper process for all three)."""
+        file; then back up the databases it left (one helper process for all three).
+
+        A sandbox passes no descriptor to what it runs: the run's key goes in a file that the
+        launcher reads and deletes before any code of the repository runs, and the stream
+        comes back in a file the probe creates. Both have random names, given in the
+        launcher's arguments (docs/inspect.md#trust).
+        """
         kit = await self.kit()
-        probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
-        options = ["--deterministic"] if deterministic else []
+        key, token = secrets.token_bytes(KEY_BYTES), secrets.token_hex(8)
+        probe_file, key_file = kit.path(f"probe-{token}.jsonl"), kit.path(f"key-{token}")
+        await kit.environment.write_file(key_file, key.hex())
+        backups = kit.path("databases")
+        options = [f"{launch.STREAM_FILE}{probe_file}", f"{launch.KEY_FILE}{key_file}"]
+        options += ["--deterministic"] if deterministic else []
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
         pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS]
-        env = {PROBE_FILE_VARIABLE: probe_file}
         log = kit.path("pytest.log")
-        run = kit.run_command(pytest, root, timeout, env=env, log=log, ends=OUTPUT_TAIL)
+        run = kit.run_command(pytest, root, timeout, log=log, ends=OUTPUT_TAIL)
         commands = [run, kit.parts_command(probe_file), snapshot_args(root, backups)]
         answer, stream, databases = await kit.batch(commands, timeout=timeout + HELPER_TIMEOUT)
+        kit.discard(key_file)  # the launcher deleted it, unless it never ran
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
-        test_run = TestRun(root, local.read_bytes(), _child_run(answer), databases, backups)
+        test_run = TestRun(root, local.read_bytes(), key, _child_run(answer), databases, backups)
         probe = test_run.probe()
-        if probe.finished_session() and not test_run.run.timed_out:
+        tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
+        test_run.run.tampered = tampered or None
+        if probe.finished_session() and not test_run.run.timed_out and not tampered:
             test_run.run.tally = probe.to_json()
         return test_run
 

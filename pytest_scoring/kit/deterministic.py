@@ -1,5 +1,8 @@
 """``--score-deterministic``: salt and token generators that give the same values in every run.
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 An application that hashes a password with a random salt writes a different stored value each
 run, so the solution's run and the reference rerun would differ where nothing really changed.
 While the session runs, ``bcrypt.gensalt`` (when bcrypt is installed) returns one fixed salt,

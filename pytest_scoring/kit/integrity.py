@@ -1,5 +1,8 @@
 """Integrity signals: what a scored repository did that can shape its own test outcomes.
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 The kinds, and what each route can see, are in docs/scoring.md#integrity. Every signal is
 ``{"kind", "detail", "file"}``; ``file`` is relative to the repository root, or None.
 

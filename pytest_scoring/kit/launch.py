@@ -1,13 +1,29 @@
-"""The launcher of a child pytest: the probe first, the repository after it (docs/architecture.md).
+"""The launcher of a child pytest: the channel and the probe first, the repository after them.
+
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
 
 Copied as a plain file with the rest of the kit (:mod:`pytest_scoring.kit`) into a folder that
 only the evaluator can write, and run as ``python <folder>/_pytest_scoring_launch.py
-[--deterministic] [--ignore-option FLAG[=]]... -- PYTEST_ARGS``. Like all of the kit, it needs
-only the standard library and pytest, because the interpreter may be any one the evaluator names.
+[CHANNEL] [--deterministic] [--ignore-option FLAG[=]]... -- PYTEST_ARGS``, where CHANNEL is
+``--stream-fd=N --key-fd=N`` (``run``: inherited descriptors) or ``--stream-file=PATH
+--key-file=PATH`` (a sandbox). Like all of the kit, it needs only the standard library and
+pytest, because the interpreter may be any one the evaluator names. Before any code of the
+repository can run, in this order (docs/security.md):
+
+* the process becomes non-dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``): another process of
+  the same user cannot open its descriptors or read its memory through ``/proc``;
+* the channel opens (:mod:`pytest_scoring.kit.channel`): the key is read and its descriptor
+  closed, or its file deleted; the stream's descriptor is made non-inheritable;
+* the channel and the probe are loaded from this folder under names of their own, never in
+  ``sys.modules``, each with its own copy of the builtins (:func:`private_module`): nothing
+  the repository imports or patches by name is what writes the stream.
+
+Then:
 
 * Its own folder comes first on ``sys.path`` (Python puts a script's folder there), so
-  ``pytest`` and the probe are imported before the repository's folder is added: a
-  ``pytest.py`` or ``_pytest_scoring_probe.py`` planted in the repository is never what runs.
+  ``pytest`` is imported before the repository's folder is added: a ``pytest.py`` planted in
+  the repository is never what runs.
 * The plugins installed for pytest are imported next, before the repository's folder is on
   ``sys.path``: a module of the repository named like one is never loaded in its place.
 * Then the current folder (the repository) is added after it, as ``python -m pytest`` would,
@@ -18,6 +34,8 @@ only the standard library and pytest, because the interpreter may be any one the
   implementations of its hooks (``pytest_scoring_*``) count as optional, so that a repository
   that names them in its ``addopts``, ini files or ``conftest.py`` still runs.
 
+This file runs as ``__main__``: nothing in it is looked up once the session runs.
+
 ``--check`` only reports the interpreter and pytest versions as JSON: the evaluator asks it
 first, to learn whether the child's user can run this interpreter at all.
 """
@@ -25,6 +43,8 @@ first, to learn whether the child's user can run this interpreter at all.
 from __future__ import annotations
 
 import argparse
+import builtins
+import importlib.util
 import json
 import os
 import platform
@@ -33,19 +53,37 @@ from collections.abc import Sequence
 from typing import Any
 
 LAUNCHER = "_pytest_scoring_launch.py"
-PROBE = "_pytest_scoring_probe"
-DETERMINISTIC = "_pytest_scoring_deterministic"
+#: What the kit's modules are named in this folder (``pytest_scoring.kit.PREFIX``).
+PREFIX = "_pytest_scoring_"
+DETERMINISTIC = PREFIX + "deterministic"
+INTEGRITY = PREFIX + "integrity"
 #: The evaluator's hooks start so; the child never calls them (the evaluator does).
 OUR_HOOKS = "pytest_scoring_"
+#: The evaluator's ini names start so (``score_strict``…).
+OUR_INI = "score_"
 #: Exit status when this interpreter cannot import pytest (pytest's own statuses are 0 to 5).
 NO_PYTEST = 121
+#: Exit status when the channel the evaluator named cannot be used.
+NO_CHANNEL = 122
 #: ``--ignore-option=--flag`` (a switch), ``--ignore-option=--flag=`` (takes a value),
 #: ``--ignore-option=ini:name``.
 IGNORE = "--ignore-option="
+#: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
+STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
+STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
+FOLDER = os.path.dirname(os.path.abspath(__file__))
+PR_SET_DUMPABLE = 4
 
 
 def main(argv: Sequence[str]) -> int:
+    dumpable_problem = make_non_dumpable()
     options, pytest_args = _split(argv)
+    channel_module = private_module("channel")
+    try:
+        channel = channel_module.open_channel(**_channel_options(options))
+    except (channel_module.ChannelError, ValueError) as error:
+        sys.stderr.write(f"pytest-scoring: the probe's channel cannot be opened: {error}\n")
+        return NO_CHANNEL
     try:
         import pytest
     except ImportError as error:
@@ -58,18 +96,23 @@ def main(argv: Sequence[str]) -> int:
         versions = {"python": platform.python_version(), "pytest": pytest.__version__}
         sys.stdout.write(json.dumps(versions) + "\n")
         return 0
-    probe = __import__(PROBE)
+    if dumpable_problem is not None:
+        sys.stderr.write(f"pytest-scoring: {dumpable_problem}\n")
+    if FOLDER not in sys.path:  # Python put it first, unless told not to (PYTHONSAFEPATH)
+        sys.path.insert(0, FOLDER)
+    args, plugins = ["-p", "no:scoring"], []
+    integrity = _integrity_module()
+    if channel is not None:
+        plugins.append(private_module("probe").probe_plugin(channel, integrity))
+        if integrity is not None:
+            args += ["-p", INTEGRITY]  # it watches xdist's workers (the probe: the controller)
+    if "--deterministic" in options:
+        args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
+    ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
+    plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
     import_installed_plugins()
     sys.path.insert(1, os.getcwd())  # after this folder, as ``python -m pytest`` puts it first
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
-    plugins = [plugin for plugin in [probe.Probe.from_environment()] if plugin is not None]
-    args = ["-p", "no:scoring"]
-    if "--deterministic" in options:
-        args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
-    if probe.integrity_module() is not None:
-        args += ["-p", probe.INTEGRITY]  # it watches xdist's workers (the probe: the controller)
-    ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
-    plugins.append(EvaluatorNames(ignored))
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
 
 
@@ -94,6 +137,52 @@ def import_installed_plugins() -> None:
             continue
 
 
+def make_non_dumpable() -> str | None:
+    """Make this process non-dumpable (Linux): its ``/proc`` files (descriptors, memory) are
+    closed to every other process of its user, programs it starts get their own state back.
+
+    :returns: why not, or None when it worked (elsewhere than on Linux: nothing to do).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+            return None
+        reason = os.strerror(ctypes.get_errno())
+    except (OSError, AttributeError) as error:
+        reason = str(error)
+    return f"prctl(PR_SET_DUMPABLE) failed ({reason}): the test process stays dumpable"
+
+
+def private_module(name: str) -> Any:
+    """The kit's module ``name``, loaded from this folder under a random name of its own.
+
+    It is in no ``sys.modules`` entry and has its own copy of the builtins, taken now: what the
+    repository later imports, patches or replaces by name (``builtins.isinstance`` too) is
+    never what this module's functions call.
+    """
+    path = os.path.join(FOLDER, PREFIX + name + ".py")
+    spec = importlib.util.spec_from_file_location(PREFIX + os.urandom(8).hex(), path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"the kit has no module {name} in {FOLDER}")
+    module = importlib.util.module_from_spec(spec)
+    module.__builtins__ = dict(vars(builtins))  # type: ignore[attr-defined]
+    spec.loader.exec_module(module)
+    return module
+
+
+def _integrity_module() -> Any:
+    """The integrity module of the kit, or None (pluggy too old, or not copied)."""
+    try:
+        return private_module("integrity")
+    except Exception:  # its absence only means no integrity lines
+        return None
+
+
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """The launcher's own options (before ``--``) and pytest's arguments (after it)."""
     arguments = list(argv)
@@ -103,12 +192,41 @@ def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return arguments[:separator], arguments[separator + 1 :]
 
 
+def _channel_options(options: Sequence[str]) -> dict[str, Any]:
+    """``open_channel``'s arguments from the launcher's options.
+
+    :raises ValueError: for a descriptor that is not a number.
+    """
+    found: dict[str, Any] = {}
+    names = {STREAM_FD: "stream_fd", KEY_FD: "key_fd"}
+    names.update({STREAM_FILE: "stream_path", KEY_FILE: "key_path"})
+    for option in options:
+        for prefix, name in names.items():
+            if option.startswith(prefix):
+                value = option[len(prefix) :]
+                found[name] = int(value) if name.endswith("_fd") else value
+    return found
+
+
 class EvaluatorNames:
     """Accepts the evaluator's options, ini names and hooks in the repository's configuration."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], read_ini: Any = None) -> None:
         #: ``--flag`` (a switch), ``--flag=`` (takes a value) or ``ini:name``.
         self.names = list(names)
+        #: Reads a configuration file's pytest settings (the integrity module's), or None.
+        self.read_ini = read_ini
+
+    def pytest_load_initial_conftests(self, early_config: Any, parser: Any, args: Any) -> None:
+        """Every ``score_*`` name of the configuration file is accepted, whether or not the
+        evaluator named it: a child whose configuration names one the evaluator did not pass
+        (a reference's rerun or baseline, an expected-tests folder) still runs. An unknown
+        name is a warning, an error under ``filterwarnings = error`` or ``--strict-config``."""
+        path = getattr(early_config, "inipath", None)
+        settings = self.read_ini(path) if path is not None and self.read_ini else None
+        for name in settings or {}:
+            if str(name).startswith(OUR_INI) and not _known_ini(early_config, str(name)):
+                parser.addini(str(name), "ignored under pytest-scoring run")
 
     def pytest_plugin_registered(self, plugin: object, manager: Any) -> None:
         """A conftest's implementation of one of our hooks has no specification here:
@@ -129,6 +247,14 @@ class EvaluatorNames:
                 group.addoption(name[:-1], action="append", dest=dest, help=argparse.SUPPRESS)
             else:
                 group.addoption(name, action="count", dest=dest, help=argparse.SUPPRESS)
+
+
+def _known_ini(config: Any, name: str) -> bool:
+    try:
+        config.getini(name)
+    except ValueError:  # "unknown configuration value"
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -1,51 +1,59 @@
-"""The probe: a pytest plugin that streams what a test session does (docs/architecture.md).
+"""The probe: the pytest plugin that streams what a test session does (docs/architecture.md).
+
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
 
 It needs only the standard library and pytest (7.0 or newer) and keeps to Python 3.8 syntax,
 because it runs wherever the scored repository's tests run: in the child of
-``pytest-scoring run``, under another interpreter (``run --python``), in a sandbox. It is
-copied as a plain file into a private folder and loaded from there, so it imports nothing of
-pytest-scoring.
-
-It writes one JSON object per line, flushed as it goes, to the inherited file descriptor
-named by ``PYTEST_SCORING_PROBE_FD`` (or appends to the file ``PYTEST_SCORING_PROBE_FILE``):
+``pytest-scoring run``, under another interpreter (``run --python``), in a sandbox. The
+launcher (:mod:`pytest_scoring.kit.launch`) loads it from the kit under a name of its own,
+never in ``sys.modules``, and registers :func:`probe_plugin`'s hooks; it writes one record
+per line on the authenticated channel (:mod:`pytest_scoring.kit.channel`):
 
 * ``start``: rootdir, invocation dir, pytest and Python versions, arguments, plugins, the
   ini values that select tests;
 * ``collect``: one per collector report (``longrepr`` when it failed or skipped);
-* ``collected``: the test ids collected and those deselected;
+* ``collected``: the test ids collected and those deselected (in parts of at most
+  :data:`IDS_PER_LINE` ids each: every part adds to the others);
 * ``phase``: one per finished setup, call or teardown, in the shape of
-  ``pytest_scoring.core.outcomes.PhaseRecord``;
+  ``pytest_scoring.core.outcomes.PhaseRecord``; only for a report logged while pytest's
+  runner runs that very test (or replayed by pytest-xdist's controller): any other was made
+  by the repository, and is an ``outcome_changed`` line instead;
 * ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
-  (:mod:`pytest_scoring.kit.integrity`, copied beside the probe as
-  ``_pytest_scoring_integrity``) can be loaded (it needs pluggy 1.1 or newer);
-* ``end``: pytest's exit status, whether a real interrupt (Ctrl-C) stopped it, and what ended
-  the session early (``stop_reason``, ``stop_file``), if anything did.
+  (:mod:`pytest_scoring.kit.integrity`) could be loaded (it needs pluggy 1.1 or newer);
+* ``end``, the last line, after the last phase: pytest's exit status, whether a real
+  interrupt (Ctrl-C) stopped it, what ended the session early (``stop_reason``,
+  ``stop_file``), if anything did, and ``phases``, how many phase lines came before it.
 
-The channel protects the stream from other processes, not from the code under test: a test
-can write lines of its own to the same descriptor (docs/security.md).
+The hooks are closures over the channel and their own state: nothing they do looks anything
+up on a class, or on a module the repository can reach, once the session runs. Replacing a
+method of the plugin object or of a class, or a name of a module found in ``sys.modules``,
+changes nothing the probe writes; what still reaches it are the closures themselves
+(``__closure__``, ``__globals__``) and the frames (docs/security.md).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import sys
+from collections.abc import Callable
 from collections.abc import Sequence
-from typing import IO
 from typing import Any
 
 import pytest
 
-FD_VARIABLE = "PYTEST_SCORING_PROBE_FD"
-FILE_VARIABLE = "PYTEST_SCORING_PROBE_FILE"
-PLUGIN_NAME = "pytest-scoring-probe"
-#: The integrity module's name beside the probe (the launcher's kit).
-INTEGRITY = "_pytest_scoring_integrity"
 #: Characters of a failure's text kept in a line (the end of it says what went wrong).
 LONGREPR_CAP = 20000
+#: Characters of one user property's JSON kept in a line (a test may record anything).
+PROPERTY_CAP = 65536
+#: Test ids in one ``collected`` line: a line stays far below the evaluator's limit.
+IDS_PER_LINE = 10000
 #: ini values that decide which tests a session collects.
 SELECTION_INI = ("testpaths", "python_files", "python_classes", "python_functions", "addopts")
+#: Read when the probe loads, before any code of the repository can change them.
+_INTERRUPTED = pytest.Session.Interrupted
+_VERSIONS = {"pytest": pytest.__version__, "python": platform.python_version()}
+_EXECUTABLE = sys.executable
 
 
 def _cap(text: str) -> str:
@@ -54,76 +62,78 @@ def _cap(text: str) -> str:
     return f"[... {len(text) - LONGREPR_CAP} characters cut ...]\n{text[-LONGREPR_CAP:]}"
 
 
-def _json_safe(value: object) -> object:
-    """A value JSON can hold: user properties may be anything."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
+def probe_plugin(channel: Any, integrity: Any = None) -> Any:
+    """The probe's hooks, to register with pytest (``pytest.main(plugins=[...])``).
 
+    :param channel: the open channel (:class:`pytest_scoring.kit.channel.Channel`); its
+        ``send``, ``close`` and ``encode`` are taken now.
+    :param integrity: the integrity module, or None (no integrity lines).
+    """
+    send, close, encode = channel.send, channel.close, channel.encode
+    state: dict[str, Any] = {
+        "deselected": [],
+        "exitstatus": None,
+        "interrupted": False,
+        "stopped_by": None,
+        "config": None,
+        "watch": None,
+        "stop": ("", None),
+        "phases": 0,
+        "xdist_collected": False,
+        # The test pytest's runner runs now (its protocol), and whether reports come from
+        # elsewhere (pytest-xdist's controller replays its workers' reports).
+        "running": None,
+        "replayed": False,
+    }
 
-class Probe:
-    """Writes the session's events as JSON lines to ``stream``."""
+    hooks = _Hooks()
 
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-        self._deselected: list[str] = []
-        self._exitstatus: int | None = None
-        self._interrupted = False
-        self._stopped_by: Any = None
-        self._config: pytest.Config | None = None
-        self._integrity: Any = None
-        self._watch: Any = None
-        self._stop: tuple[str, str | None] = ("", None)
+    def hook(**options: Any) -> Callable[[Any], Any]:
+        """Mark a function as a hook implementation (``pytest.hookimpl``) of the probe."""
 
-    @classmethod
-    def from_environment(cls) -> Probe | None:
-        """The probe the environment asks for, or None when it names no channel."""
-        fd = os.environ.get(FD_VARIABLE, "")
-        if fd.isdigit():
-            descriptor = int(fd)
-            os.set_inheritable(descriptor, False)  # programs the tests start do not get it
-            return cls(os.fdopen(descriptor, "w", encoding="utf-8", closefd=False))
-        path = os.environ.get(FILE_VARIABLE, "")
-        if path:
-            return cls(open(path, "a", encoding="utf-8"))
-        return None
+        def register(function: Any) -> Any:
+            setattr(hooks, function.__name__, pytest.hookimpl(**options)(function))
+            return function
 
-    def write(self, line: dict[str, Any]) -> None:
+        return register
+
+    def safe(value: object) -> object:
+        """A value of the tests' own that the line can hold, capped."""
         try:
-            self._stream.write(json.dumps(line, default=repr) + "\n")
-            self._stream.flush()
-        except (OSError, ValueError):  # the reader is gone: the tests still run to their end
-            pass
+            text = encode(value)
+        except (TypeError, ValueError, RecursionError):
+            return _cap(repr(value))
+        if len(text) > PROPERTY_CAP:
+            return f"[{len(text)} characters of JSON cut] {text[:PROPERTY_CAP]}"
+        return value
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_configure(self, config: pytest.Config) -> None:
-        self._config = config
-        self._integrity = integrity_module()
-        if self._integrity is not None:
-            root = self._integrity.repository_root(config)
-            self._watch = self._integrity.IntegrityWatch(config, root)
-            config.pluginmanager.register(self._watch, "pytest-scoring-integrity")
+    @hook(trylast=True)
+    def pytest_configure(config: pytest.Config) -> None:
+        state["config"] = config
+        if integrity is not None:
+            watch = integrity.IntegrityWatch(config, integrity.repository_root(config))
+            config.pluginmanager.register(watch, "pytest-scoring-integrity")
+            state["watch"] = watch
+            # Its methods as they are now: replacing them on the object later changes nothing.
+            state["check_report"], state["finish"] = watch.check_report, watch.finish
         plugins = sorted(
             name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None
         )
-        self.write(
+        send(
             {
                 "type": "start",
                 "rootdir": str(config.rootpath),
                 "invocation_dir": str(config.invocation_params.dir),
-                "pytest": pytest.__version__,
-                "python": platform.python_version(),
-                "executable": sys.executable,
+                **_VERSIONS,
+                "executable": _EXECUTABLE,
                 "args": [str(arg) for arg in config.invocation_params.args],
                 "plugins": plugins,
-                "ini": _selection_ini(config),
+                "ini": {name: safe(value) for name, value in _selection_ini(config).items()},
             }
         )
 
-    @pytest.hookimpl
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+    @hook()
+    def pytest_collectreport(report: pytest.CollectReport) -> None:
         line: dict[str, Any] = {
             "type": "collect",
             "nodeid": report.nodeid,
@@ -131,65 +141,117 @@ class Probe:
         }
         if report.outcome != "passed":
             line["longrepr"] = _cap(str(report.longrepr))
-        self.write(line)
+        send(line)
 
-    @pytest.hookimpl
-    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
-        self._deselected.extend(item.nodeid for item in items)
+    @hook()
+    def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+        state["deselected"].extend(item.nodeid for item in items)
 
-    @pytest.hookimpl
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.write(
-            {
-                "type": "collected",
-                "nodeids": [item.nodeid for item in session.items],
-                "deselected": self._deselected,
-            }
-        )
+    @hook()
+    def pytest_collection_finish(session: pytest.Session) -> None:
+        nodeids = [item.nodeid for item in session.items]
+        deselected = state["deselected"]
+        for start in range(0, max(len(nodeids), len(deselected), 1), IDS_PER_LINE):
+            part = slice(start, start + IDS_PER_LINE)
+            send({"type": "collected", "nodeids": nodeids[part], "deselected": deselected[part]})
 
-    @pytest.hookimpl
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.write(phase_line(report))
-        if self._watch is not None:
-            self._watch.check_report(report)
+    @hook(optionalhook=True)
+    def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+        """Under pytest-xdist the workers collect: the first one's ids are the session's."""
+        if not state["xdist_collected"]:
+            state["xdist_collected"] = True
+            for start in range(0, len(ids), IDS_PER_LINE):
+                send({"type": "collected", "nodeids": list(ids[start : start + IDS_PER_LINE])})
 
-    @pytest.hookimpl
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[Any]) -> None:
+    @hook()
+    def pytest_sessionstart(session: pytest.Session) -> None:
+        state["replayed"] = _replays_reports(session.config)  # xdist's is registered now
+
+    # tryfirst: the outermost wrapper, around every other implementation of the protocol.
+    @hook(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
+        state["running"] = item.nodeid
+        try:
+            yield
+        finally:
+            state["running"] = None
+
+    @hook()
+    def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+        if report.nodeid != state["running"] and not state["replayed"]:
+            if report.outcome != "failed":  # made by the repository: it never counts
+                send(_outside_its_run(report))
+            return
+        send(phase_line(report, safe))
+        state["phases"] += 1
+        if state["watch"] is not None:
+            state["check_report"](report)
+
+    @hook()
+    def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[Any]) -> None:
         # pytest stops itself after collection errors with Session.Interrupted (a
         # KeyboardInterrupt): only a real interrupt makes the session incomplete.
-        self._interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
-        self._stopped_by = excinfo if self._interrupted else None
+        interrupted = not isinstance(excinfo.value, _INTERRUPTED)
+        state["interrupted"], state["stopped_by"] = interrupted, excinfo if interrupted else None
 
     # trylast: read the exit status after every other plugin had its say.
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: object) -> None:
-        self._exitstatus = int(session.exitstatus)
-        if self._watch is None or self._config is None:
+    @hook(trylast=True)
+    def pytest_sessionfinish(session: pytest.Session, exitstatus: object) -> None:
+        state["exitstatus"] = int(session.exitstatus)
+        watch, config = state["watch"], state["config"]
+        if watch is None or config is None:
             return
-        integrity, root = self._integrity, self._watch.root
-        inifile = self._config.inipath
-        signals = [*self._watch.finish(), *integrity.ini_signals(inifile, root, selection=True)]
+        signals = [*state["finish"](), *integrity.ini_signals(config.inipath, watch.root, True)]
         for signal in signals:
-            self.write({"type": "integrity", **signal})
-        self._stop = integrity.stop_reason(session, self._stopped_by, root)
+            send({"type": "integrity", **signal})
+        state["stop"] = integrity.stop_reason(session, state["stopped_by"], watch.root)
 
     # trylast: the last line of the stream, after every other plugin's unconfigure.
-    @pytest.hookimpl(trylast=True)
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        reason, file = self._stop
-        self.write(
+    @hook(trylast=True)
+    def pytest_unconfigure(config: pytest.Config) -> None:
+        reason, file = state["stop"]
+        send(
             {
                 "type": "end",
-                "exitstatus": self._exitstatus,
-                "interrupted": self._interrupted,
+                "exitstatus": state["exitstatus"],
+                "interrupted": state["interrupted"],
                 "stop_reason": reason,
                 "stop_file": file,
+                "phases": state["phases"],
             }
         )
+        close()
+
+    return hooks
 
 
-def phase_line(report: pytest.TestReport) -> dict[str, Any]:
-    """The ``phase`` line of one finished setup, call or teardown."""
+class _Hooks:
+    """The probe's hooks as one plugin object (pluggy keeps its plugins by identity, so it
+    must be hashable); pluggy takes each function when the object is registered."""
+
+
+def _replays_reports(config: pytest.Config) -> bool:
+    """pytest-xdist's controller runs no test: it logs the reports its workers send."""
+    dsession = config.pluginmanager.get_plugin("dsession")
+    kind = getattr(sys.modules.get("xdist.dsession"), "DSession", None)
+    return isinstance(kind, type) and isinstance(dsession, kind)
+
+
+def _outside_its_run(report: pytest.TestReport) -> dict[str, Any]:
+    """The ``outcome_changed`` line of a report logged while pytest did not run its test:
+    code of the repository made it and called the hook (the phase is not counted)."""
+    detail = (
+        f"{report.nodeid} {report.when}: a {report.outcome} report logged outside that "
+        "test's run (pytest's runner did not make it)"
+    )
+    return {"type": "integrity", "kind": "outcome_changed", "detail": detail, "file": None}
+
+
+def phase_line(report: pytest.TestReport, safe: Any) -> dict[str, Any]:
+    """The ``phase`` line of one finished setup, call or teardown.
+
+    :param safe: makes a value of the test's own (a user property) one the line can hold.
+    """
     line: dict[str, Any] = {
         "type": "phase",
         "nodeid": report.nodeid,
@@ -197,7 +259,7 @@ def phase_line(report: pytest.TestReport) -> dict[str, Any]:
         "outcome": report.outcome,
         "duration": float(getattr(report, "duration", 0.0) or 0.0),
         "user_properties": [
-            [str(name), _json_safe(value)] for name, value in getattr(report, "user_properties", [])
+            [str(name), safe(value)] for name, value in getattr(report, "user_properties", [])
         ],
     }
     if hasattr(report, "wasxfail"):
@@ -205,8 +267,8 @@ def phase_line(report: pytest.TestReport) -> dict[str, Any]:
     context = getattr(report, "context", None)  # a subtest's report (pytest-subtests, pytest 9)
     if context is not None and hasattr(context, "kwargs"):
         line["subtest"] = {
-            "msg": _json_safe(getattr(context, "msg", None)),
-            "kwargs": {str(key): _json_safe(value) for key, value in context.kwargs.items()},
+            "msg": safe(getattr(context, "msg", None)),
+            "kwargs": {str(key): safe(value) for key, value in context.kwargs.items()},
         }
     if report.outcome != "passed":
         text = short_longrepr(report.longrepr)
@@ -226,28 +288,11 @@ def short_longrepr(longrepr: object) -> str:
     return "" if longrepr is None else _cap(str(longrepr))
 
 
-def integrity_module() -> Any:
-    """The integrity module beside the probe, or None (not copied, or pluggy too old)."""
-    try:
-        return __import__(INTEGRITY)
-    except Exception:  # its absence only means no integrity lines
-        return None
-
-
 def _selection_ini(config: pytest.Config) -> dict[str, object]:
     values = {}
     for name in SELECTION_INI:
         try:
-            values[name] = _json_safe(config.getini(name))
+            values[name] = config.getini(name)
         except (ValueError, KeyError):  # not registered in this pytest
             continue
     return values
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Loaded with ``-p``: register a probe writing where the environment says."""
-    if hasattr(config, "workerinput") or config.pluginmanager.has_plugin(PLUGIN_NAME):
-        return  # xdist workers' reports reach the controller, whose probe writes them
-    probe = Probe.from_environment()
-    if probe is not None:
-        config.pluginmanager.register(probe, PLUGIN_NAME)

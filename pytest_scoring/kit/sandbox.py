@@ -1,5 +1,8 @@
 """The sandbox side of the Inspect scorers: runs, database snapshots and file transfers.
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 It is written into the sandbox beside the launch kit (as ``_pytest_scoring_sandbox.py``) and
 run with ``exec``, so it needs only the standard library and keeps to Python 3.8 syntax: the
 sandbox's interpreter may be any one from 3.8 on. Every command prints one JSON answer on

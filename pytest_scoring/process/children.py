@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import stat
 import sys
@@ -28,6 +29,7 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
+from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.environment import captured_environment
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import StreamReader
@@ -36,11 +38,12 @@ from pytest_scoring.process.supervisor import ChildSpec
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.process.supervisor import Supervisor
+from pytest_scoring.process.witness import ChildEnding
 
-#: The probe's channel: an inherited descriptor, named in this variable.
-PROBE_FD_VARIABLE: Final = "PYTEST_SCORING_PROBE_FD"
 #: Longest wait after SIGINT before a pytest child is killed.
 MAX_GRACE: Final = 30.0
+#: Bytes of the end of pytest's output its witnesses read (a plugin's explanation is there).
+WITNESSED_OUTPUT: Final = 64 * 1024
 
 
 def grace_period(timeout: float) -> float:
@@ -95,6 +98,10 @@ class PytestChild:
             self.on_exit(ended)
         on_progress(self.state, True)
         return ended
+
+    def ending(self, ended: ChildExit) -> ChildEnding:
+        """How the child ended, for its witnesses (:mod:`pytest_scoring.process.witness`)."""
+        return ChildEnding.of(ended, read_tail(self.log, WITNESSED_OUTPUT))
 
 
 @dataclass
@@ -170,14 +177,13 @@ class ChildRunner:
             self._homes = (self.workspace("home"), self.workspace("tmp"))
         return self._homes
 
-    def child_environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def child_environment(self) -> dict[str, str]:
         """The evaluator's captured environment, with the children's private folders."""
         environment = dict(self.environment)
         if self.private_folders:
             home, tmp = self._home_and_tmp()
             environment.update(HOME=str(home), TMPDIR=str(tmp))
-        environment.pop(PROBE_FD_VARIABLE, None)
-        return {**environment, **(extra or {})}
+        return environment
 
     def launcher_command(self, *options: str) -> list[str]:
         """``python <kit>/_pytest_scoring_launch.py OPTIONS``."""
@@ -196,26 +202,33 @@ class ChildRunner:
     ) -> PytestChild:
         """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
 
+        The run gets a key of its own, on a pipe the launcher reads to its end and closes
+        before any code of the repository runs; the stream comes back on another pipe. The
+        launcher's arguments name both descriptors, the environment neither.
+
         :param tally: where the outcomes go (default: a new one, in the child's state).
         """
-        options = ["--deterministic"] if deterministic else []
-        options += [f"{launch.IGNORE}{name}" for name in ignored_options]
-        argv = [*self.launcher_command(*options), "--", *args]
+        key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
         read_end, write_end = os.pipe()
+        key_end = _key_pipe(key)
+        options = [f"{launch.STREAM_FD}{write_end}", f"{launch.KEY_FD}{key_end}"]
+        options += ["--deterministic"] if deterministic else []
+        options += [f"{launch.IGNORE}{name}" for name in ignored_options]
+        argv = [*self.launcher_command(*options), "--", *args]
         try:
             with _new_file(log) as output:
                 spec = ChildSpec(
                     argv=argv,
                     cwd=cwd,
-                    env=self.child_environment({PROBE_FD_VARIABLE: str(write_end)}),
+                    env=self.child_environment(),
                     stdout=output.fileno(),
                     stderr=output.fileno(),
                     timeout=timeout,
                     grace=grace_period(timeout or 0) if grace is None else grace,
                     user=self.user,
                     limits=self.limits,
-                    pass_fds=[write_end],
+                    pass_fds=[write_end, key_end],
                 )
                 supervisor = Supervisor(spec)
         except BaseException:
@@ -223,7 +236,8 @@ class ChildRunner:
             raise
         finally:
             os.close(write_end)  # the child holds it now: the stream ends when its tree does
-        state = ProbeState(root=cwd, tally=tally or OutcomeTally())
+            os.close(key_end)
+        state = ProbeState(root=cwd, key=key, tally=tally or OutcomeTally())
         reader = StreamReader(read_end, state)
         return PytestChild(supervisor, reader, log, self.exits.append)
 
@@ -271,6 +285,16 @@ class ChildRunner:
         if self._owned_area and self.area is not None:
             shutil.rmtree(self.area, ignore_errors=True)
             self.area, self._owned_area, self._kit, self._homes = None, False, None, None
+
+
+def _key_pipe(key: bytes) -> int:
+    """The read end of a pipe holding ``key`` in hexadecimal, its write end closed."""
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, key.hex().encode("ascii"))  # far less than a pipe's buffer
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 def _new_file(path: Path) -> IO[bytes]:

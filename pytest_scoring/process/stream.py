@@ -1,14 +1,20 @@
 """Reading the probe's stream: the lines a child pytest writes, folded into one outcome tally.
 
-The probe (:mod:`pytest_scoring.kit.probe`) writes JSON lines to a pipe; a thread of the evaluator
-reads them here as they come. Everything that arrived is kept, whatever happens to the child
-afterwards; a line that is not what the probe writes (malformed, or forged by the code under
-test with the wrong shape) is counted and left out. Test ids are made relative to the
-repository's root, whatever rootdir pytest chose inside it.
+The probe (:mod:`pytest_scoring.kit.probe`) writes authenticated lines to a pipe or a file
+(the wire format: :mod:`pytest_scoring.kit.channel`); a thread of the evaluator reads them
+here as they come. Each line's MAC is checked with the run's key before anything of it is
+read: a line that does not verify (forged by code in the child, cut, or not a line of the
+probe's at all) is counted and left out, and so is a repeat of a line already read. What the
+chain says about the lines that did verify (a gap, a repeat, lines after the end record, an
+end record that counts other phases than arrived) is kept for the ``stream_forged`` signal
+(:mod:`pytest_scoring.process.witness`). Everything that verified is kept, whatever happens
+to the child afterwards. Test ids are made relative to the repository's root, whatever
+rootdir pytest chose inside it.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import os
@@ -24,6 +30,8 @@ from pytest_scoring.core.outcomes import PhaseRecord
 from pytest_scoring.core.signals import KINDS
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import make_signal
+from pytest_scoring.kit.channel import FIRST_PREVIOUS
+from pytest_scoring.kit.channel import MAC_CHARS
 
 #: A line longer than this is dropped (a test writing endless text must not fill memory).
 MAX_LINE: Final = 16 * 1024 * 1024
@@ -32,6 +40,80 @@ _PHASES: Final = ("setup", "call", "teardown")
 _OUTCOMES: Final = ("passed", "failed", "skipped", "rerun")
 #: Failure texts kept from the collection errors, for messages.
 COLLECT_ERRORS_KEPT: Final = 20
+#: Gaps in the chain named one by one in ``stream_forged``'s detail.
+GAPS_NAMED: Final = 5
+
+
+@dataclass
+class ChainCheck:
+    """The channel's chain as the evaluator has read it: which line comes next, and what
+    did not fit (docs/security.md#the-probes-channel)."""
+
+    key: bytes
+    #: The number the next line must have, and the MAC it must name as the one before it.
+    next_seq: int = 1
+    previous: bytes = FIRST_PREVIOUS.encode("ascii")
+    #: Lines whose MAC did not verify, or that are not framed as the probe frames its lines.
+    unverified: int = 0
+    #: ``(expected, arrived)``: where a line that verified did not follow the one before it.
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    #: Lines that verified but came again, or out of order (left out).
+    repeats: int = 0
+    #: Lines that verified after the end record (left out).
+    after_end: int = 0
+    #: The stream ended in the middle of a line (a child killed while the probe wrote).
+    cut: bool = False
+
+    def verify(self, line: bytes, ended: bool) -> bytes | None:
+        """The record (JSON text) of a line that verifies and is new, else None.
+
+        :param ended: the end record has arrived: nothing may follow it.
+        """
+        mac, _, rest = line.partition(b" ")
+        parts = rest.split(b" ", 2)
+        expected = hmac.new(self.key, rest, "sha256").hexdigest().encode("ascii")
+        if len(mac) != MAC_CHARS or len(parts) != 3 or not hmac.compare_digest(mac, expected):
+            self.unverified += 1
+            return None
+        seq_text, previous, record = parts
+        if not seq_text.isdigit():  # it verified, so it never happens: but never crash here
+            self.unverified += 1
+            return None
+        seq = int(seq_text)
+        if seq < self.next_seq:
+            self.repeats += 1
+            return None
+        if ended:
+            self.after_end += 1
+            return None
+        if seq != self.next_seq or previous != self.previous:
+            self.gaps.append((self.next_seq, seq))
+        self.next_seq, self.previous = seq + 1, mac
+        return record
+
+    def problems(self, cut_expected: bool) -> list[str]:
+        """What is wrong with the chain, one phrase each (empty when nothing is).
+
+        :param cut_expected: the child was killed (by a signal, or by the evaluator): its
+            last line may be cut, which then says nothing.
+        """
+        found = []
+        if self.cut and not cut_expected:
+            found.append("the stream ends in the middle of a line")
+        if self.unverified:
+            found.append(f"{self.unverified} line(s) did not verify")
+        if self.gaps:
+            named = ", ".join(
+                f"line {arrived} after line {expected - 1}"
+                for expected, arrived in self.gaps[:GAPS_NAMED]
+            )
+            more = len(self.gaps) - GAPS_NAMED
+            found.append(f"the chain skips lines ({named}{f', {more} more' if more > 0 else ''})")
+        if self.repeats:
+            found.append(f"{self.repeats} line(s) came again")
+        if self.after_end:
+            found.append(f"{self.after_end} line(s) came after the end record")
+        return found
 
 
 @dataclass(frozen=True)
@@ -56,10 +138,12 @@ class Progress:
 
 @dataclass
 class ProbeState:
-    """Everything the probe of one child reported."""
+    """Everything the probe of one child reported, in lines that verified."""
 
     #: The child's root folder: test ids are made relative to it.
     root: Path
+    #: The run's key: only lines it verifies are read.
+    key: bytes
     tally: OutcomeTally = field(default_factory=OutcomeTally)
     start: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
@@ -68,21 +152,46 @@ class ProbeState:
     #: The integrity signals the probe reported (docs/scoring.md#integrity).
     integrity: list[Signal] = field(default_factory=list)
     collected: int | None = None
-    #: Lines that were not what the probe writes.
+    #: Lines left out: not the probe's (forged, cut, malformed), or repeated.
     rejected: int = 0
+    #: Phase lines read (the end record says how many the probe sent).
+    phases: int = 0
+    chain: ChainCheck = field(init=False)
     _done: set[str] = field(default_factory=set)
     _current: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        self.chain = ChainCheck(self.key)
+
     def feed_line(self, text: bytes) -> None:
         """Take one line of the stream."""
-        try:
-            line = json.loads(text)
-        except ValueError:
-            line = None
         with self._lock:
-            if not (isinstance(line, dict) and self._apply(line)):
+            record = self.chain.verify(text, ended=self.end is not None)
+            line = None if record is None else _json_object(record)
+            if line is None or not self._apply(line):
                 self.rejected += 1
+
+    def feed_tail(self) -> None:
+        """Take what followed the stream's last newline: a line the probe was writing when
+        its process was killed (it never ends the stream without one)."""
+        with self._lock:
+            self.chain.cut = True
+            self.rejected += 1
+
+    def stream_problems(self, cut_expected: bool = False) -> list[str]:
+        """What the stream shows was done to it, one phrase each: lines that did not verify,
+        gaps and repeats in the chain, an end record counting other phases than arrived.
+        (A missing end record depends on how the child ended: the witness judges it.)
+
+        :param cut_expected: the child was killed: a cut last line says nothing.
+        """
+        with self._lock:
+            found = self.chain.problems(cut_expected)
+            sent = (self.end or {}).get("phases")
+            if isinstance(sent, int) and sent != self.phases:
+                found.append(f"the end record counts {sent} phase(s), {self.phases} arrived")
+            return found
 
     def _apply(self, line: dict[str, Any]) -> bool:
         kind = line.get("type")
@@ -116,17 +225,19 @@ class ProbeState:
         return True
 
     def _collected(self, line: dict[str, Any]) -> bool:
+        """One part of the collected ids (a large session's come in several)."""
         nodeids = line.get("nodeids")
         if not isinstance(nodeids, list) or not all(isinstance(n, str) for n in nodeids):
             return False
         self.tally.record_collected(nodeids)
-        self.collected = len(nodeids)
+        self.collected = (self.collected or 0) + len(nodeids)
         return True
 
     def _phase(self, line: dict[str, Any]) -> bool:
         record = _phase_record(line)
         if record is None:
             return False
+        self.phases += 1
         self.tally.record_phase(record)
         if record["when"] == "setup":
             self._current = self.tally.id_prefix + record["nodeid"]
@@ -180,6 +291,14 @@ class ProbeState:
         return {**self.tally.to_json(), "collected": sorted(collected)}
 
 
+def _json_object(text: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _prefix(root: Path, rootdir: object) -> str:
     """What makes ids relative to ``rootdir`` relative to ``root`` (``"sub/"`` or ``""``)."""
     if not isinstance(rootdir, str):
@@ -220,6 +339,20 @@ def _phase_record(line: dict[str, Any]) -> PhaseRecord | None:
     return record
 
 
+def feed_stream(state: ProbeState, stream: bytes) -> ProbeState:
+    """Every line of a whole stream (a sandbox's file) into ``state``, as :class:`StreamReader`
+    takes them: a line past :data:`MAX_LINE` is left out, a cut last line is a tail."""
+    *lines, tail = stream.split(b"\n")
+    for line in lines:
+        if len(line) > MAX_LINE:
+            state.feed_line(b"")
+        elif line.strip():
+            state.feed_line(line)
+    if tail:
+        state.feed_tail()
+    return state
+
+
 class StreamReader:
     """Reads a probe channel in a thread of its own until every writer has closed it."""
 
@@ -242,8 +375,8 @@ class StreamReader:
                         self.state.feed_line(line)
                 if len(pending) > MAX_LINE:
                     pending, dropping = b"", True
-        if pending.strip() and not dropping:
-            self.state.feed_line(pending)
+        if dropping or pending:
+            self.state.feed_tail()
 
     def join(self) -> None:
         """Wait for the end of the stream (after the child's whole tree is gone)."""

@@ -15,8 +15,9 @@ other children. It reads what to run as one JSON object on standard input, then:
    SIGKILL after the grace period; SIGTERM kills at once;
 4. when the child has exited, SIGKILLs every process left in its tree and reaps them, looking
    through ``/proc`` again until none is left;
-5. writes ``{exit_code, signal, timed_out, interrupted, duration, containment, …}`` as one JSON
-   line on standard output and exits.
+5. writes ``{exit_code, signal, timed_out, interrupted, duration, cpu_time, containment, …}``
+   as one JSON line on standard output and exits (``cpu_time``: the CPU seconds, user and
+   system, of every process of the child's tree, all of them reaped here).
 
 Its first line on standard output, once the child runs and signals are watched, is
 ``{"started": pid}`` (or ``{"error": …}`` when the child could not start): the evaluator sends
@@ -241,12 +242,14 @@ class Supervision:
         problems = [self.subreaper_problem] if self.subreaper_problem else []
         if survivors:
             problems.append(f"{survivors} process(es) of the child's tree could not be killed")
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every process reaped here
         return {
             "exit_code": exit_code,
             "signal": signal_name,
             "timed_out": self.timed_out,
             "interrupted": self.interrupted,
             "duration": round(time.monotonic() - self.started, 3),
+            "cpu_time": round(used.ru_utime + used.ru_stime, 3),
             "containment": "partial" if problems else "full",
             "containment_reason": "; ".join(problems) or None,
         }

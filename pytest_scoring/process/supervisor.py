@@ -65,6 +65,8 @@ class ChildExit:
     #: Stopped by an interrupt (Ctrl-C) passed on by the evaluator.
     interrupted: bool = False
     duration: float = 0.0
+    #: CPU seconds (user and system) of the child's whole tree, as the supervisor measured.
+    cpu_time: float | None = None
     #: ``"full"`` when every process of its tree was contained and is gone, else ``"partial"``.
     containment: str = "full"
     containment_reason: str | None = None

@@ -3,7 +3,7 @@
 It runs like every child of the evaluator (docs/security.md): through the supervisor, which
 kills everything the copied tests started once it ends, with the launcher and the probe, whose
 stream gives the outcomes and collected ids. The child writes no file that the evaluator
-reads back.
+reads back; a stream its witnesses show was tampered with gives no result.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pytest_scoring.core.score import cap_text
 from pytest_scoring.errors import OptionError
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
+from pytest_scoring.process.witness import witness_signals
 
 #: Environment variable giving the reference run's timeout in seconds (``run --timeout`` caps it).
 TIMEOUT_ENV: Final = "PYTEST_SCORING_REFERENCE_TIMEOUT"
@@ -59,6 +60,8 @@ class ChildRun:
     #: The signal that killed it, or why it could not start.
     signal: str | None = None
     error: str | None = None
+    #: What its stream or exit show was done to them (``stream_forged``, ``exit_mismatch``).
+    tampered: str | None = None
 
     def failure(self, timeout: float, what: str = "the reference run") -> str | None:
         """Why the run gave no usable result, or None when it did.
@@ -69,6 +72,8 @@ class ChildRun:
             return f"{what} timed out after {timeout:g} s and was killed"
         if self.error is not None:
             return f"{what} could not start: {self.error}"
+        if self.tampered is not None:
+            return f"{what} gave no result that can be trusted: {self.tampered}"
         if self.tally is not None:
             return None
         if self.signal is not None:
@@ -91,12 +96,15 @@ def run_child(
     child = children.start_pytest(cwd, args, timeout, deterministic=deterministic, grace=0)
     ended = child.wait(cancel=cancel)
     state = child.state
+    tampered = "; ".join(s["detail"] for s in witness_signals(state, child.ending(ended)))
+    usable = state.finished_session() and not ended.timed_out and not tampered
     return ChildRun(
         exit_code=ended.exit_code,
         timed_out=ended.timed_out,
         duration=ended.duration,
-        tally=state.to_json() if state.finished_session() and not ended.timed_out else None,
+        tally=state.to_json() if usable else None,
         output=cap_text(read_tail(child.log, OUTPUT_TAIL), OUTPUT_TAIL),
         signal=ended.signal,
         error=ended.error,
+        tampered=tampered or None,
     )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_scoring.core.signals import Signal
     from pytest_scoring.fs.guard import FileGuard
     from pytest_scoring.process.children import ChildRunner
+    from pytest_scoring.process.witness import NotStarted
 
 
 @runtime_checkable
@@ -77,6 +78,9 @@ class ScoringContext:
     evaluator_side: EvaluatorSide = field(default_factory=EvaluatorSide)
     #: False when the session did not end as pytest meant it to (interrupted, ``pytest.exit``).
     complete: bool = True
+    #: Why pytest never started a session (its own first error line), or None: the test
+    #: scores are then "N", saying why.
+    not_started: NotStarted | None = None
     #: The evaluation's own runner (``run``'s: its user, environment, limits); None until
     #: :attr:`children` is first asked for one.
     runner: ChildRunner | None = None
