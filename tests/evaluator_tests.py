@@ -7,16 +7,15 @@ The reference's five tests read its code, a data file and a snapshot; the base s
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from runs import AS_EVALUATOR
 from runs import only_report
 from runs import run_cli
 
 #: As root, the children run as root too: the repositories write to the test's folders.
-AS_EVALUATOR = ["--user", "root"] if os.geteuid() == 0 else []
 
 REFERENCE_APP = """
     def add(a, b):

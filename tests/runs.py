@@ -28,6 +28,9 @@ SYSTEM_PYTHON = Path("/usr/bin/python3")
 #: containment makes the test scores "N". A test about something else names the default
 #: set, which keeps every tampering kind strict and leaves partial containment out.
 TAMPERING_ONLY = "--strict=default"
+#: ``run`` options for a test about something else than containment: as root, the
+#: repository's processes run as the evaluator's own user, with every tampering kind strict.
+AS_EVALUATOR = ["--user", "root", TAMPERING_ONLY] if os.geteuid() == 0 else []
 
 
 def run_cli(*args: str | Path) -> Result:

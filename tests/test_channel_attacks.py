@@ -11,12 +11,12 @@ Under ``--strict=stream_forged,exit_mismatch`` "N" comes from those two kinds al
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_EVALUATOR
 from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
 from runs import only_report
@@ -33,7 +33,6 @@ def test_five(): assert False, "the truth: this fails"
 """
 IDS = [f"test_suite.py::test_{name}" for name in ("one", "two", "three", "four", "five")]
 TRUTH = 60.0
-STRICT = "--strict=stream_forged,exit_mismatch"
 TAMPERING = {"stream_forged", "exit_mismatch"}
 
 #: What every forger shares: perfectly formed lines for every collected test (each phase
@@ -112,7 +111,7 @@ FORGERS = {
 #: As root, the children run as root (the test's folders are closed to others); as "nobody"
 #: with Debian's interpreter the non-dumpable test process is closed to its subprocesses.
 USERS = {
-    "as the evaluator": ["--user", "root"] if os.geteuid() == 0 else [],
+    "as the evaluator": AS_EVALUATOR,
     "as nobody": ["--python", str(SYSTEM_PYTHON)],
 }
 
@@ -153,7 +152,7 @@ def test_a_forger_that_knows_the_protocol_but_not_the_key_scores_no_answer(
     tmp_path: Path, forger: str, user: str
 ) -> None:
     repo = hostile_repository(tmp_path, FORGED_LINES + textwrap.dedent(FORGERS[forger]))
-    report = score(tmp_path, repo, STRICT, *USERS[user])
+    report = score(tmp_path, repo, *USERS[user])
     # 15 phases and an end record reached the stream and failed to verify; as nobody, a
     # subprocess cannot even open the pipe (the evaluator's) through /proc.
     closed = user == "as nobody" and "subprocess" in forger
@@ -357,7 +356,7 @@ def test_reports_the_repository_makes_and_logs_itself_never_count(
     tmp_path: Path, feeder: str
 ) -> None:
     repo = hostile_repository(tmp_path, FEEDS_THE_PROBE[feeder])
-    report = score(tmp_path, repo, STRICT, *USERS["as the evaluator"])
+    report = score(tmp_path, repo, *USERS["as the evaluator"])
     passed = [test["nodeid"] for test in report["tests"]["tests"] if test["outcome"] == "passed"]
     assert set(passed) <= set(IDS[:3])
     changed = [s for s in report["integrity"] if s["kind"] == "outcome_changed"]

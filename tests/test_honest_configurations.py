@@ -9,13 +9,13 @@ own words. The Inspect sandbox's side is in ``tests/test_inspect.py``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_EVALUATOR
 from runs import make_fifo
 from runs import only_report
 from runs import run_cli
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).parent.parent
 EXAMPLES = ROOT / "examples"
 #: As root, run the children as root too (the venv's interpreter is closed to "nobody").
-AS_EVALUATOR = ["--user", "root"] if os.geteuid() == 0 else []
 TAMPERING = {"stream_forged", "exit_mismatch"}
 STRICT = "--strict=stream_forged,exit_mismatch"
 

@@ -55,7 +55,13 @@ def ids(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_run_counts_the_twins_worse_outcome_and_says_so(tmp_path: Path, ids: Path) -> None:
     repo = make_twin(tmp_path / "repo")
-    run_cli(repo, "--expected-tests", ids, "--report", tmp_path / "out", *AS_EVALUATOR)
+    run_cli(repo, "--expected-tests", ids, "--report", tmp_path / "strict", *AS_EVALUATOR)
+    score = only_report(tmp_path / "strict")["scores"]["percent_passing_tests"]
+    assert (score["value"], score["metadata"]["strict_kinds"]) == ("N", ["id_collision"])
+    # Without strict kinds, the worse outcome counts: the truth.
+    run_cli(
+        repo, "--expected-tests", ids, "--report", tmp_path / "out", *AS_EVALUATOR, "--strict=none"
+    )
     report = only_report(tmp_path / "out")
     assert report["scores"]["percent_passing_tests"]["value"] == 60
     assert report["tests"]["counts"]["failed"] == 2

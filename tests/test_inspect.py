@@ -630,7 +630,8 @@ def test_a_forger_in_the_sandbox_cannot_write_the_probes_stream(tmp_path: Path) 
         sandbox="local",
     )
     score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
-    assert score.value == 0, "nothing the forger wrote counts"
+    assert score.value == "N", "nothing the forger wrote counts, and it proves tampering"
+    assert {"stream_forged", "exit_mismatch"} <= set(score.metadata["strict_kinds"])
     signals = {signal["kind"]: signal["detail"] for signal in score.metadata["integrity"]}
     assert "line(s) did not verify" in signals["stream_forged"]
     assert "without the probe's end record" in signals["exit_mismatch"]

@@ -8,7 +8,6 @@ evaluator saw. Synchronisation is by FIFOs and files the hostile code writes, ne
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import textwrap
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from processes import running
+from runs import AS_EVALUATOR
 from runs import GENEROUS
 from runs import TAMPERING_ONLY
 from runs import make_fifo
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 PASSWORD_CHANGED = json.dumps({"rows": {"changed": {"has_one": ["password"]}}})
 #: As root, run the children as root too: these repositories write to the test's own folders,
 #: which are closed to other users (a run as root otherwise uses "nobody" where it can).
-AS_EVALUATOR = ["--user", "root"] if os.geteuid() == 0 else []
 
 
 def write(path: Path, text: str) -> Path:
@@ -327,7 +326,7 @@ def test_ctrl_c_reaches_pytest_and_leaves_an_incomplete_report(repo: Path, tmp_p
     write(
         repo / "test_wait.py", BLOCKS_UNTIL_INTERRUPTED.format(ready=str(ready), never=str(never))
     )
-    run = start_run(repo, "--report", tmp_path / "out", *AS_EVALUATOR, TAMPERING_ONLY)
+    run = start_run(repo, "--report", tmp_path / "out", *AS_EVALUATOR)
     wait_for_ready(ready)
     run.send_signal(signal.SIGINT)
     output, _ = run.communicate(timeout=GENEROUS)

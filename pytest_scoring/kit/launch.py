@@ -24,10 +24,10 @@ Then:
 * Its own folder comes first on ``sys.path`` (Python puts a script's folder there), so
   ``pytest`` is imported before the repository's folder is added: a ``pytest.py`` planted in
   the repository is never what runs.
-* The plugins installed for pytest are imported next, before the repository's folder is on
-  ``sys.path``: a module of the repository named like one is never loaded in its place.
-* Then the current folder (the repository) is added after it, as ``python -m pytest`` would,
-  so that flat-layout repositories import their modules as they always do.
+* The current folder (the repository) is added after it once pytest has loaded its installed
+  plugins, before any conftest (as ``python -m pytest`` would, but later): flat-layout
+  repositories import their modules as they always do, and a module of the repository named
+  like an installed plugin is never loaded in its place.
 * pytest runs with ``-p no:scoring``: a pytest-scoring installed in that interpreter never
   scores inside the child (the evaluator outside does). The evaluator's own names are still
   accepted, without any effect: ``--ignore-option`` registers its options and ini names, and
@@ -110,31 +110,8 @@ def main(argv: Sequence[str]) -> int:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
-    import_installed_plugins()
-    sys.path.insert(1, os.getcwd())  # after this folder, as ``python -m pytest`` puts it first
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
-
-
-def import_installed_plugins() -> None:
-    """Import the plugins installed for pytest (its ``pytest11`` entry points) while only the
-    interpreter's folders are on ``sys.path``: a module of the repository named like one (a
-    planted ``pytest_rerunfailures.py``) would otherwise be loaded as that plugin, hooks and
-    all. pytest then finds them imported; one that fails is left for pytest to report."""
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        return
-    from importlib import import_module
-    from importlib import metadata
-
-    found: Any = metadata.entry_points()
-    entries = (
-        found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
-    )
-    for entry in entries:
-        try:
-            import_module(entry.value.split(":")[0].strip())
-        except Exception:  # pytest reports it when it loads the plugin
-            continue
 
 
 def make_non_dumpable() -> str | None:
@@ -218,10 +195,16 @@ class EvaluatorNames:
         self.read_ini = read_ini
 
     def pytest_load_initial_conftests(self, early_config: Any, parser: Any, args: Any) -> None:
-        """Every ``score_*`` name of the configuration file is accepted, whether or not the
+        """The repository's folder goes on ``sys.path`` now, after this folder, as ``python -m
+        pytest`` puts it first: pytest has loaded the installed plugins by now, so a module of
+        the repository named like one (a planted ``pytest_rerunfailures.py``) is never loaded
+        in its place, and none of them is imported before pytest marks it for rewriting.
+
+        Every ``score_*`` name of the configuration file is accepted, whether or not the
         evaluator named it: a child whose configuration names one the evaluator did not pass
         (a reference's rerun or baseline, an expected-tests folder) still runs. An unknown
         name is a warning, an error under ``filterwarnings = error`` or ``--strict-config``."""
+        sys.path.insert(1, os.getcwd())
         path = getattr(early_config, "inipath", None)
         settings = self.read_ini(path) if path is not None and self.read_ini else None
         for name in settings or {}:

@@ -195,6 +195,11 @@ class TestScorer:
         missing_fixtures = _missing_fixtures(context)
         if missing_fixtures is not None:
             explanation = f"{explanation}; {missing_fixtures}"
+        # pytest never started on the repository's configuration: what follows from that
+        # (its early end) is no tampering.
+        if context.not_started is not None:  # never only "no tests ran": pytest said why
+            metadata[UNSCORED_KEY] = context.not_started.unscored
+            return make_score(NOANSWER, self.type, context.not_started.reason, None, metadata)
         kinds = tampering(context)
         if kinds:
             failed = TEST_SCORINGS[self.type].failed
@@ -206,9 +211,6 @@ class TestScorer:
                 f"{value_text(failed)} ({explanation})"
             )
             return make_score(NOANSWER, self.type, withheld, None, metadata)
-        if context.not_started is not None:  # never only "no tests ran": pytest said why
-            metadata[UNSCORED_KEY] = context.not_started.unscored
-            return make_score(NOANSWER, self.type, context.not_started.reason, None, metadata)
         value = TEST_SCORINGS[self.type].value(context.tally)
         if self.type == "all_tests_pass" and not context.complete:
             value, explanation = INCORRECT, f"{explanation}; the session did not complete"
