@@ -288,7 +288,7 @@ def test_each_test_that_did_not_pass_keeps_the_reason_pytest_gave(
 
 
 def test_a_huge_failure_message_is_capped(pytester: pytest.Pytester) -> None:
-    from pytest_scoring.core.outcomes import MESSAGE_CAP
+    from pytest_scoring.core.rule import MESSAGE_CAP
 
     pytester.makepyfile("def test_shouts():\n    raise ValueError('x' * 1_000_000)\n")
     pytester.runpytest("--score")

@@ -3,13 +3,8 @@
 Pure bookkeeping over one test phase at a time, whatever the route: the plugin reads
 pytest's ``TestReport`` objects (on the controller under pytest-xdist, where workers' reports
 are replayed), the probe of a child run streams :class:`PhaseRecord` JSON lines, and the CLI
-feeds outcomes read from JUnit XML. The outcome rule lives here and nowhere else:
-
-* a setup error makes the test an ``error``;
-* otherwise the call's outcome counts, made ``failed`` by any failed subtest (a skipped
-  subtest never makes the test skipped);
-* a teardown error turns any outcome but ``failed`` into ``error``;
-* a rerun test counts with its last attempt.
+feeds outcomes read from JUnit XML. Each test's outcome follows the one rule of
+:mod:`pytest_scoring.core.rule`.
 """
 
 from __future__ import annotations
@@ -22,22 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
-from typing import Final
 from typing import Literal
 from typing import NotRequired
 from typing import Protocol
 from typing import TypedDict
 
+from pytest_scoring.core.rule import MESSAGE_CAP
+from pytest_scoring.core.rule import OUTCOMES
+from pytest_scoring.core.rule import SILENT
+from pytest_scoring.core.rule import ExpectedOutcome
+from pytest_scoring.core.rule import Outcome
+from pytest_scoring.core.rule import TestState
+from pytest_scoring.core.rule import judged
+from pytest_scoring.core.rule import phase_message
+from pytest_scoring.core.rule import phase_outcome
+from pytest_scoring.core.rule import worse
 from pytest_scoring.core.score import cap_text
-
-Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
-OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
-#: What an expected set may ask of a test (docs/scoring.md#expected-tests).
-ExpectedOutcome = Literal["passed", "skipped", "xfailed"]
-EXPECTED_OUTCOMES: tuple[ExpectedOutcome, ...] = ("passed", "skipped", "xfailed")
-#: Characters kept of a test's message: every test of a large suite may fail, and each
-#: message lands in ``scores.json`` and the report's page.
-MESSAGE_CAP: Final = 1000
 
 
 class TestRecord(TypedDict):
@@ -154,143 +149,8 @@ class CollectionReport(Protocol):
     def longrepr(self) -> object: ...
 
 
-def merged(previous: Outcome | None, entry: Outcome) -> Outcome:
-    """One test's outcome from two JUnit entries with its id, in file order.
-
-    pytest writes a call failure followed by a teardown error as two ``<testcase>`` elements,
-    and pytest-rerunfailures one per attempt (the failed ones empty): a failure anywhere
-    stays, an error turns the rest into an error (as a teardown error does), and otherwise
-    the later attempt counts.
-    """
-    if previous is None:
-        return entry
-    if "failed" in (previous, entry):
-        return "failed"
-    if "error" in (previous, entry):
-        return "error"
-    return entry
-
-
-@dataclass(slots=True)
-class _TestState:
-    """One test's latest attempt, phase by phase; :meth:`final` applies the outcome rule.
-
-    Built once per test of the session and kept to its end: containers most tests never
-    fill stay None until used (issue 17).
-    """
-
-    #: The outcome setup decided on its own: ``error``, ``skipped`` or ``xfailed``.
-    setup: Outcome | None = None
-    call: Outcome | None = None
-    teardown_failed: bool = False
-    #: Subtests by outcome, once the test has one.
-    subtests: dict[str, int] | None = None
-    duration: float = 0.0
-    user_properties: Sequence[list[Any]] = ()
-    #: Why each phase did not pass (``setup``, ``call``, ``subtest``: the first failed one,
-    #: ``teardown``); the final outcome's own reason becomes the test's message.
-    messages: dict[str, str] | None = None
-    #: An outcome set directly (JUnit XML), bypassing the phases.
-    direct: Outcome | None = None
-    setup_seen: bool = False
-    #: Its teardown was reported: the attempt is over.
-    finished: bool = False
-    #: pytest collected several tests with this id (an ``id_collision``): every phase keeps
-    #: the worst outcome any of them reported, whatever order their reports came in.
-    shared: bool = False
-
-    def starts_anew(self, when: str) -> bool:
-        """Whether a setup or subtest report opens another attempt (pytest-rerunfailures).
-
-        An attempt opens with its setup report, or with a subtest's report: rerunfailures
-        logs an attempt's phase reports only once it is over, while subtests report the
-        moment they finish, so they arrive before that attempt's setup.
-        """
-        return self.finished or (when == "setup" and self.setup_seen)
-
-    def count_subtest(self, outcome: str, longrepr: str | None) -> None:
-        subtests = self.subtests = self.subtests or {}
-        subtests[outcome] = subtests.get(outcome, 0) + 1
-        if outcome == "failed" and longrepr is not None:
-            self.note("subtest", longrepr, first=True)
-
-    def note(self, phase: str, message: str, first: bool = False) -> None:
-        """Keep why ``phase`` did not pass (``first``: unless a message is kept already)."""
-        messages = self.messages = self.messages or {}
-        if not (first and phase in messages):
-            messages[phase] = message
-
-    def final(self) -> Outcome | None:
-        """The test's outcome, or None while it has none (it never finished a phase that says)."""
-        return self._decided()[0]
-
-    def message(self) -> str | None:
-        """Why the test did not pass: the text of the phase that decided its outcome."""
-        outcome, phase = self._decided()
-        if outcome in _SILENT or self.messages is None:
-            return None
-        return self.messages.get(phase)
-
-    def _decided(self) -> tuple[Outcome | None, str]:
-        """The outcome rule: the final outcome and the phase that decided it."""
-        if self.direct is not None:
-            return self.direct, "direct"
-        if self.setup == "error":
-            return "error", "setup"
-        outcome, phase = (self.setup, "setup") if self.setup else (self.call, "call")
-        if self.shared and self.setup and worse(self.call, self.setup) != self.setup:
-            outcome, phase = self.call, "call"
-        failed_subtest = self.subtests is not None and self.subtests.get("failed")
-        if failed_subtest and outcome is not None and outcome != "failed":
-            outcome, phase = "failed", "subtest"
-        if self.teardown_failed and outcome != "failed":
-            return "error", "teardown"
-        return outcome, phase
-
-
-#: How bad each outcome is, for tests that share one id: the worst counts.
-_BADNESS: Final[dict[Outcome | None, int]] = {
-    None: -1,
-    "passed": 0,
-    "xpassed": 1,
-    "xfailed": 2,
-    "skipped": 3,
-    "failed": 4,
-    "error": 5,
-}
-
-
-def worse(first: Outcome | None, second: Outcome | None) -> Outcome | None:
-    """The worse of two outcomes (None: nothing reported)."""
-    return first if _BADNESS[first] >= _BADNESS[second] else second
-
-
 #: One phase report as the tally keeps it until it is folded in: ``_fold``'s arguments.
 _Phase = tuple[str, str, str, float, Sequence[list[Any]], str | None, str | None, bool]
-
-#: Phase outcomes that need no message (most phases of most sessions).
-_SILENT: Final = frozenset((None, "passed", "xpassed"))
-
-
-def _message(outcome: Outcome | None, wasxfail: str | None, longrepr: str | None) -> str | None:
-    """Why a phase did not pass: its text, or for an xfail its reason."""
-    if outcome in _SILENT:
-        return None
-    if outcome == "xfailed" and wasxfail:
-        return cap_text(wasxfail, MESSAGE_CAP)
-    return longrepr or None
-
-
-def _phase_outcome(when: str, outcome: str, xfail: bool) -> Outcome | None:
-    """The outcome one phase reports on its own, or None when it says nothing (a pass of
-    setup or teardown)."""
-    if outcome == "skipped":
-        return "xfailed" if xfail else "skipped"
-    if when == "call":
-        if outcome == "passed":
-            return "xpassed" if xfail else "passed"
-        return "failed"
-    return "error" if outcome == "failed" else None
 
 
 @dataclass
@@ -302,7 +162,7 @@ class OutcomeTally:
     """
 
     #: Every test's state, by id (read through :attr:`tests`).
-    _tests: dict[str, _TestState] = field(default_factory=dict, init=False, repr=False)
+    _tests: dict[str, TestState] = field(default_factory=dict, init=False, repr=False)
     #: Test ids pytest collected (the controller learns them from xdist's workers).
     collected: set[str] = field(default_factory=set)
     #: Test ids pytest collected more than once in one collection, and how many times: two
@@ -325,7 +185,7 @@ class OutcomeTally:
     _memo_state: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     @property
-    def tests(self) -> dict[str, _TestState]:
+    def tests(self) -> dict[str, TestState]:
         """Every test's state, by id, in the order first seen."""
         self._fold_pending()
         return self._tests
@@ -403,9 +263,9 @@ class OutcomeTally:
         state = self._tests.get(nodeid)
         opening = is_subtest or when == "setup"
         if state is None:
-            state = self._tests[nodeid] = _TestState(shared=nodeid in self.collided)
+            state = self._tests[nodeid] = TestState(shared=nodeid in self.collided)
         elif opening and not state.shared and state.starts_anew(when):
-            state = self._tests[nodeid] = _TestState()  # keeps the id's place in the order
+            state = self._tests[nodeid] = TestState()  # keeps the id's place in the order
         if is_subtest:
             state.count_subtest(outcome, longrepr)
             return
@@ -415,10 +275,10 @@ class OutcomeTally:
         phase = (
             None
             if outcome == "passed" and when != "call"
-            else _phase_outcome(when, outcome, wasxfail is not None)
+            else phase_outcome(when, outcome, wasxfail is not None)
         )
-        if phase not in _SILENT:
-            message = _message(phase, wasxfail, longrepr)
+        if phase not in SILENT:
+            message = phase_message(phase, wasxfail, longrepr)
             if message is not None:
                 state.note(when, message)
         if when == "setup":
@@ -434,7 +294,7 @@ class OutcomeTally:
         """A failed collector counts as one ``error``, once per collector id."""
         if report.outcome == "failed":
             message = short_longrepr(report.longrepr)
-            state = _TestState(direct="error", messages={"direct": message} if message else None)
+            state = TestState(direct="error", messages={"direct": message} if message else None)
             self.tests[self.id_prefix + report.nodeid] = state
             self._changes += 1
 
@@ -453,7 +313,7 @@ class OutcomeTally:
     ) -> None:
         """Set one test's final outcome directly (e.g. read from JUnit XML)."""
         messages = {"direct": cap_text(message, MESSAGE_CAP)} if message else None
-        self.tests[nodeid] = _TestState(direct=outcome, duration=duration, messages=messages)
+        self.tests[nodeid] = TestState(direct=outcome, duration=duration, messages=messages)
         self._changes += 1
 
     def outcome_of(self, nodeid: str) -> Outcome | None:
@@ -602,18 +462,3 @@ class OutcomeTally:
             section["extra"] = self.extra()
             section["expected_tests"] = self.expected_source
         return section
-
-
-def judged(observed: Outcome | None, wanted: ExpectedOutcome) -> Outcome | Literal["missing"]:
-    """How an expected test counts (docs/scoring.md#expected-tests).
-
-    ``passed``/``xpassed`` pass; a skip or xfail the source had too is neutral (counted under
-    that name, outside ``total``); ``error`` stays an error; everything else fails.
-    """
-    if observed is None:
-        return "missing"
-    if observed in ("passed", "xpassed"):
-        return "passed"
-    if observed in ("skipped", "xfailed") and observed == wanted:
-        return observed
-    return "error" if observed == "error" else "failed"

@@ -123,6 +123,7 @@ def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> Expecte
 def _guarded_functions() -> list[tuple[str, object, str]]:
     """Our functions that decide a verdict: replacing one at run time is ``patched``."""
     from pytest_scoring.core import outcomes
+    from pytest_scoring.core import rule
     from pytest_scoring.evaluation.scoring import Evaluation
     from pytest_scoring.kit import integrity
     from pytest_scoring.plugin.session import ScoringSession
@@ -135,8 +136,8 @@ def _guarded_functions() -> list[tuple[str, object, str]]:
         ("OutcomeTally.record_test", outcomes.OutcomeTally, "record_test"),
         ("OutcomeTally._fold_pending", outcomes.OutcomeTally, "_fold_pending"),
         ("OutcomeTally._fold", outcomes.OutcomeTally, "_fold"),
-        ("judged", outcomes, "judged"),
-        ("_TestState.final", outcomes._TestState, "final"),
+        ("judged", rule, "judged"),
+        ("TestState.final", rule.TestState, "final"),
         ("percent_passing", tests, "percent_passing"),
         ("tampering", tests, "tampering"),
         ("TestScorer.score", tests.TestScorer, "score"),

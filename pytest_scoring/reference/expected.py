@@ -21,8 +21,8 @@ from typing import Final
 
 import pytest
 
-from pytest_scoring.core.outcomes import EXPECTED_OUTCOMES
-from pytest_scoring.core.outcomes import ExpectedOutcome
+from pytest_scoring.core.rule import EXPECTED_OUTCOMES
+from pytest_scoring.core.rule import ExpectedOutcome
 from pytest_scoring.errors import OptionError
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.fs.paths import cache_home

@@ -4,7 +4,7 @@ Read: pytest, jest-junit, go-junit-report and Maven Surefire (one file per class
 files are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with
 ``<testcase>`` elements; a case holding ``<failure>`` failed, ``<error>`` errored,
 ``<skipped>`` was skipped (pytest's ``type="pytest.xfail"`` is an xfail), else it passed.
-Cases with one id in one suite are one test (:func:`~pytest_scoring.core.outcomes.merged`);
+Cases with one id in one suite are one test (:func:`~pytest_scoring.core.rule.merged`);
 ``todo``/``pending`` tests count as skipped where the XML says so (docs/scoring.md#junit).
 
 Write: when pytest writes ``--junitxml``, the scores become test-suite properties
@@ -27,9 +27,9 @@ from junitparser import JUnitXmlError
 from junitparser import Properties
 from junitparser import TestCase
 
-from pytest_scoring.core.outcomes import Outcome
 from pytest_scoring.core.outcomes import OutcomeTally
-from pytest_scoring.core.outcomes import merged
+from pytest_scoring.core.rule import Outcome
+from pytest_scoring.core.rule import merged
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import Signal

@@ -15,8 +15,8 @@ from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import mean
 from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.metrics import threshold_accuracy
-from pytest_scoring.core.outcomes import OUTCOMES
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.rule import OUTCOMES
 from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INCORRECT
 from pytest_scoring.core.score import METADATA_LIST_CAP
