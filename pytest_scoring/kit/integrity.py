@@ -15,7 +15,9 @@ the session can hide from code beside it; the signals make the cheap attacks vis
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
+import os
 import shlex
 import sys
 from collections.abc import Generator
@@ -88,12 +90,33 @@ def signal_record(kind: str, detail: str, file: str | None = None) -> SignalReco
     return {"kind": kind, "detail": detail, "file": file}
 
 
+def _kit_module(name: str) -> Any:
+    """Another module of the kit, loaded from beside this file under a name of its own: the
+    kit's files are ``tripwire.py`` in the package and ``_pytest_scoring_tripwire.py`` in a
+    child's folder, and this file's own name says which."""
+    folder, own = os.path.split(os.path.abspath(__file__))
+    path = os.path.join(folder, own.replace("integrity", name))
+    spec = importlib.util.spec_from_file_location(f"{__name__}-{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"the kit has no module {name} beside {own}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: What a file is (the repository's, the interpreter's…): the tripwire's classifier.
+_PLACES = _kit_module("tripwire")
+
+
 def relative_inside(path: object, root: Path) -> str | None:
-    """``path`` relative to ``root`` (POSIX), or None when it is not inside."""
+    """``path`` relative to ``root`` (POSIX), or None when it is not inside, or lies in the
+    running interpreter's own environment: pytest's files in a ``.tox`` or ``.venv`` folder of
+    the repository are not the repository's."""
     try:
-        return Path(str(path)).resolve().relative_to(root.resolve()).as_posix()
+        file: str | None = _PLACES.repository_file(path, root)
     except (ValueError, OSError, RuntimeError):
         return None
+    return file
 
 
 def _function_file(function: object) -> str | None:

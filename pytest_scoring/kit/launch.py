@@ -68,6 +68,9 @@ NO_CHANNEL = 122
 #: ``--ignore-option=--flag`` (a switch), ``--ignore-option=--flag=`` (takes a value),
 #: ``--ignore-option=ini:name``.
 IGNORE = "--ignore-option="
+#: ``--black-box``: the test process loads no file of the repository but the evaluator's,
+#: each named by ``--evaluator-path=PATH`` (its tests in the copy).
+BLACK_BOX, EVALUATOR_PATH = "--black-box", "--evaluator-path="
 #: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
 STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
@@ -76,14 +79,20 @@ PR_SET_DUMPABLE = 4
 
 
 def main(argv: Sequence[str]) -> int:
+    # First of all, before pytest and any code of the repository (docs/security.md#the-tripwire).
+    wire = private_module("tripwire").install(os.getcwd())
     dumpable_problem = make_non_dumpable()
     options, pytest_args = _split(argv)
     channel_module = private_module("channel")
     try:
-        channel = channel_module.open_channel(**_channel_options(options))
+        channel_options = _channel_options(options)
+        channel = channel_module.open_channel(**channel_options)
     except (channel_module.ChannelError, ValueError) as error:
         sys.stderr.write(f"pytest-scoring: the probe's channel cannot be opened: {error}\n")
         return NO_CHANNEL
+    for stream in (channel_options.get("stream_fd"), channel_options.get("stream_path")):
+        if stream is not None:
+            wire.protect_file(stream)  # opening it again (/proc/self/fd/N) is reach-in
     try:
         import pytest
     except ImportError as error:
@@ -103,13 +112,20 @@ def main(argv: Sequence[str]) -> int:
     args, plugins = ["-p", "no:scoring"], []
     integrity = _integrity_module()
     if channel is not None:
-        plugins.append(private_module("probe").probe_plugin(channel, integrity))
+        probe = private_module("probe")
+        kit = [module for module in (probe, integrity, channel_module) if module is not None]
+        defence = private_module("selfcheck").take(wire, kit)
+        plugins.append(probe.probe_plugin(channel, integrity, defence))
         if integrity is not None:
             args += ["-p", INTEGRITY]  # it watches xdist's workers (the probe: the controller)
     if "--deterministic" in options:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
+    if BLACK_BOX in options:
+        at = len(EVALUATOR_PATH)
+        wire.evaluator_paths(o[at:] for o in options if o.startswith(EVALUATOR_PATH))
+        wire.black_box()
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
 

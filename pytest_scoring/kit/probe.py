@@ -62,14 +62,18 @@ def _cap(text: str) -> str:
     return f"[... {len(text) - LONGREPR_CAP} characters cut ...]\n{text[-LONGREPR_CAP:]}"
 
 
-def probe_plugin(channel: Any, integrity: Any = None) -> Any:
+def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> Any:
     """The probe's hooks, to register with pytest (``pytest.main(plugins=[...])``).
 
     :param channel: the open channel (:class:`pytest_scoring.kit.channel.Channel`); its
         ``send``, ``close`` and ``encode`` are taken now.
     :param integrity: the integrity module, or None (no integrity lines).
+    :param defence: the self-check (:mod:`pytest_scoring.kit.selfcheck`), or None: it is
+        given the hooks now, and the plugin manager once registered; it compares them at
+        every record the channel sends.
     """
     send, close, encode = channel.send, channel.close, channel.encode
+    watch_defence: Any = None if defence is None else defence.watch
     state: dict[str, Any] = {
         "deselected": [],
         "exitstatus": None,
@@ -116,6 +120,8 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
             state["watch"] = watch
             # Its methods as they are now: replacing them on the object later changes nothing.
             state["check_report"], state["finish"] = watch.check_report, watch.finish
+        if watch_defence is not None:
+            watch_defence(config.pluginmanager)
         plugins = sorted(
             name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None
         )
@@ -222,6 +228,8 @@ def probe_plugin(channel: Any, integrity: Any = None) -> Any:
         )
         close()
 
+    if defence is not None:
+        defence.own(hooks)
     return hooks
 
 
