@@ -34,6 +34,7 @@ import hashlib
 import json
 import json.encoder
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,10 @@ _sha256 = hashlib.sha256
 _getpid = os.getpid
 _write = os.write
 _close = os.close
+#: The audit event every record raises before it is sent: the tripwire's self-check runs on
+#: it (``pytest_scoring.kit.tripwire.RECORD_EVENT``), whatever the probe's hooks became.
+RECORD_EVENT = "pytest-scoring.record"
+_audit = getattr(sys, "audit", lambda event, *args: None)
 
 
 class ChannelError(Exception):
@@ -166,6 +171,7 @@ class Channel:
         mac, encode = keyed_mac(key), make_encoder()
         owner, lock = _getpid(), threading.Lock()
         getpid, write, close_descriptor, suppress = _getpid, _write, _close, contextlib.suppress
+        audit, event = _audit, RECORD_EVENT
         seq, previous, is_open = 0, FIRST_PREVIOUS, True
 
         def write_all(data: bytes) -> None:
@@ -178,6 +184,7 @@ class Channel:
             nonlocal seq, previous, is_open
             if getpid() != owner:
                 return
+            audit(event, record)  # first the self-check's own records (docs/security.md)
             try:
                 text = encode(record)
             except (TypeError, ValueError, RecursionError) as error:

@@ -114,7 +114,7 @@ def main(argv: Sequence[str]) -> int:
     if channel is not None:
         probe = private_module("probe")
         kit = [module for module in (probe, integrity, channel_module) if module is not None]
-        defence = private_module("selfcheck").take(wire, kit)
+        defence = private_module("selfcheck").take(wire, kit, channel.send)
         plugins.append(probe.probe_plugin(channel, integrity, defence))
         if integrity is not None:
             args += ["-p", INTEGRITY]  # it watches xdist's workers (the probe: the controller)

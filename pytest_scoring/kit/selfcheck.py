@@ -1,6 +1,9 @@
 """The probe's self-check: what decides a test's outcome, compared with what it was before any
 code of the repository ran (docs/security.md#self-checks).
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 The launcher takes the references (:func:`take`) right after importing pytest, before pytest
 reads the repository's configuration or conftest files: pytest's ``TestReport`` and
 ``CallInfo`` and the functions of ``_pytest.runner`` that run each test's protocol, pluggy's
@@ -92,24 +95,27 @@ _Function = types.FunctionType
 
 
 class SelfCheck(NamedTuple):
-    """The probe's two calls (bind them once, at its start)."""
+    """The probe's two calls."""
 
-    #: ``watch(pluginmanager, plugin)``: once the probe is registered, compare its hook
+    #: ``own(plugin)``: the probe's hooks, as made (before pytest reads any conftest).
+    own: Callable[[object], None]
+    #: ``watch(pluginmanager)``: once the probe is registered, compare its hook
     #: implementations and pytest's too.
-    watch: Callable[[Any, object], None]
-    #: ``lines(final)``: the records to send before the probe's next one: a ``patched``
-    #: ``integrity`` record for each change since the start, the tripwire's findings, the
-    #: ``refused`` record of ``--black-box``; each once. ``final`` (before the end record)
-    #: compares the code of every function as well.
-    lines: Callable[[bool], list[dict[str, Any]]]
+    watch: Callable[[Any], None]
 
 
-def take(wire: Any, kit: Iterable[types.ModuleType]) -> SelfCheck:
+def take(wire: Any, kit: Iterable[types.ModuleType], send: Callable[[Any], None]) -> SelfCheck:
     """The references, taken now: call it before pytest reads any file of the repository.
+
+    From now on, before the channel sends a record, the tripwire's hook compares them and
+    sends (with ``send``) a ``patched`` ``integrity`` record for each change since the start,
+    the tripwire's own findings and the ``refused`` record of ``--black-box``, each once;
+    before the end record it compares the code of every function as well.
 
     :param wire: the installed tripwire, told about pytest's and pluggy's folders and given
         every reference to protect.
     :param kit: the kit's modules loaded in this process (the probe, its integrity watch).
+    :param send: the channel's own ``send``.
     """
     import _pytest
     import pluggy
@@ -119,7 +125,7 @@ def take(wire: Any, kit: Iterable[types.ModuleType]) -> SelfCheck:
     folder = os.path.dirname(_pytest.__file__)
     wire.wrappers(*(os.path.join(folder, path) for path in WRAPPERS))
     code = wire.seal(globals())
-    check: SelfCheck = code["_take"](wire, list(kit))
+    check: SelfCheck = code["_take"](wire, list(kit), send)
     return check
 
 
@@ -135,7 +141,7 @@ def _import_builtin_plugins() -> None:
             continue
 
 
-def _take(wire: Any, kit: list[types.ModuleType]) -> SelfCheck:
+def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None]) -> SelfCheck:
     everything = _references(_machinery_modules())
     own = _references(kit)
     core = [ref for ref in everything if ref[0] in CORE]
@@ -154,11 +160,17 @@ def _take(wire: Any, kit: list[types.ModuleType]) -> SelfCheck:
         "reported": set(),
         "refused": False,
         "session": None,
+        "plugin": None,
+        "own": {},
+        "watched": False,
     }
     with wire.quiet():
         state["codes"] = [(label, fn, fn.__code__) for label, fn in _functions(state)]
-    wire.protect(*(ref[3] for ref in state["all"]), *(code for _, _, code in state["codes"]))
-    return SelfCheck(_bound(_watch, state), _bound(_lines, state))
+    # The kit's own objects are protected (their id(), their memory); pytest's are compared.
+    wire.protect(*(ref[3] for ref in own))
+    wire.on_record(_bound(_lines, state), send)
+    wire.protect(send)
+    return SelfCheck(_bound(_own, state), _bound(_watch, state))
 
 
 def _bound(function: Callable[..., Any], state: dict[str, Any]) -> Callable[..., Any]:
@@ -176,6 +188,15 @@ def _machinery_modules() -> list[types.ModuleType]:
     ]
 
 
+def _module_label(module: types.ModuleType) -> str:
+    """A module as signals name it: the kit's under its file's name (it loads under a
+    random one)."""
+    name = module.__name__
+    if name.startswith("_pytest_scoring_"):
+        return os.path.splitext(os.path.basename(str(module.__file__)))[0]
+    return name
+
+
 def _references(modules: Iterable[types.ModuleType]) -> list[tuple[str, Any, str, Any]]:
     """``(label, owner, name, value)`` for every function and class each module holds (its
     own and what it takes from the machinery), and every method of its own classes; the
@@ -183,15 +204,15 @@ def _references(modules: Iterable[types.ModuleType]) -> list[tuple[str, Any, str
     references: list[tuple[str, Any, str, Any]] = []
     classes: set[int] = set()  # a class pytest re-exports is looked at once
     for module in modules:
-        home = module.__name__
+        home, shown = module.__name__, _module_label(module)
         for name, value in list(vars(module).items()):
             if isinstance(value, (_Function, type)) and _ours(value, home):
-                references.append((f"{home}:{name}", module, name, value))
+                references.append((f"{shown}:{name}", module, name, value))
             if isinstance(value, type) and value.__module__ == home and id(value) not in classes:
                 classes.add(id(value))
                 for attribute, member in list(vars(value).items()):
                     if isinstance(member, (_Function, classmethod, staticmethod, property)):
-                        label = f"{home}:{value.__qualname__}.{attribute}"
+                        label = f"{shown}:{value.__qualname__}.{attribute}"
                         references.append((label, value, attribute, member))
     return references
 
@@ -223,11 +244,28 @@ def _accessors(value: object) -> list[Any]:
 # --- the hooks, once the probe is registered ---------------------------------------------
 
 
-def _watch(state: dict[str, Any], pluginmanager: Any, plugin: object) -> None:
-    relay = vars(pluginmanager.hook)
-    names = set(HOOKS) | {name for name in dir(plugin) if name.startswith("pytest_")}
+def _own(state: dict[str, Any], plugin: object) -> None:
+    """The probe's hook functions, their code and the cells they close over, as made."""
+    state["plugin"] = plugin
+    hooks = {name: value for name, value in vars(plugin).items() if name.startswith("pytest_")}
+    state["own"] = hooks
+    cells: dict[int, tuple[Any, Any, str]] = {}
+    for name, function in hooks.items():
+        for cell in function.__closure__ or ():  # shared by the hooks: each looked at once
+            cells.setdefault(id(cell), (cell, _content(cell), name))
+        state["codes"].append((f"the probe's {name}", function, function.__code__))
+    state["cells"] = list(cells.values())
+    state["wire"].protect(plugin, *hooks.values(), *(entry[1] for entry in cells.values()))
+
+
+def _watch(state: dict[str, Any], pluginmanager: Any) -> None:
+    """Once the probe is registered (its ``pytest_configure``): the hook callers of the test
+    protocol and of the probe's hooks, pytest's and the probe's implementations of them,
+    and pluggy's call loop."""
+    state["watched"] = True
+    relay, plugin = vars(pluginmanager.hook), state["plugin"]
     state["loop"] = [pluginmanager, getattr(pluginmanager, "_inner_hookexec", None)]
-    for name in sorted(names):
+    for name in sorted(set(HOOKS) | set(state["own"])):
         caller = relay.get(name)
         if caller is None:
             continue
@@ -236,8 +274,7 @@ def _watch(state: dict[str, Any], pluginmanager: Any, plugin: object) -> None:
             expected = _expected(state, name, impl, plugin)
             if expected is not None:
                 state["hooks"].append((name, caller, impl, *expected))
-    state["wire"].protect(pluginmanager, *(entry[2] for entry in state["hooks"]))
-    state["wire"].protect(*(entry[2] for entry in state["callers"]))
+    state["wire"].protect(*(entry[2] for entry in state["hooks"] if entry[2].plugin is plugin))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(session: Any) -> None:
@@ -265,7 +302,7 @@ def _expected(
     for the implementations of other plugins and conftests."""
     function, owner, originals = impl.function, impl.plugin, state["originals"]
     if owner is plugin:
-        return "the probe's", function, _cells(function)
+        return "the probe's", state["own"].get(name, function), None
     names = (name, str(getattr(function, "__name__", "")))
     owners = [owner] if isinstance(owner, types.ModuleType) else list(type(owner).__mro__)
     for home in owners:
@@ -276,23 +313,24 @@ def _expected(
     return None
 
 
-def _cells(function: object) -> tuple[Any, ...]:
-    cells = getattr(function, "__closure__", None) or ()
-    contents = []
-    for cell in cells:
-        try:
-            contents.append(cell.cell_contents)
-        except ValueError:  # a cell not filled yet
-            contents.append(_MISSING)
-    return tuple(contents)
+def _content(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not filled yet
+        return _MISSING
 
 
 # --- the comparison ------------------------------------------------------------------------
 
 
 def _lines(state: dict[str, Any], final: bool) -> list[dict[str, Any]]:
+    """What to send before the channel's next record (see :func:`take`)."""
     wire = state["wire"]
     signals = [*_changes(state, final), *wire.drain()]
+    if not state["watched"] and state["plugin"] is not None and "unwatched" not in state:
+        state["unwatched"] = True  # the probe's pytest_configure never ran: it was kept out
+        what = "the probe's pytest_configure implementation did not run"
+        signals.append({"kind": "patched", "detail": what, "file": None})
     records = [{"type": "integrity", **signal} for signal in signals]
     refused = wire.refusal()
     if refused is not None and not state["refused"]:
@@ -341,13 +379,15 @@ def _hook_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
         now = relay.get(name)
         if now is not caller:
             found.append((f"pytest's hook caller {name} was replaced", now))
-    for name, caller, impl, who, expected, cells in state["hooks"]:
+    for name, caller, impl, who, expected, _ in state["hooks"]:
         if not any(present is impl for present in _hookimpls(state, caller)):
             found.append((f"{who} {name} implementation was removed", None))
         elif not _same_function(impl.function, expected, impl.plugin):
             found.append((f"{who} {name} implementation was replaced", impl.function))
-        elif cells is not None and not _same_cells(_cells(impl.function), cells):
-            found.append((f"what {who} {name} implementation uses was replaced", None))
+    for cell, content, name in state.get("cells", ()):
+        now = _content(cell)
+        if now is not content:
+            found.append((f"what the probe's {name} implementation uses was replaced", now))
     found.extend(_loop_changes(state))
     return found
 
@@ -378,10 +418,6 @@ def _same_function(now: object, expected: object, plugin: object) -> bool:
     if isinstance(expected, (classmethod, staticmethod)):
         expected = expected.__func__
     return getattr(now, "__func__", None) is expected and getattr(now, "__self__", None) is plugin
-
-
-def _same_cells(now: tuple[Any, ...], then: tuple[Any, ...]) -> bool:
-    return len(now) == len(then) and all(now[at] is then[at] for at in range(len(then)))
 
 
 def _shown(label: str) -> str:

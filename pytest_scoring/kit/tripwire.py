@@ -1,6 +1,9 @@
 """The tripwire: an audit hook that sees the scored repository reach into the evaluator's
 machinery from inside the test process (docs/security.md#the-tripwire).
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 The launcher installs it first thing, before pytest is imported and long before any code of
 the repository runs; CPython calls it for every audited event of the session and it cannot be
 removed. It reports ``tripwire`` (reach-in: frames, code objects, the garbage collector, the
@@ -32,8 +35,15 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
+from typing import TypeVar
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+_T = TypeVar("_T")
 
 #: What a file is to the tripwire; the longest folder that holds it decides (a ``.venv`` in
 #: the repository is the interpreter's; a repository under ``sys.prefix`` is the repository).
@@ -96,8 +106,15 @@ MEMORY_SYMBOLS = frozenset(
         "dlsym",
     }
 )
+#: The audit event the probe's channel raises before it sends a record
+#: (``pytest_scoring.kit.channel.RECORD_EVENT``).
+RECORD_EVENT = "pytest-scoring.record"
 #: What a file of the repository that is code ends with (``--black-box``: never opened).
 CODE_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd")
+#: A path named by an object whose ``__fspath__`` is the repository's own.
+OPAQUE = object()
+#: Where an ``__fspath__`` the hook may call comes from.
+TRUSTED_PATHS = frozenset({STDLIB, MACHINERY, INTERPRETER})
 #: ``/proc/<pid>[/task/<tid>][/mem|fd|map_files[/…]]``, resolved.
 _PROC_REACH = re.compile(r"^/proc/(\d+)(/task/\d+)?(/(mem|fd|map_files)(/.+)?)?$")
 
@@ -111,7 +128,6 @@ _fsdecode = os.fsdecode
 _getpid = os.getpid
 _getframe = sys._getframe
 _get_ident = _thread.get_ident
-_modules = sys.modules
 _match = _PROC_REACH.match
 _SEP = os.sep
 _FrameType = types.FrameType
@@ -119,6 +135,8 @@ _FunctionType = types.FunctionType
 _MethodType = types.MethodType
 _ModuleType = types.ModuleType
 _CodeType = types.CodeType
+_TYPE_DICT = type.__dict__["__dict__"].__get__  # a class's own namespace, whatever it defines
+_TYPE_MRO = type.__dict__["__mro__"].__get__
 _RUNNING = (
     (types.GeneratorType, "gi_code"),
     (types.CoroutineType, "cr_code"),
@@ -126,11 +144,25 @@ _RUNNING = (
 )
 
 
-class Refused(ImportError):
+class Denied(Exception):
+    """What the hook raises into the code that raised the event: it stops what it did."""
+
+
+class Refused(Denied, ImportError):
     """``--black-box``: the test process may not load a file of the repository."""
 
 
+class Forged(Denied):
+    """Code of the repository called the channel's own ``send``: the record is not sent."""
+
+
 # --- where a file belongs ------------------------------------------------------------------
+
+
+def _is(value: object, kinds: type[_T] | tuple[type[_T], ...]) -> TypeGuard[_T]:
+    """``isinstance``, by the value's type alone: ``isinstance`` may call a ``__class__`` of
+    the repository's, which would run its code inside the hook."""
+    return issubclass(type(value), kinds)
 
 
 def interpreter_folders() -> list[str]:
@@ -183,7 +215,7 @@ def add_place(state: dict[str, Any], path: str, kind: str) -> None:
 def kind_of(state: dict[str, Any], filename: object) -> str:
     """What the file named ``filename`` (a code object's ``co_filename``) is; each name is
     resolved once, relative to the folder the process started in."""
-    if not isinstance(filename, str):
+    if not _is(filename, str):
         return PSEUDO
     kinds: dict[str, str] = state["kinds"]
     known = kinds.get(filename)
@@ -229,14 +261,14 @@ def repository_file(path: object, root: object) -> str | None:
 
 def _code_of(value: object) -> Any:
     """The code a frame, function, generator or coroutine runs (or the value, when code)."""
-    if isinstance(value, _CodeType):
+    if _is(value, _CodeType):
         return value
-    if isinstance(value, _FrameType):
+    if _is(value, _FrameType):
         return value.f_code
-    if isinstance(value, _FunctionType):
+    if _is(value, _FunctionType):
         return value.__code__
     for running, attribute in _RUNNING:
-        if isinstance(value, running):
+        if _is(value, running):
             return getattr(value, attribute)
     return None
 
@@ -251,25 +283,53 @@ def _machinery(state: dict[str, Any], value: object) -> bool:
     their classes (told by type only: no code of the value runs)."""
     if id(value) in state["protected_ids"]:
         return True
-    if isinstance(value, _MethodType):
+    if _is(value, _MethodType):
         value = value.__func__
     code = _code_of(value)
     if code is not None:
         return _machinery_code(state, code)
-    if isinstance(value, _ModuleType):
+    if _is(value, _ModuleType):
         return kind_of(state, vars(value).get("__file__")) == MACHINERY
-    owner = value if isinstance(value, type) else type(value)
-    home = _modules.get(str(vars(owner).get("__module__", "")))
-    return home is not None and kind_of(state, vars(home).get("__file__")) == MACHINERY
+    owner = value if _is(value, type) else type(value)
+    return _machinery_code(state, _code_of(_first_method(owner)))
+
+
+def _first_method(owner: type) -> object:
+    """A function the class itself defines: its code says which file the class is from
+    (never ``sys.modules``, which the repository can change)."""
+    for member in list(_TYPE_DICT(owner).values()):
+        if _is(member, classmethod) or _is(member, staticmethod):
+            member = member.__func__
+        if _is(member, _FunctionType):
+            return member
+    return None
+
+
+def _fspath(state: dict[str, Any], path: object) -> object:
+    """What an event's path names: a string, a descriptor, or :data:`OPAQUE` for an object
+    whose ``__fspath__`` is the repository's own (calling it here could name another file
+    than the one opened)."""
+    if _is(path, str):
+        return str.__add__("", path)  # a str, whatever subclass of it came
+    if _is(path, bytes):
+        return _fsdecode(bytes.__add__(b"", path))
+    if _is(path, int) and not _is(path, bool):
+        return int.__add__(0, path)
+    for owner in _TYPE_MRO(type(path)):
+        method = _TYPE_DICT(owner).get("__fspath__")
+        if method is not None:
+            trusted = _is(method, _FunctionType) and kind_of(state, method.__code__.co_filename)
+            return method(path) if trusted in TRUSTED_PATHS else OPAQUE
+    return None
 
 
 def _label(value: object) -> str:
     """What an object is, read from its type (no code of the object runs)."""
-    if isinstance(value, _MethodType):
+    if _is(value, _MethodType):
         value = value.__func__
-    if isinstance(value, (_FunctionType, type)):
+    if _is(value, _FunctionType) or _is(value, type):
         return f"{value.__module__}.{value.__qualname__}"
-    if isinstance(value, _ModuleType):
+    if _is(value, _ModuleType):
         return f"module {value.__name__}"
     code = _code_of(value)
     if code is not None:
@@ -289,11 +349,11 @@ def _short(filename: object) -> str:
 
 
 def _stat_of(path: object) -> Any:
-    """``os.stat`` of what an event names (a path or a descriptor), following links."""
+    """``os.stat`` of a path or a descriptor (as :func:`_fspath` gives them), following links."""
     try:
-        if isinstance(path, int) and not isinstance(path, bool):
+        if _is(path, int):
             return _fstat(path)
-        if isinstance(path, (str, bytes)):
+        if _is(path, str):
             return _stat(path)
     except (OSError, ValueError):
         pass
@@ -309,9 +369,9 @@ def _proc_reach(state: dict[str, Any], path: object, listing: bool) -> str | Non
         return None
     if (info.st_dev, info.st_ino) in state["protected_files"]:
         return "the probe's channel"
-    if info.st_dev != state["proc"] or not isinstance(path, (str, bytes)):
+    if info.st_dev != state["proc"] or not _is(path, str):
         return None
-    resolved = _realpath(_fsdecode(path))
+    resolved = _realpath(path)
     if resolved == "/proc":
         return None if listing else "/proc, to open what is in it"
     found = _match(resolved)
@@ -326,7 +386,7 @@ def _proc_reach(state: dict[str, Any], path: object, listing: bool) -> str | Non
 
 
 def _protected_address(state: dict[str, Any], address: object) -> bool:
-    if not isinstance(address, int) or isinstance(address, bool):
+    if not _is(address, int) or _is(address, bool):
         return False
     return any(start <= address < end for start, end in state["ranges"])
 
@@ -360,24 +420,26 @@ def _attribute_write(state: dict[str, Any], args: tuple[Any, ...], caller: Any) 
 
 
 def _collector(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
-    for value in args[0] if args and isinstance(args[0], tuple) else args:
+    for value in args[0] if args and _is(args[0], tuple) else args:
         if _machinery(state, value):
             return f"gc handed out what refers to or from {_label(value)}"
     return None
 
 
 def _opened(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
-    path = args[0] if args else None
-    if state["black_box"] and isinstance(path, (str, bytes)):
-        name = _fsdecode(path)
-        if name.endswith(CODE_SUFFIXES):
-            _refuse(state, name, "open")
+    path = _fspath(state, args[0] if args else None)
+    if path is OPAQUE:
+        return "opened a path an object of its own names (its __fspath__)"
+    if state["black_box"] and _is(path, str) and path.endswith(CODE_SUFFIXES):
+        _refuse(state, path, "open")
     reached = _proc_reach(state, path, False)
     return None if reached is None else f"opened {reached}"
 
 
 def _listed(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
-    path = args[0] if args and args[0] is not None else "."
+    path = _fspath(state, args[0] if args and args[0] is not None else ".")
+    if path is OPAQUE:
+        return "listed a folder an object of its own names (its __fspath__)"
     reached = _proc_reach(state, path, True)
     return None if reached is None else f"listed {reached}"
 
@@ -396,25 +458,25 @@ def _memory_read(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> s
 
 def _symbol(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
     library, name = args[0], args[1]
-    name = name.decode() if isinstance(name, bytes) else str(name)
-    ctypes = _modules.get("ctypes")
-    interpreter = ctypes is not None and isinstance(library, ctypes.PyDLL)
+    name = name.decode() if _is(name, bytes) else str(name)
+    interpreter = any(kind.__name__ == "PyDLL" for kind in type(library).__mro__)
     if interpreter or name.startswith(("Py", "_Py")):
         return f"ctypes looked up {name} in the interpreter"
     return f"ctypes looked up {name}" if name in MEMORY_SYMBOLS else None
 
 
 def _library(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
-    if state["black_box"] and args and isinstance(args[0], (str, bytes)):
-        _refuse(state, _fsdecode(args[0]), "ctypes.dlopen")
+    path = _fspath(state, args[0] if args else None)
+    if state["black_box"] and _is(path, str):
+        _refuse(state, path, "ctypes.dlopen")
     return None
 
 
 def _compiled(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
     filename = args[1] if len(args) > 1 else None
-    if isinstance(filename, bytes):
+    if _is(filename, bytes):
         filename = _fsdecode(filename)
-    if not isinstance(filename, str):
+    if not _is(filename, str):
         return None
     if state["black_box"]:
         _refuse(state, filename, "compile")
@@ -428,7 +490,7 @@ def _compiled(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str 
 def _executed(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
     code = args[0] if args else None
     filename = getattr(code, "co_filename", None)
-    if state["black_box"] and isinstance(filename, str):
+    if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "exec")
     if _machinery_code(state, code) and not _imported_from(code, caller):
         return f"executed code of {_short(filename)}"
@@ -451,10 +513,30 @@ def _function_made(state: dict[str, Any], args: tuple[Any, ...], caller: Any) ->
 
 def _imported(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
     name, filename = (*args, None, None)[:2]
-    if state["black_box"] and isinstance(filename, str):
+    if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "import")
-    if isinstance(name, str) and name in state["protected_modules"]:
+    if _is(name, str) and name in state["protected_modules"]:
         return f"imported {name} afresh"
+    return None
+
+
+def _record_sent(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+    """The probe's channel is about to send a record: the self-check runs first and its
+    findings go out before it (sent from here, the hook's own state, which nothing the
+    repository can reach without an audit event holds). A record the repository's code
+    sends (it found ``send`` in the probe's closures) is refused, the refusal sent."""
+    verify, send = state["verify"], state["send"]
+    if verify is None:
+        return None
+    record = args[0] if args else None
+    frame = _culprit(state, getattr(caller, "f_back", None))  # who called send
+    if frame is not None:
+        _report(state, "tripwire", "sent a record on the probe's channel", frame, RECORD_EVENT)
+    final = frame is None and _is(record, dict) and dict.get(record, "type") == "end"
+    for line in verify(final):
+        send(line)
+    if frame is not None:
+        raise Forged("pytest-scoring: only the probe sends on its channel")
     return None
 
 
@@ -486,6 +568,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], tuple[Any, ...], Any], str | None]] 
     "code.__new__": _code_made,
     "function.__new__": _function_made,
     "import": _imported,
+    RECORD_EVENT: _record_sent,
 }
 CHECKS.update((name, _everything) for name in EVERYTHING)
 #: Every event the hook looks at; any other returns at the first comparison.
@@ -496,14 +579,17 @@ PATCHES = frozenset({"object.__setattr__", "object.__delattr__"})
 
 def _same_source(source: object, filename: str) -> bool:
     """The text compiled is that file's own (an import without a cached ``.pyc``)."""
-    if not isinstance(source, (bytes, str)):
+    if _is(source, str):
+        text = str.encode(str.__add__("", source))
+    elif _is(source, bytes):
+        text = bytes.__add__(b"", source)
+    else:
         return False
     try:
         with open(filename, "rb") as file:
-            content = file.read()
+            return file.read() == text
     except OSError:
         return False
-    return content == (source.encode() if isinstance(source, str) else source)
 
 
 def _imported_from(code: object, frame: Any) -> bool:
@@ -511,7 +597,7 @@ def _imported_from(code: object, frame: Any) -> bool:
     while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
         module = frame.f_locals.get("module")
         origin = getattr(getattr(module, "__spec__", None), "origin", None)
-        if isinstance(origin, str):
+        if _is(origin, str):
             return _realpath(origin) == _realpath(getattr(code, "co_filename", ""))
         frame = frame.f_back
     return False
@@ -623,6 +709,9 @@ class Tripwire(NamedTuple):
     black_box: Callable[[], None]
     #: ``quiet()``: a context in which the probe's own reads raise nothing.
     quiet: Callable[[], Any]
+    #: ``on_record(verify, send)``: before the channel sends a record, send what
+    #: ``verify(final)`` returns (``final``: before the end record) with ``send``.
+    on_record: Callable[[Callable[[bool], list[dict[str, Any]]], Callable[[Any], None]], None]
     #: ``drain()``: the signals found since the last call.
     drain: Callable[[], list[dict[str, Any]]]
     #: ``refusal()``: the first file ``--black-box`` refused, or None.
@@ -686,6 +775,14 @@ def _quiet(state: dict[str, Any]) -> Iterator[None]:
             state["busy"].discard(ident)
 
 
+def _on_record(
+    state: dict[str, Any],
+    verify: Callable[[bool], list[dict[str, Any]]],
+    send: Callable[[Any], None],
+) -> None:
+    state["verify"], state["send"] = verify, send
+
+
 def _drain(state: dict[str, Any]) -> list[dict[str, Any]]:
     found, pending = [], state["pending"]
     while pending:  # one by one: the hook may append meanwhile
@@ -729,6 +826,8 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         seen=set(),
         black_box=False,
         refused=None,
+        verify=None,
+        send=None,
         proc=proc,
         pids={_getpid(), os.getppid()},
     )
@@ -744,7 +843,7 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         busy.add(ident)
         try:
             _hook_event(state, event, args, _getframe(1))
-        except Refused:
+        except Denied:
             raise
         except Exception:  # never an error in the test the hook watches
             pass
@@ -760,6 +859,7 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         "_protect_file",
         "_black_box",
         "_quiet",
+        "_on_record",
         "_drain",
         "_refusal",
         "relative_file",
