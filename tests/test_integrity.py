@@ -4,10 +4,16 @@ or ``N``; without one, a score above the truth carries an integrity signal."""
 from __future__ import annotations
 
 import json
+import shutil
+import site
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import _pytest
+import pluggy
 import pytest
 from click.testing import CliRunner
 
@@ -402,3 +408,40 @@ def test_an_unknown_strict_kind_is_a_usage_error(pytester: pytest.Pytester) -> N
     result = pytester.runpytest("--score-strict=sneaky")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --score-strict: 'sneaky' is not a signal kind *"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", [".venv", ".tox/py311"])
+def test_pytests_own_files_in_an_environment_inside_the_repository_are_not_outcome_hooks(
+    tmp_path: Path, layout: str
+) -> None:
+    # The README's .venv layout and tox's .tox/…: pytest's own plugins live in the repository's
+    # folder, and implement nearly every outcome hook. They are the interpreter's, not the
+    # repository's.
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_calc.py").write_text(textwrap.dedent(HONEST))
+    environment = repo / layout
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", environment], check=True)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    packages = environment / "lib" / version / "site-packages"
+    for module in (_pytest, pytest, pluggy):
+        folder = Path(str(module.__file__)).parent
+        shutil.copytree(folder, packages / folder.name, ignore=shutil.ignore_patterns("*.pyc"))
+    # What else the session imports (the checkout, the evaluator's dependencies), after them.
+    checkout = Path(pytest_scoring.__file__).parents[1]
+    (packages / "evaluator.pth").write_text("\n".join([str(checkout), *site.getsitepackages()]))
+    report_root = tmp_path / "scores"
+    ran = subprocess.run(
+        [environment / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "--score"]
+        + [f"--score-report={report_root}"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    report = scores_json(report_root)
+    assert report["integrity"] == []
+    assert report["scores"]["percent_passing_tests"]["value"] == TRUTH

@@ -344,6 +344,12 @@ class RunCommand(click.Command):
     metavar="PATH",
     help="Interpreter of the repository's tests; it needs only pytest (default: this one)",
 )
+@click.option(
+    "--black-box",
+    is_flag=True,
+    help="With --tests-from: the test process loads no file of REPO (its code runs only in "
+    "subprocesses the tests start); a test run that does scores N",
+)
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
 @click.option(
     "--limit",
@@ -371,6 +377,7 @@ def run(
     jobs: int,
     plugins: tuple[str, ...],
     python: str | None,
+    black_box: bool,
     keep: bool,
     limits: tuple[str, ...],
 ) -> None:
@@ -426,6 +433,7 @@ def run(
         keep=keep,
         limits=parse_limits(limits),
         tests_from=tests_from,
+        black_box=black_box,
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route

@@ -63,6 +63,9 @@ class RunRequest:
     limits: Limits = field(default_factory=Limits)
     #: ``--tests-from PATH``: the evaluator's tests, put into the copy of REPO.
     tests_from: Path | None = None
+    #: ``--black-box``: the test process loads no file of the repository (``--tests-from``
+    #: only: then the tests are the evaluator's).
+    black_box: bool = False
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
@@ -77,6 +80,11 @@ class RunRequest:
             self.python = _interpreter(self.python)
         if self.tests_from is not None:
             self.tests_from = _tests_folder(self.tests_from, self.repo)
+        if self.black_box and self.tests_from is None:
+            raise OptionError(
+                "--black-box: give --tests-from PATH too (only the evaluator's tests may run "
+                "in a test process that loads no file of the repository)"
+            )
 
     def own_options(self) -> list[str]:
         """``run``'s own flags as the ``--score-*`` options they stand for."""

@@ -314,6 +314,7 @@ def _run(
         deterministic=settings.deterministic,
         ignored_options=parsed.ignored,
         tally=evaluation.tally,
+        black_box=_black_box(request, evaluation),
     )
     ended = child.wait(on_progress)
     state, ending = child.state, child.ending(ended)
@@ -331,6 +332,8 @@ def _run(
     # the report's options say which kinds were strict.
     settings.strict = settings.strict.for_run(as_root=runner.user is None and os.geteuid() == 0)
     evaluation.context.strict = settings.strict.kinds
+    if state.refused is not None:
+        evaluation.context.not_started = black_box_refusal(state.refused)
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
         evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
@@ -355,6 +358,30 @@ def _run(
         report,
         notices=_notices(runner, state),
         pytest_error=pytest_error,
+    )
+
+
+def _black_box(request: RunRequest, evaluation: Evaluation) -> list[Path] | None:
+    """``--black-box``: the files of the copy the test process may load, the evaluator's."""
+    if not request.black_box:
+        return None
+    root = evaluation.settings.root
+    return [root / relpath for relpath in evaluator_files(evaluation)]
+
+
+def evaluator_files(evaluation: Evaluation) -> list[str]:
+    """What ``--tests-from`` put into the copy (relative paths; a folder ends with ``/``)."""
+    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    return [] if installed is None else list(installed.evaluators)
+
+
+def black_box_refusal(refused: dict[str, str]) -> NotStarted:
+    """The test scores' reason when ``--black-box`` refused a file of the repository."""
+    return NotStarted(
+        f"--black-box: the test process tried to load {refused['file']} of the repository "
+        f"({refused['event']}); with --black-box its code runs only in subprocesses the tests "
+        "start",
+        unscored="repository",
     )
 
 

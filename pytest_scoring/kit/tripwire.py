@@ -123,6 +123,7 @@ _stat = os.stat
 _fstat = os.fstat
 _realpath = os.path.realpath
 _join = os.path.join
+_exists = os.path.exists
 _relpath = os.path.relpath
 _fsdecode = os.fsdecode
 _getpid = os.getpid
@@ -228,6 +229,8 @@ def _resolve_kind(state: dict[str, Any], filename: str) -> str:
     if filename.startswith("<") or not filename:
         return PSEUDO
     path = _realpath(_join(state["start"], filename))
+    if not filename.startswith("/") and not _exists(path):
+        return PSEUDO  # a name, not a file: pytest parses source as "source"
     folders: list[tuple[str, str]] = state["folders"]
     for folder, kind in folders:
         if path == folder or path.startswith(folder + _SEP):
@@ -467,7 +470,7 @@ def _symbol(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | 
 
 def _library(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
     path = _fspath(state, args[0] if args else None)
-    if state["black_box"] and _is(path, str):
+    if state["black_box"] and _is(path, str) and "/" in path:  # a bare name is the linker's
         _refuse(state, path, "ctypes.dlopen")
     return None
 
@@ -603,12 +606,20 @@ def _imported_from(code: object, frame: Any) -> bool:
     return False
 
 
+def _source_of(filename: str) -> str:
+    """The module a cached ``__pycache__/name.cpython-311.pyc`` is compiled from."""
+    folder, name = os.path.split(filename)
+    if os.path.basename(folder) != "__pycache__" or not name.endswith(".pyc"):
+        return filename
+    return _join(os.path.dirname(folder), name.split(".")[0] + ".py")
+
+
 def _refuse(state: dict[str, Any], filename: str, event: str) -> None:
     """``--black-box``: refuse a file of the repository (not the evaluator's) with an error
     the importer sees; the first refusal is kept for the probe to send."""
     if kind_of(state, filename) != REPOSITORY:
         return
-    file = relative_file(state, filename)
+    file = relative_file(state, _source_of(filename))
     if state["refused"] is None:
         state["refused"] = {"file": file, "event": event}
     raise Refused(

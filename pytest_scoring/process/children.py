@@ -199,6 +199,7 @@ class ChildRunner:
         ignored_options: Sequence[str] = (),
         grace: float | None = None,
         tally: OutcomeTally | None = None,
+        black_box: Sequence[Path] | None = None,
     ) -> PytestChild:
         """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
 
@@ -207,6 +208,9 @@ class ChildRunner:
         launcher's arguments name both descriptors, the environment neither.
 
         :param tally: where the outcomes go (default: a new one, in the child's state).
+        :param black_box: ``--black-box``: the test process loads no file of ``cwd`` but
+            these (the evaluator's tests in the copy), and the repository's folder is not on
+            its path.
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
@@ -215,6 +219,8 @@ class ChildRunner:
         options = [f"{launch.STREAM_FD}{write_end}", f"{launch.KEY_FD}{key_end}"]
         options += ["--deterministic"] if deterministic else []
         options += [f"{launch.IGNORE}{name}" for name in ignored_options]
+        if black_box is not None:
+            options += [launch.BLACK_BOX, *(f"{launch.EVALUATOR_PATH}{p}" for p in black_box)]
         argv = [*self.launcher_command(*options), "--", *args]
         try:
             with _new_file(log) as output:

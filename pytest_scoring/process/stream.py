@@ -151,6 +151,9 @@ class ProbeState:
     collect_errors: list[dict[str, str]] = field(default_factory=list)
     #: The integrity signals the probe reported (docs/scoring.md#integrity).
     integrity: list[Signal] = field(default_factory=list)
+    #: ``--black-box``: ``{"file", "event"}`` of the first file of the repository the test
+    #: process was refused, or None.
+    refused: dict[str, str] | None = None
     collected: int | None = None
     #: Lines left out: not the probe's (forged, cut, malformed), or repeated.
     rejected: int = 0
@@ -207,6 +210,8 @@ class ProbeState:
             return self._phase(line)
         if kind == "integrity":
             return self._signal(line)
+        if kind == "refused":
+            return self._refused(line)
         if kind == "end":
             self.end = line
             return True
@@ -244,6 +249,13 @@ class ProbeState:
         elif record["when"] == "teardown":
             self._done.add(record["nodeid"])
             self._current = None
+        return True
+
+    def _refused(self, line: dict[str, Any]) -> bool:
+        file, event = line.get("file"), line.get("event")
+        if not (isinstance(file, str) and isinstance(event, str)) or self.refused is not None:
+            return False
+        self.refused = {"file": file, "event": event}
         return True
 
     def _signal(self, line: dict[str, Any]) -> bool:

@@ -1,0 +1,153 @@
+"""``--black-box``: the test process loads no file of the repository; its code runs only in
+the subprocesses the evaluator's tests start (docs/security.md#black-box).
+
+The refusal itself is the kit's (the tripwire's audit hook in the child): these tests start
+the child as ``run`` does, with the evaluator's tests named as the only files of the copy it
+may load, and read what its probe reported.
+"""
+
+from __future__ import annotations
+
+import py_compile
+import textwrap
+from pathlib import Path
+
+import pytest
+from runs import run_cli
+
+from pytest_scoring.cli.runner import black_box_refusal
+from pytest_scoring.process.children import ChildRunner
+from pytest_scoring.process.stream import ProbeState
+
+pytestmark = pytest.mark.slow
+
+#: The repository's module: importing it leaves a mark (it must never be there).
+APP = """
+from pathlib import Path
+
+Path(__file__).with_name("app-ran").write_text("the repository's code ran in the test process")
+
+def add(a, b):
+    return a + b
+
+if __name__ == "__main__":
+    import sys
+    print(add(int(sys.argv[1]), int(sys.argv[2])))
+"""
+#: How an evaluator's test (or pytest on its behalf) may pull the repository's code in.
+LOADS = {
+    "import": "import app",
+    "import a package": "import pkg.core",
+    "runpy": "import runpy; runpy.run_path(str(ROOT / 'app.py'))",
+    "exec": "exec(compile((ROOT / 'app.py').read_text(), str(ROOT / 'app.py'), 'exec'), {})",
+    "importlib": (
+        "import importlib.util as u; s = u.spec_from_file_location('m', ROOT / 'app.py'); "
+        "s.loader.exec_module(u.module_from_spec(s))"
+    ),
+    "a shadowed module": "import timeit",
+    "a compiled module": "import compiled",
+}
+EVALUATOR_TEST = """
+import subprocess, sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+def test_loads():
+    {load}
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def repository(root: Path) -> Path:
+    """A repository with modules, a package, a module that shadows the standard library's and
+    one that is only compiled; the evaluator's tests in ``tests/`` (a package, so that pytest
+    puts the repository's folder first on the path, as honest layouts do)."""
+    write(root / "app.py", APP)
+    write(root / "pkg" / "__init__.py", "")
+    write(root / "pkg" / "core.py", APP)
+    write(root / "timeit.py", APP)
+    source = write(root / "compiled.py", APP)
+    py_compile.compile(str(source), cfile=str(root / "compiled.pyc"))
+    source.unlink()
+    write(root / "tests" / "__init__.py", "")
+    return root
+
+
+def black_box_session(root: Path) -> ProbeState:
+    """The evaluator's tests of ``root/tests`` in a child under ``--black-box``."""
+    runner = ChildRunner()
+    try:
+        child = runner.start_pytest(
+            root, ["-p", "no:cacheprovider", "tests"], timeout=600, black_box=[root / "tests"]
+        )
+        ended = child.wait()
+        assert ended.error is None, ended.error
+        return child.state
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("load", list(LOADS))
+def test_a_file_of_the_repository_the_test_process_would_load_is_refused(
+    tmp_path: Path, load: str
+) -> None:
+    root = repository(tmp_path / "repo")
+    write(root / "tests" / "test_loads.py", EVALUATOR_TEST.format(load=LOADS[load]))
+    state = black_box_session(root)
+    assert state.refused is not None, state.collect_errors
+    modules = ("app.py", "pkg/core.py", "pkg/__init__.py", "timeit.py", "compiled.pyc")
+    assert state.refused["file"] in modules
+    assert not list(root.rglob("app-ran")), "the repository's code ran in the test process"
+    reason = black_box_refusal(state.refused)
+    assert reason.unscored == "repository"
+    assert state.refused["file"] in reason.reason
+
+
+def test_the_evaluators_tests_drive_the_repository_in_subprocesses(tmp_path: Path) -> None:
+    root = repository(tmp_path / "repo")
+    write(
+        root / "tests" / "test_cli.py",
+        """
+        import subprocess, sys
+        from pathlib import Path
+
+        ROOT = Path(__file__).parents[1]
+
+        def test_the_cli_adds():
+            run = subprocess.run(
+                [sys.executable, "app.py", "2", "3"], cwd=ROOT, capture_output=True, text=True
+            )
+            assert run.stdout == "5\\n"
+
+        def test_the_repository_files_are_data():
+            assert "def add" in (ROOT / "app.py").read_text()
+
+        def test_a_wrong_answer_fails():
+            run = subprocess.run(
+                [sys.executable, "app.py", "2", "2"], cwd=ROOT, capture_output=True
+            )
+            assert run.stdout == b"5\\n"
+        """,
+    )
+    state = black_box_session(root)
+    assert state.refused is None
+    outcomes = {record["nodeid"]: record["outcome"] for record in state.tally.records()}
+    assert outcomes == {
+        "tests/test_cli.py::test_the_cli_adds": "passed",
+        "tests/test_cli.py::test_the_repository_files_are_data": "passed",
+        "tests/test_cli.py::test_a_wrong_answer_fails": "failed",
+    }
+
+
+def test_black_box_without_the_evaluators_tests_is_a_usage_error(tmp_path: Path) -> None:
+    write(tmp_path / "repo" / "test_ok.py", "def test_ok():\n    pass\n")
+    result = run_cli(tmp_path / "repo", "--black-box", "--report", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "--black-box: give --tests-from PATH too" in result.output
+    assert not (tmp_path / "out").exists()
