@@ -432,9 +432,9 @@ def test_pytests_own_files_in_an_environment_inside_the_repository_are_not_outco
     checkout = Path(pytest_scoring.__file__).parents[1]
     (packages / "evaluator.pth").write_text("\n".join([str(checkout), *site.getsitepackages()]))
     report_root = tmp_path / "scores"
+    scored = ["--score", f"--score-report={report_root}"]
     ran = subprocess.run(
-        [environment / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", "--score"]
-        + [f"--score-report={report_root}"],
+        [environment / "bin" / "python", "-m", "pytest", "-p", "no:cacheprovider", *scored],
         cwd=repo,
         capture_output=True,
         text=True,

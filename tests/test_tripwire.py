@@ -442,3 +442,14 @@ def test_an_honest_suite_that_looks_at_its_own_frames_and_memory_raises_nothing(
     assert signals(report, "tripwire", "patched", "stream_forged") == []
     counts = report["tests"]["counts"]
     assert (counts["passed"], counts["failed"]) == (6, 1), report["tests"]
+
+
+def test_a_patch_made_in_a_pytest_xdist_worker_is_patched(tmp_path: Path) -> None:
+    # The tests, and so the source module they import, run in the workers only.
+    repo = tmp_path / "repo"
+    write(repo / "app.py", PATCHES["pytest's runner"][0])
+    write(repo / "tests" / "test_app.py", FAILING_TESTS)
+    report = scored(repo, tmp_path / "out", "--strict=patched", "--", "-n", "2")
+    found = [s for s in signals(report, "patched") if "call_and_report" in s["detail"]]
+    assert found and found[0]["file"] == "app.py", report["integrity"]
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"

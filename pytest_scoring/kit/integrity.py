@@ -536,9 +536,12 @@ class IntegrityWatch:
         return list(self._signals.values())
 
     def finish(self) -> list[SignalRecord]:
-        """This process's signals at the end: hooks registered late, functions replaced."""
+        """This process's signals at the end: hooks registered late, functions replaced (in a
+        pytest-xdist worker of ``run``, what its tripwire and self-check found)."""
         self.look_for_outcome_hooks()
         self.add(self._guard.signals(self.root))
+        if _DEFENCE is not None and hasattr(self.config, "workerinput"):
+            self.add(_DEFENCE.check(True))
         return self.signals
 
     @pytest.hookimpl
@@ -572,9 +575,31 @@ def _is_inside(path: Path, folder: Path) -> bool:
     return True
 
 
+#: Set by pytest-xdist in each of its workers before the worker reads any configuration (the
+#: launcher removes it from a session it starts: that one is no worker).
+XDIST_WORKER = "PYTEST_XDIST_WORKER"
+
+
+def _worker_defence() -> Any:
+    """In a pytest-xdist worker of ``pytest-scoring run``: the tripwire and the self-check of
+    docs/security.md#inside-the-test-process, set up when ``-p`` imports this module, before
+    the worker reads any conftest (the launcher does it for the controller). The worker hands
+    what they found to the controller with its other signals, at its end."""
+    if not (__name__.startswith("_pytest_scoring_") and os.environ.get(XDIST_WORKER)):
+        return None  # in process, or the controller
+    wire = _kit_module("tripwire").install(os.getcwd())
+    return _kit_module("selfcheck").take(wire, [sys.modules[__name__]])
+
+
+#: The worker's tripwire and self-check (None elsewhere).
+_DEFENCE = _worker_defence()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Loaded by name (``-p``, by the launcher of ``pytest-scoring run``): watch each
     pytest-xdist worker, which hands its signals to the controller's watch (the probe's)."""
     if hasattr(config, "workerinput"):
         watch = IntegrityWatch(config, repository_root(config))
         config.pluginmanager.register(watch, "pytest-scoring-integrity")
+        if _DEFENCE is not None:
+            _DEFENCE.watch(config.pluginmanager)

@@ -81,6 +81,7 @@ PR_SET_DUMPABLE = 4
 def main(argv: Sequence[str]) -> int:
     # First of all, before pytest and any code of the repository (docs/security.md#the-tripwire).
     wire = private_module("tripwire").install(os.getcwd())
+    os.environ.pop("PYTEST_XDIST_WORKER", None)  # this session is no worker, whoever started it
     dumpable_problem = make_non_dumpable()
     options, pytest_args = _split(argv)
     channel_module = private_module("channel")

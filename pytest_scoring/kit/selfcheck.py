@@ -102,9 +102,14 @@ class SelfCheck(NamedTuple):
     #: ``watch(pluginmanager)``: once the probe is registered, compare its hook
     #: implementations and pytest's too.
     watch: Callable[[Any], None]
+    #: ``check(final)``: what changed and what the tripwire found since the last call, as
+    #: signals (a pytest-xdist worker has no channel: it hands them on at its end).
+    check: Callable[[bool], list[dict[str, Any]]]
 
 
-def take(wire: Any, kit: Iterable[types.ModuleType], send: Callable[[Any], None]) -> SelfCheck:
+def take(
+    wire: Any, kit: Iterable[types.ModuleType], send: Callable[[Any], None] | None = None
+) -> SelfCheck:
     """The references, taken now: call it before pytest reads any file of the repository.
 
     From now on, before the channel sends a record, the tripwire's hook compares them and
@@ -115,7 +120,8 @@ def take(wire: Any, kit: Iterable[types.ModuleType], send: Callable[[Any], None]
     :param wire: the installed tripwire, told about pytest's and pluggy's folders and given
         every reference to protect.
     :param kit: the kit's modules loaded in this process (the probe, its integrity watch).
-    :param send: the channel's own ``send``.
+    :param send: the channel's own ``send`` (None: a pytest-xdist worker, which calls
+        ``check`` itself).
     """
     import _pytest
     import pluggy
@@ -141,7 +147,7 @@ def _import_builtin_plugins() -> None:
             continue
 
 
-def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None]) -> SelfCheck:
+def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None] | None) -> SelfCheck:
     everything = _references(_machinery_modules())
     own = _references(kit)
     core = [ref for ref in everything if ref[0] in CORE]
@@ -168,9 +174,10 @@ def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None]) -
         state["codes"] = [(label, fn, fn.__code__) for label, fn in _functions(state)]
     # The kit's own objects are protected (their id(), their memory); pytest's are compared.
     wire.protect(*(ref[3] for ref in own))
-    wire.on_record(_bound(_lines, state), send)
-    wire.protect(send)
-    return SelfCheck(_bound(_own, state), _bound(_watch, state))
+    if send is not None:
+        wire.on_record(_bound(_lines, state), send)
+        wire.protect(send)
+    return SelfCheck(_bound(_own, state), _bound(_watch, state), _bound(_check, state))
 
 
 def _bound(function: Callable[..., Any], state: dict[str, Any]) -> Callable[..., Any]:
@@ -321,6 +328,11 @@ def _content(cell: Any) -> Any:
 
 
 # --- the comparison ------------------------------------------------------------------------
+
+
+def _check(state: dict[str, Any], final: bool) -> list[dict[str, Any]]:
+    with state["quiet"]():
+        return [*_changes(state, final), *state["wire"].drain()]
 
 
 def _lines(state: dict[str, Any], final: bool) -> list[dict[str, Any]]:
