@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_OTHER_USERS
+from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
 
-pytestmark = pytest.mark.slow
+#: Full containment (an interpreter the children's user can run): no signal at all is due.
+pytestmark = [pytest.mark.slow, *AS_OTHER_USERS]
 
 TRUTH = 50.0
 HONEST_TESTS = """
@@ -72,15 +75,16 @@ def scored(tmp_path: Path, *calc: str) -> dict[str, Any]:
     }.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
-    result = run_cli(repo, "--report", tmp_path / "out")
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", SYSTEM_PYTHON)
     assert result.exit_code in (0, 1), result.output
     return only_report(tmp_path / "out")
 
 
 def unseen(report: dict[str, Any]) -> None:
-    """The score is above the truth and no signal but partial containment says why."""
+    """The score is above the truth and no signal says why."""
+    assert report["containment"] == "full"
     assert report["scores"]["percent_passing_tests"]["value"] == 100.0, report["integrity"]
-    assert [s["kind"] for s in report["integrity"] if s["kind"] != "containment"] == []
+    assert report["integrity"] == []
 
 
 def test_i_walking_frames_a_source_module_marks_a_failing_test_expected_to_fail(

@@ -397,14 +397,14 @@ def _protected_address(state: dict[str, Any], address: object) -> bool:
 # --- one check per event: what it aims at, or None -----------------------------------------
 
 
-def _frame_returned(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _frame_returned(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     code = _code_of(args[0]) if args else None
     if _machinery_code(state, code):
         return f"sys._getframe() returned a frame of {_file_of(code)}"
     return None
 
 
-def _attribute_read(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _attribute_read(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     target, name = args[0], args[1]
     if name in FRAME_READS:
         code = _code_of(getattr(target, name, None))
@@ -415,21 +415,21 @@ def _attribute_read(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -
     return None
 
 
-def _attribute_write(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _attribute_write(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     target, name = args[0], args[1]
     if name in CODE_WRITES and _machinery(state, target):
         return f"set {name} of {_label(target)}"
     return None
 
 
-def _collector(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _collector(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     for value in args[0] if args and _is(args[0], tuple) else args:
         if _machinery(state, value):
             return f"gc handed out what refers to or from {_label(value)}"
     return None
 
 
-def _opened(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _opened(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     path = _fspath(state, args[0] if args else None)
     if path is OPAQUE:
         return "opened a path an object of its own names (its __fspath__)"
@@ -439,7 +439,7 @@ def _opened(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | 
     return None if reached is None else f"opened {reached}"
 
 
-def _listed(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _listed(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     path = _fspath(state, args[0] if args and args[0] is not None else ".")
     if path is OPAQUE:
         return "listed a folder an object of its own names (its __fspath__)"
@@ -447,19 +447,19 @@ def _listed(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | 
     return None if reached is None else f"listed {reached}"
 
 
-def _id_taken(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _id_taken(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     if args and args[0] in state["protected_ids"]:
         return "id() of one of the probe's protected objects"
     return None
 
 
-def _memory_read(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _memory_read(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     if args and _protected_address(state, args[0]):
         return "ctypes read or mapped the memory of one of the probe's protected objects"
     return None
 
 
-def _symbol(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _symbol(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     library, name = args[0], args[1]
     name = name.decode() if _is(name, bytes) else str(name)
     interpreter = any(kind.__name__ == "PyDLL" for kind in type(library).__mro__)
@@ -468,14 +468,14 @@ def _symbol(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | 
     return f"ctypes looked up {name}" if name in MEMORY_SYMBOLS else None
 
 
-def _library(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _library(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     path = _fspath(state, args[0] if args else None)
     if state["black_box"] and _is(path, str) and "/" in path:  # a bare name is the linker's
         _refuse(state, path, "ctypes.dlopen")
     return None
 
 
-def _compiled(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _compiled(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     filename = args[1] if len(args) > 1 else None
     if _is(filename, bytes):
         filename = _fsdecode(filename)
@@ -483,38 +483,38 @@ def _compiled(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str 
         return None
     if state["black_box"]:
         _refuse(state, filename, "compile")
-    if kind_of(state, filename) != MACHINERY or _culprit(state, caller) is None:
+    if kind_of(state, filename) != MACHINERY or _culprit(state, _caller()) is None:
         return None  # pytest compiling its own modules (reading them again would cost)
     if not _same_source(args[0], filename):
         return f"compiled code under the name of {_short(filename)}"
     return None
 
 
-def _executed(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _executed(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     code = args[0] if args else None
     filename = getattr(code, "co_filename", None)
     if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "exec")
-    if _machinery_code(state, code) and not _imported_from(code, caller):
+    if _machinery_code(state, code) and not _imported_from(code, _caller()):
         return f"executed code of {_short(filename)}"
     return None
 
 
-def _code_made(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _code_made(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     filename = args[1] if len(args) > 1 else None
     if kind_of(state, filename) == MACHINERY:
         return f"made a code object under the name of {_short(filename)}"
     return None
 
 
-def _function_made(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _function_made(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     code = args[0] if args else None
     if _machinery_code(state, code):
         return f"made a function of code of {_file_of(code)}"
     return None
 
 
-def _imported(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _imported(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     name, filename = (*args, None, None)[:2]
     if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "import")
@@ -523,7 +523,7 @@ def _imported(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str 
     return None
 
 
-def _record_sent(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _record_sent(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     """The probe's channel is about to send a record: the self-check runs first and its
     findings go out before it (sent from here, the hook's own state, which nothing the
     repository can reach without an audit event holds). A record the repository's code
@@ -532,7 +532,7 @@ def _record_sent(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> s
     if verify is None:
         return None
     record = args[0] if args else None
-    frame = _culprit(state, getattr(caller, "f_back", None))  # who called send
+    frame = _culprit(state, _caller().f_back)  # who called send
     if frame is not None:
         _report(state, "tripwire", "sent a record on the probe's channel", frame, RECORD_EVENT)
     final = frame is None and _is(record, dict) and dict.get(record, "type") == "end"
@@ -543,13 +543,12 @@ def _record_sent(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> s
     return None
 
 
-def _everything(state: dict[str, Any], args: tuple[Any, ...], caller: Any) -> str | None:
+def _everything(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     return "looked at every frame or object"  # the hook names the event
 
 
-#: Each event's check: ``check(state, args, caller)`` says what the event aims at, or None
-#: (``caller``: the frame that raised it).
-CHECKS: dict[str, Callable[[dict[str, Any], tuple[Any, ...], Any], str | None]] = {
+#: Each event's check: ``check(state, args)`` says what the event aims at, or None.
+CHECKS: dict[str, Callable[[dict[str, Any], tuple[Any, ...]], str | None]] = {
     "sys._getframe": _frame_returned,
     "object.__getattr__": _attribute_read,
     "object.__setattr__": _attribute_write,
@@ -657,12 +656,18 @@ def _report(state: dict[str, Any], kind: str, what: str, frame: Any, event: str)
         state["pending"].append({"kind": kind, "detail": detail, "file": file})
 
 
-def _hook_event(state: dict[str, Any], event: str, args: tuple[Any, ...], caller: Any) -> None:
-    what = state["checks"][event](state, args, caller)
+def _caller() -> Any:
+    """The frame that raised the event, for a check: it calls this from the hook through
+    :func:`_hook_event` (asked only when needed: every frame asked for is an audit event)."""
+    return _getframe(4)  # this function, the check, _hook_event, the hook, the frame
+
+
+def _hook_event(state: dict[str, Any], event: str, args: tuple[Any, ...]) -> None:
+    what = state["checks"][event](state, args)
     if what is not None and event in EVERYTHING:
         what = f"called {event}()"
     if what is not None:
-        frame = _culprit(state, caller)
+        frame = _culprit(state, _getframe(2))  # _hook_event, the hook, the frame
         if frame is not None:
             _report(state, "patched" if event in PATCHES else "tripwire", what, frame, event)
 
@@ -845,15 +850,19 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
     add_place(state, os.path.dirname(os.path.abspath(__file__)), MACHINERY)  # the kit
     busy = state["busy"]
 
+    protected_ids = state["protected_ids"]
+
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event not in WATCHED:
             return
+        if event == "builtins.id" and args[0] not in protected_ids:
+            return  # the most frequent event: decided at once
         ident = _get_ident()
         if ident in busy:
             return
         busy.add(ident)
         try:
-            _hook_event(state, event, args, _getframe(1))
+            _hook_event(state, event, args)
         except Denied:
             raise
         except Exception:  # never an error in the test the hook watches
