@@ -145,7 +145,7 @@ def report_of(root: Path, ran: subprocess.CompletedProcess[str]) -> dict[str, An
     """The counts and signals of the newest report under ``root``."""
     folders = sorted(root.glob("scan_id=*"), key=lambda folder: folder.stat().st_mtime)
     if not folders:
-        raise SystemExit(f"no report under {root}:\n{ran.stdout[-3000:]}")
+        raise SystemExit(f"no report under {root}:\n{ran.stdout[-3000:]}{ran.stderr[-3000:]}")
     content = json.loads((folders[-1] / "scores.json").read_text())
     counts = content["tests"]["counts"]
     shown = {name: counts[name] for name in ("passed", "failed", "error", "skipped")}

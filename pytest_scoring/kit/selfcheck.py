@@ -24,10 +24,17 @@ import sys
 import types
 from collections.abc import Callable
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import NamedTuple
+from typing import TypeVar
 
 import pytest
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+_T = TypeVar("_T")
 
 #: Compared at every record (``module:qualified name``): what runs each test and makes its
 #: report. Names a version of pytest or pluggy lacks are left out.
@@ -240,12 +247,21 @@ def _functions(state: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _accessors(value: object) -> list[Any]:
-    if isinstance(value, (classmethod, staticmethod)):
+    """The functions a value of a class or module runs: a function, a method's, a property's
+    accessors. Told by type only: a replacement may be the repository's object, whose code
+    must not run here (the comparison runs inside the tripwire's hook)."""
+    if _is(value, classmethod) or _is(value, staticmethod) or _is(value, types.MethodType):
         value = value.__func__
-    if isinstance(value, property):
+    if _is(value, property):
         parts = (value.fget, value.fset, value.fdel)
-        return [part for part in parts if isinstance(part, _Function)]
-    return [value] if isinstance(value, _Function) else []
+        return [part for part in parts if _is(part, _Function)]
+    return [value] if _is(value, _Function) else []
+
+
+def _is(value: object, kinds: type[_T] | tuple[type[_T], ...]) -> TypeGuard[_T]:
+    """``isinstance`` by the value's type alone (as the tripwire's: no ``__class__`` of the
+    repository's runs)."""
+    return issubclass(type(value), kinds)
 
 
 # --- the hooks, once the probe is registered ---------------------------------------------
@@ -303,20 +319,20 @@ def _hookimpls(state: dict[str, Any], caller: Any) -> list[Any]:
 
 def _expected(
     state: dict[str, Any], name: str, impl: Any, plugin: object
-) -> tuple[str, Any, Any] | None:
-    """``(who, function, cells)`` an implementation of hook ``name`` must keep: the probe's
-    own function and what it closes over, or pytest's function as it was at the start; None
-    for the implementations of other plugins and conftests."""
+) -> tuple[str, Any] | None:
+    """``(whose, function)`` an implementation of hook ``name`` must keep: the probe's own
+    function as made, or pytest's as it was at the start; None for the implementations of
+    other plugins and conftests."""
     function, owner, originals = impl.function, impl.plugin, state["originals"]
     if owner is plugin:
-        return "the probe's", state["own"].get(name, function), None
+        return "the probe's", state["own"].get(name, function)
     names = (name, str(getattr(function, "__name__", "")))
     owners = [owner] if isinstance(owner, types.ModuleType) else list(type(owner).__mro__)
     for home in owners:
         for attribute in names:
             original = originals.get((id(home), attribute))
             if original is not None:
-                return f"{getattr(home, '__name__', home)}'s", original, None
+                return f"{getattr(home, '__name__', home)}'s", original
     return None
 
 
@@ -391,7 +407,7 @@ def _hook_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
         now = relay.get(name)
         if now is not caller:
             found.append((f"pytest's hook caller {name} was replaced", now))
-    for name, caller, impl, who, expected, _ in state["hooks"]:
+    for name, caller, impl, who, expected in state["hooks"]:
         if not any(present is impl for present in _hookimpls(state, caller)):
             found.append((f"{who} {name} implementation was removed", None))
         elif not _same_function(impl.function, expected, impl.plugin):
@@ -425,11 +441,12 @@ def _loop_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
 
 
 def _same_function(now: object, expected: object, plugin: object) -> bool:
+    """``now`` is ``expected``, or ``expected`` bound to ``plugin`` (told by type only)."""
     if now is expected:
         return True
-    if isinstance(expected, (classmethod, staticmethod)):
+    if _is(expected, classmethod) or _is(expected, staticmethod):
         expected = expected.__func__
-    return getattr(now, "__func__", None) is expected and getattr(now, "__self__", None) is plugin
+    return _is(now, types.MethodType) and now.__func__ is expected and now.__self__ is plugin
 
 
 def _shown(label: str) -> str:
@@ -440,8 +457,9 @@ def _shown(label: str) -> str:
 def _filename_of(replacement: object) -> str | None:
     """The file a replacement's code comes from (a function's, a method's, a property's, or
     a code object's own), or None for anything else (a mock, a builtin, a removal)."""
-    for function in _accessors(getattr(replacement, "__func__", replacement)):
-        filename = getattr(function.__code__, "co_filename", None)
-        return filename if isinstance(filename, str) else None
-    filename = getattr(replacement, "co_filename", None)
-    return filename if isinstance(filename, str) else None
+    for function in _accessors(replacement):
+        filename: str = function.__code__.co_filename
+        return filename
+    if _is(replacement, types.CodeType):
+        return replacement.co_filename
+    return None

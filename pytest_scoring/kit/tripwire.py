@@ -81,7 +81,7 @@ EVERYTHING = frozenset(
 )
 #: C functions that copy or write memory, or reach another process (``ctypes.dlsym``).
 MEMORY_SYMBOLS = frozenset(
-    {
+    [
         "memmove",
         "memcpy",
         "mempcpy",
@@ -104,7 +104,7 @@ MEMORY_SYMBOLS = frozenset(
         "ptrace",
         "mprotect",
         "dlsym",
-    }
+    ]
 )
 #: The audit event the probe's channel raises before it sends a record
 #: (``pytest_scoring.kit.channel.RECORD_EVENT``).
