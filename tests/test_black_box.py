@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import py_compile
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from runs import run_cli
 
 from pytest_scoring.cli.runner import black_box_refusal
+from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import ProbeState
 
@@ -79,12 +81,13 @@ def repository(root: Path) -> Path:
     return root
 
 
-def black_box_session(root: Path) -> ProbeState:
+def black_box_session(root: Path, elsewhere: Sequence[Path] = ()) -> ProbeState:
     """The evaluator's tests of ``root/tests`` in a child under ``--black-box``."""
     runner = ChildRunner()
     try:
+        black_box = BlackBox([root / "tests"], elsewhere)
         child = runner.start_pytest(
-            root, ["-p", "no:cacheprovider", "tests"], timeout=600, black_box=[root / "tests"]
+            root, ["-p", "no:cacheprovider", "tests"], timeout=600, black_box=black_box
         )
         ended = child.wait()
         assert ended.error is None, ended.error
@@ -107,6 +110,17 @@ def test_a_file_of_the_repository_the_test_process_would_load_is_refused(
     reason = black_box_refusal(state.refused)
     assert reason.unscored == "repository"
     assert state.refused["file"] in reason.reason
+
+
+def test_the_repository_itself_is_refused_too_not_only_its_copy(tmp_path: Path) -> None:
+    # An interpreter with REPO installed (an editable install) would load it from REPO.
+    original = repository(tmp_path / "original")
+    root = repository(tmp_path / "copy")
+    load = f"sys.path.insert(0, {str(original)!r}); import app"
+    write(root / "tests" / "test_loads.py", EVALUATOR_TEST.format(load=load))
+    state = black_box_session(root, elsewhere=[original])
+    assert state.refused is not None and state.refused["file"] == str(original / "app.py")
+    assert not list(tmp_path.rglob("app-ran"))
 
 
 def test_the_evaluators_tests_drive_the_repository_in_subprocesses(tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ from pytest_scoring.evaluation.shared import SharedWork
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.kit.integrity import STOPPED_EARLY
 from pytest_scoring.kit.launch import NO_PYTEST
+from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.children import read_tail
@@ -361,12 +362,13 @@ def _run(
     )
 
 
-def _black_box(request: RunRequest, evaluation: Evaluation) -> list[Path] | None:
-    """``--black-box``: the files of the copy the test process may load, the evaluator's."""
+def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:
+    """``--black-box``: the files of the copy the test process may load (the evaluator's),
+    and REPO itself, which it may not load either."""
     if not request.black_box:
         return None
     root = evaluation.settings.root
-    return [root / relpath for relpath in evaluator_files(evaluation)]
+    return BlackBox([root / relpath for relpath in evaluator_files(evaluation)], [request.repo])
 
 
 def evaluator_files(evaluation: Evaluation) -> list[str]:

@@ -69,8 +69,10 @@ NO_CHANNEL = 122
 #: ``--ignore-option=ini:name``.
 IGNORE = "--ignore-option="
 #: ``--black-box``: the test process loads no file of the repository but the evaluator's,
-#: each named by ``--evaluator-path=PATH`` (its tests in the copy).
+#: each named by ``--evaluator-path=PATH`` (its tests in the copy); ``--repository-path=PATH``
+#: names another place of the repository's (REPO itself).
 BLACK_BOX, EVALUATOR_PATH = "--black-box", "--evaluator-path="
+REPOSITORY_PATH = "--repository-path="
 #: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
 STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
@@ -126,6 +128,9 @@ def main(argv: Sequence[str]) -> int:
     if BLACK_BOX in options:
         at = len(EVALUATOR_PATH)
         wire.evaluator_paths(o[at:] for o in options if o.startswith(EVALUATOR_PATH))
+    if BLACK_BOX in options:
+        wire.evaluator_paths(_values(options, EVALUATOR_PATH))
+        wire.repository_paths(_values(options, REPOSITORY_PATH))
         wire.black_box()
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
@@ -175,6 +180,11 @@ def _integrity_module() -> Any:
         return private_module("integrity")
     except Exception:  # its absence only means no integrity lines
         return None
+
+
+def _values(options: Sequence[str], prefix: str) -> list[str]:
+    """The values of a repeatable ``--name=VALUE`` option."""
+    return [option[len(prefix) :] for option in options if option.startswith(prefix)]
 
 
 def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -242,8 +242,10 @@ def relative_file(state: dict[str, Any], filename: str) -> str | None:
     """``filename`` relative to the repository (POSIX), when it is the repository's."""
     if kind_of(state, filename) not in (REPOSITORY, EVALUATOR):
         return None
-    path = _realpath(_join(state["start"], filename))
-    return _relpath(path, state["root"]).replace(_SEP, "/")
+    path, root = _realpath(_join(state["start"], filename)), state["root"]
+    if not path.startswith(root + _SEP):
+        return None  # another place of the repository's (REPO, under --black-box)
+    return _relpath(path, root).replace(_SEP, "/")
 
 
 _ROOTS: dict[str, dict[str, Any]] = {}
@@ -618,7 +620,7 @@ def _refuse(state: dict[str, Any], filename: str, event: str) -> None:
     the importer sees; the first refusal is kept for the probe to send."""
     if kind_of(state, filename) != REPOSITORY:
         return
-    file = relative_file(state, _source_of(filename))
+    file = relative_file(state, _source_of(filename)) or _source_of(filename)
     if state["refused"] is None:
         state["refused"] = {"file": file, "event": event}
     raise Refused(
@@ -717,6 +719,8 @@ class Tripwire(NamedTuple):
     wrappers: Callable[..., None]
     #: ``evaluator_paths(paths)``: files and folders of the copy that are the evaluator's.
     evaluator_paths: Callable[[Iterable[str]], None]
+    #: ``repository_paths(paths)``: other folders that are the repository's (REPO itself).
+    repository_paths: Callable[[Iterable[str]], None]
     #: ``protect(*objects)``: their ``id()``, and reading or writing their memory, is reach-in.
     protect: Callable[..., None]
     #: ``protect_file(fd or path)``: opening this file again (``/proc/self/fd/N``) is reach-in.
@@ -757,6 +761,11 @@ def _wrappers(state: dict[str, Any], *paths: str) -> None:
 def _evaluator_paths(state: dict[str, Any], paths: Iterable[str]) -> None:
     for path in paths:
         add_place(state, path, EVALUATOR)
+
+
+def _repository_paths(state: dict[str, Any], paths: Iterable[str]) -> None:
+    for path in paths:
+        add_place(state, path, REPOSITORY)
 
 
 def _protect(state: dict[str, Any], *objects: object) -> None:
@@ -875,6 +884,7 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         "_machinery_modules",
         "_wrappers",
         "_evaluator_paths",
+        "_repository_paths",
         "_protect",
         "_protect_file",
         "_black_box",

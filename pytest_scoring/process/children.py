@@ -51,6 +51,22 @@ def grace_period(timeout: float) -> float:
     return min(MAX_GRACE, max(2.0, timeout / 4))
 
 
+@dataclass(frozen=True)
+class BlackBox:
+    """``--black-box``: what of the copy is the evaluator's, and where else the repository is
+    (REPO itself: an interpreter with REPO installed would load it from there)."""
+
+    evaluator: Sequence[Path]
+    elsewhere: Sequence[Path] = ()
+
+    def options(self) -> list[str]:
+        """The launcher's options for it."""
+        return [
+            *(f"{launch.EVALUATOR_PATH}{path}" for path in self.evaluator),
+            *(f"{launch.REPOSITORY_PATH}{path}" for path in self.elsewhere),
+        ]
+
+
 @dataclass
 class PytestChild:
     """A pytest session running in a supervised child, and what its probe said so far."""
@@ -199,7 +215,7 @@ class ChildRunner:
         ignored_options: Sequence[str] = (),
         grace: float | None = None,
         tally: OutcomeTally | None = None,
-        black_box: Sequence[Path] | None = None,
+        black_box: BlackBox | None = None,
     ) -> PytestChild:
         """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
 
@@ -208,9 +224,8 @@ class ChildRunner:
         launcher's arguments name both descriptors, the environment neither.
 
         :param tally: where the outcomes go (default: a new one, in the child's state).
-        :param black_box: ``--black-box``: the test process loads no file of ``cwd`` but
-            these (the evaluator's tests in the copy), and the repository's folder is not on
-            its path.
+        :param black_box: ``--black-box``: the test process loads no file of ``cwd`` (nor of
+            the repository's other copies) but the evaluator's, and ``cwd`` is not on its path.
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
@@ -220,7 +235,7 @@ class ChildRunner:
         options += ["--deterministic"] if deterministic else []
         options += [f"{launch.IGNORE}{name}" for name in ignored_options]
         if black_box is not None:
-            options += [launch.BLACK_BOX, *(f"{launch.EVALUATOR_PATH}{p}" for p in black_box)]
+            options += [launch.BLACK_BOX, *black_box.options()]
         argv = [*self.launcher_command(*options), "--", *args]
         try:
             with _new_file(log) as output:
