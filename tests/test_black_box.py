@@ -112,6 +112,20 @@ def test_a_file_of_the_repository_the_test_process_would_load_is_refused(
     assert state.refused["file"] in reason.reason
 
 
+def test_a_conftest_that_imports_the_repository_is_refused_before_pytest_starts(
+    tmp_path: Path,
+) -> None:
+    # Tests written for in-process use (a fixture that imports the app): pytest cannot even
+    # load the conftest, and the refusal is what the report says.
+    root = repository(tmp_path / "repo")
+    write(root / "tests" / "conftest.py", "import app\n")
+    write(root / "tests" / "test_app.py", "def test_app():\n    pass\n")
+    state = black_box_session(root)
+    assert state.refused is not None and state.refused["file"] == "app.py"
+    assert state.start is None  # pytest never started its session
+    assert not list(root.rglob("app-ran"))
+
+
 def test_the_repository_itself_is_refused_too_not_only_its_copy(tmp_path: Path) -> None:
     # An interpreter with REPO installed (an editable install) would load it from REPO.
     original = repository(tmp_path / "original")

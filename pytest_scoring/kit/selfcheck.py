@@ -171,7 +171,6 @@ def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None] | 
         "callers": [],
         "loop": [],
         "reported": set(),
-        "refused": False,
         "session": None,
         "plugin": None,
         "own": {},
@@ -360,13 +359,10 @@ def _lines(state: dict[str, Any], final: bool) -> list[dict[str, Any]]:
         what = "the probe's pytest_configure implementation did not run"
         signals.append({"kind": "patched", "detail": what, "file": None})
     records = [{"type": "integrity", **signal} for signal in signals]
-    refused = wire.refusal()
-    if refused is not None and not state["refused"]:
-        state["refused"] = True
-        records.append({"type": "refused", **refused})
-        session = state["session"]
-        if session is not None:  # stop at the next test: nothing the tests do counts now
-            session.shouldstop = f"--black-box refused {refused['file']}"
+    refused, session = wire.refusal(), state["session"]
+    if refused is not None and session is not None and not session.shouldstop:
+        # The tripwire sent the refusal; stop at the next test: nothing the tests do counts.
+        session.shouldstop = f"--black-box refused {refused['file']}"
     return records
 
 

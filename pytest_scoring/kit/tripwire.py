@@ -622,7 +622,9 @@ def _refuse(state: dict[str, Any], filename: str, event: str) -> None:
         return
     file = relative_file(state, _source_of(filename)) or _source_of(filename)
     if state["refused"] is None:
-        state["refused"] = {"file": file, "event": event}
+        refused = state["refused"] = {"file": file, "event": event}
+        if state["send"] is not None:  # at once: pytest may never send another record
+            state["send"]({"type": "refused", **refused})
     raise Refused(
         f"pytest-scoring --black-box: the test process may not load {file} ({event}); "
         "the repository runs only in subprocesses"

@@ -225,7 +225,7 @@ class ChildRunner:
 
         :param tally: where the outcomes go (default: a new one, in the child's state).
         :param black_box: ``--black-box``: the test process loads no file of ``cwd`` (nor of
-            the repository's other copies) but the evaluator's, and ``cwd`` is not on its path.
+            the repository's other copies) but the evaluator's.
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
