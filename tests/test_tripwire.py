@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 REACH_INS: dict[str, tuple[str, str]] = {
     "sys._getframe": ("sys._getframe(1)", "sys._getframe() returned a frame of _pytest/"),
     "inspect.stack": ("inspect.stack()", "read f_code of a frame of "),
-    "traceback.extract_stack": ("traceback.extract_stack()", "read f_code of a frame of "),
+    "traceback.walk_tb": ("list(traceback.walk_tb(pytest_traceback()))", "read tb_frame of a "),
     "sys._current_frames": ("sys._current_frames()", "called sys._current_frames()"),
     "gc.get_objects": ("gc.get_objects()", "called gc.get_objects()"),
     "gc.get_referrers": (
@@ -84,10 +84,14 @@ import pytest
 
 
 def pytest_frame():
+    return pytest_traceback().tb_next.tb_frame
+
+
+def pytest_traceback():
     try:
         pytest.fail("to get a traceback through pytest")
     except BaseException as error:
-        return error.__traceback__.tb_next.tb_frame
+        return error.__traceback__
 
 
 def probe_hook(request):
@@ -131,7 +135,7 @@ def reopen_the_channel():
 
 #: The line of the helper that does the reach-in.
 HELPER_LINES = {
-    "tb_frame": "return error.__traceback__.tb_next.tb_frame",
+    "tb_frame": "return pytest_traceback().tb_next.tb_frame",
     "the channel": 'os.close(os.open(f"/proc/self/fd/{descriptor}", os.O_WRONLY | os.O_NONBLOCK))',
 }
 
@@ -389,6 +393,12 @@ HONEST_TESTS = """
             raise ValueError("bad input")
         except ValueError:
             assert "bad input" in traceback.format_exc()
+        try:
+            pytest.fail("through pytest's own frames")
+        except BaseException:
+            assert "pytest" in traceback.format_exc()
+        # Library code that finds its caller for a warning (pyparsing does so).
+        assert traceback.extract_stack(limit=200)[-1].name == "test_its_own_exceptions"
         with pytest.raises(ZeroDivisionError):
             1 / 0
 

@@ -410,11 +410,24 @@ def _attribute_read(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     target, name = args[0], args[1]
     if name in FRAME_READS:
         code = _code_of(getattr(target, name, None))
-        if _machinery_code(state, code):
+        if _machinery_code(state, code) and not _summarised(state, _caller()):
             return f"read {name} of a frame of {_short(code.co_filename)}"
     elif name in CODE_READS and _machinery(state, target):
-        return f"read {name} of {_label(target)}"
+        summary = name == "f_code" and _summarised(state, _caller())
+        return None if summary else f"read {name} of {_label(target)}"
     return None
+
+
+def _summarised(state: dict[str, Any], frame: Any) -> bool:
+    """The standard library's ``traceback`` reads frames for itself: ``extract_stack()``,
+    ``format_exc()`` keep names and line numbers, no frame (pyparsing's warnings find their
+    caller so). Its ``walk_stack``/``walk_tb``, called by the repository, hand frames out."""
+    return _is_traceback(state, frame) and _is_traceback(state, frame.f_back)
+
+
+def _is_traceback(state: dict[str, Any], frame: Any) -> bool:
+    filename = getattr(getattr(frame, "f_code", None), "co_filename", "")
+    return filename.endswith(_SEP + "traceback.py") and kind_of(state, filename) == STDLIB
 
 
 def _attribute_write(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
