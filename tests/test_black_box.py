@@ -12,8 +12,12 @@ import py_compile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from runs import AS_OTHER_USERS
+from runs import SYSTEM_PYTHON
+from runs import only_report
 from runs import run_cli
 
 from pytest_scoring.cli.runner import black_box_refusal
@@ -179,3 +183,124 @@ def test_black_box_without_the_evaluators_tests_is_a_usage_error(tmp_path: Path)
     assert result.exit_code == 2
     assert "--black-box: give --tests-from PATH too" in result.output
     assert not (tmp_path / "out").exists()
+
+
+#: The repository: a small HTTP app whose ``mul`` is wrong (the truth is 2 of 3).
+HTTP_APP = """
+import http.server, json
+
+def add(a, b):
+    return a + b
+
+def mul(a, b):
+    return a + b
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        name, a, b = self.path.strip("/").split("/")
+        body = json.dumps({"add": add, "mul": mul}[name](int(a), int(b))).encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+if __name__ == "__main__":
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_port, flush=True)
+    server.serve_forever()
+"""
+#: The evaluator's tests: they start the app and talk to it over HTTP.
+HTTP_CONFTEST = """
+import subprocess, sys, urllib.request
+from pathlib import Path
+
+import pytest
+
+@pytest.fixture(scope="session")
+def url():
+    root = Path(__file__).parents[1]
+    app = subprocess.Popen([sys.executable, "app.py"], cwd=root, stdout=subprocess.PIPE, text=True)
+    yield f"http://127.0.0.1:{app.stdout.readline().strip()}"
+    app.terminate()
+    app.wait()
+
+@pytest.fixture
+def get(url):
+    return lambda path: urllib.request.urlopen(url + path).read().decode()
+"""
+HTTP_TESTS = """
+def test_add(get):
+    assert get("/add/2/3") == "5"
+
+def test_add_negative(get):
+    assert get("/add/-2/-3") == "-5"
+
+def test_mul(get):
+    assert get("/mul/2/3") == "6"
+"""
+
+
+def as_other_users(test: Any) -> Any:
+    """Full containment: root, and an interpreter the children's user can run."""
+    for mark in AS_OTHER_USERS:
+        test = mark(test)
+    return test
+
+
+def scored_black_box(tmp_path: Path, tests: str, planted: dict[str, str] | None = None) -> Any:
+    """The HTTP app (and ``planted`` files) scored by the evaluator's ``tests`` (with the
+    HTTP conftest, which imports the app when the tests ask for it from there) under ``run
+    --tests-from … --black-box``, with full containment."""
+    repo, evaluator = tmp_path / "repo", tmp_path / "evaluator"
+    write(repo / "app.py", HTTP_APP)
+    for name, text in (planted or {}).items():
+        write(repo / name, text)
+    conftest = ("import app\n" if "from conftest import app" in tests else "") + HTTP_CONFTEST
+    write(evaluator / "tests" / "conftest.py", conftest)
+    write(evaluator / "tests" / "test_http.py", tests)
+    out = tmp_path / "out"
+    result = run_cli(
+        repo, "--tests-from", evaluator, "--black-box", "--python", SYSTEM_PYTHON, "--report", out
+    )
+    # 2 when pytest cannot even load the evaluator's conftest: it says so, as for any usage error
+    assert result.exit_code in (0, 1, 2), result.output
+    return only_report(out)
+
+
+@as_other_users
+def test_the_evaluators_tests_over_http_score_what_they_saw_of_the_app(tmp_path: Path) -> None:
+    report = scored_black_box(tmp_path, HTTP_TESTS)
+    assert report["containment"] == "full"
+    score = report["scores"]["percent_passing_tests"]
+    assert score["value"] == 66.67  # 2 of 3
+    assert not [s for s in report["integrity"] if s["kind"] in ("tripwire", "patched")]
+
+
+REFUSALS = {
+    "the evaluator's test imports the app": ({}, "import app\n\ndef test_app():\n    pass\n"),
+    "the evaluator's conftest imports the app": (
+        {},
+        "from conftest import app\n\ndef test_app():\n    assert app\n",
+    ),
+    "the repository plants a module the tests import": (
+        {"timeit.py": "print('the repository runs here')\n"},
+        "import timeit\n\ndef test_timer():\n    assert timeit.default_timer()\n",
+    ),
+}
+
+
+@as_other_users
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_a_file_of_the_repository_in_the_test_process_scores_no_answer_naming_it(
+    tmp_path: Path, case: str
+) -> None:
+    planted, tests = REFUSALS[case]
+    report = scored_black_box(tmp_path, tests, planted)
+    file = next(iter(planted), "app.py")
+    for name in ("all_tests_pass", "percent_passing_tests", "percent_failing_tests"):
+        score = report["scores"][name]
+        assert score["value"] == "N"
+        assert score["metadata"]["unscored"] == "repository"
+        assert f"tried to load {file} of the repository" in score["explanation"]

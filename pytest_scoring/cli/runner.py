@@ -333,8 +333,10 @@ def _run(
     # the report's options say which kinds were strict.
     settings.strict = settings.strict.for_run(as_root=runner.user is None and os.geteuid() == 0)
     evaluation.context.strict = settings.strict.kinds
-    if state.refused is not None:
+    if state.refused is not None:  # --black-box: the refusal ended the session, not tampering
         evaluation.context.not_started = black_box_refusal(state.refused)
+        kept = [signal for signal in integrity if signal["kind"] != "early_end"]
+        evaluation.context.integrity = kept
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
         evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
