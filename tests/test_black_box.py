@@ -85,14 +85,15 @@ def repository(root: Path) -> Path:
     return root
 
 
-def black_box_session(root: Path, elsewhere: Sequence[Path] = ()) -> ProbeState:
+def black_box_session(
+    root: Path, elsewhere: Sequence[Path] = (), args: Sequence[str] = ()
+) -> ProbeState:
     """The evaluator's tests of ``root/tests`` in a child under ``--black-box``."""
     runner = ChildRunner()
     try:
         black_box = BlackBox([root / "tests"], elsewhere)
-        child = runner.start_pytest(
-            root, ["-p", "no:cacheprovider", "tests"], timeout=600, black_box=black_box
-        )
+        arguments = ["-p", "no:cacheprovider", *args, "tests"]
+        child = runner.start_pytest(root, arguments, timeout=600, black_box=black_box)
         ended = child.wait()
         assert ended.error is None, ended.error
         return child.state
@@ -127,6 +128,14 @@ def test_a_conftest_that_imports_the_repository_is_refused_before_pytest_starts(
     state = black_box_session(root)
     assert state.refused is not None and state.refused["file"] == "app.py"
     assert state.start is None  # pytest never started its session
+    assert not list(root.rglob("app-ran"))
+
+
+def test_a_pytest_xdist_worker_refuses_the_repository_too(tmp_path: Path) -> None:
+    root = repository(tmp_path / "repo")
+    write(root / "tests" / "test_loads.py", EVALUATOR_TEST.format(load="import app"))
+    state = black_box_session(root, args=["-n", "2"])
+    assert state.refused is not None and state.refused["file"] == "app.py"
     assert not list(root.rglob("app-ran"))
 
 

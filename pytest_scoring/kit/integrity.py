@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import json
 import os
 import shlex
 import sys
@@ -541,7 +542,7 @@ class IntegrityWatch:
         self.look_for_outcome_hooks()
         self.add(self._guard.signals(self.root))
         if _DEFENCE is not None and hasattr(self.config, "workerinput"):
-            self.add(_DEFENCE.check(True))
+            self.add(_DEFENCE[1].check(True))
         return self.signals
 
     @pytest.hookimpl
@@ -549,6 +550,8 @@ class IntegrityWatch:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # an xdist worker: the controller reads them
             workeroutput[WORKER_OUTPUT_KEY] = self.finish()
+            if _DEFENCE is not None and _DEFENCE[0].refusal() is not None:
+                workeroutput[REFUSED_KEY] = _DEFENCE[0].refusal()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -578,6 +581,11 @@ def _is_inside(path: Path, folder: Path) -> bool:
 #: Set by pytest-xdist in each of its workers before the worker reads any configuration (the
 #: launcher removes it from a session it starts: that one is no worker).
 XDIST_WORKER = "PYTEST_XDIST_WORKER"
+#: ``--black-box``'s places for the workers, set by the launcher: ``{"evaluator", "repository"}``
+#: (no code of the repository runs in the controller that could change it).
+BLACK_BOX_VARIABLE = "PYTEST_SCORING_BLACK_BOX"
+#: Key of a worker's ``--black-box`` refusal in what it hands the controller.
+REFUSED_KEY = "scoring_refused"
 
 
 def _worker_defence() -> Any:
@@ -588,7 +596,13 @@ def _worker_defence() -> Any:
     if not (__name__.startswith("_pytest_scoring_") and os.environ.get(XDIST_WORKER)):
         return None  # in process, or the controller
     wire = _kit_module("tripwire").install(os.getcwd())
-    return _kit_module("selfcheck").take(wire, [sys.modules[__name__]])
+    black_box = os.environ.get(BLACK_BOX_VARIABLE)
+    if black_box:
+        places = json.loads(black_box)
+        wire.evaluator_paths(places["evaluator"])
+        wire.repository_paths(places["repository"])
+        wire.black_box()
+    return wire, _kit_module("selfcheck").take(wire, [sys.modules[__name__]])
 
 
 #: The worker's tripwire and self-check (None elsewhere).
@@ -602,4 +616,4 @@ def pytest_configure(config: pytest.Config) -> None:
         watch = IntegrityWatch(config, repository_root(config))
         config.pluginmanager.register(watch, "pytest-scoring-integrity")
         if _DEFENCE is not None:
-            _DEFENCE.watch(config.pluginmanager)
+            _DEFENCE[1].watch(config.pluginmanager)

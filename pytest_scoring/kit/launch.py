@@ -5,19 +5,24 @@ repository's ``filterwarnings`` says).
 
 Copied as a plain file with the rest of the kit (:mod:`pytest_scoring.kit`) into a folder that
 only the evaluator can write, and run as ``python <folder>/_pytest_scoring_launch.py
-[CHANNEL] [--deterministic] [--ignore-option FLAG[=]]... -- PYTEST_ARGS``, where CHANNEL is
+[CHANNEL] [--deterministic] [--ignore-option FLAG[=]]... [--black-box [--evaluator-path=PATH]...
+[--repository-path=PATH]...] -- PYTEST_ARGS``, where CHANNEL is
 ``--stream-fd=N --key-fd=N`` (``run``: inherited descriptors) or ``--stream-file=PATH
 --key-file=PATH`` (a sandbox). Like all of the kit, it needs only the standard library and
 pytest, because the interpreter may be any one the evaluator names. Before any code of the
 repository can run, in this order (docs/security.md):
 
+* the tripwire's audit hook is installed (:mod:`pytest_scoring.kit.tripwire`), first of all;
 * the process becomes non-dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``): another process of
   the same user cannot open its descriptors or read its memory through ``/proc``;
 * the channel opens (:mod:`pytest_scoring.kit.channel`): the key is read and its descriptor
   closed, or its file deleted; the stream's descriptor is made non-inheritable;
 * the channel and the probe are loaded from this folder under names of their own, never in
   ``sys.modules``, each with its own copy of the builtins (:func:`private_module`): nothing
-  the repository imports or patches by name is what writes the stream.
+  the repository imports or patches by name is what writes the stream;
+* once pytest is imported, the self-check takes its references to pytest's, pluggy's and the
+  kit's functions (:mod:`pytest_scoring.kit.selfcheck`); under ``--black-box`` the tripwire
+  refuses every file of the repository but the evaluator's paths.
 
 Then:
 
@@ -73,6 +78,8 @@ IGNORE = "--ignore-option="
 #: names another place of the repository's (REPO itself).
 BLACK_BOX, EVALUATOR_PATH = "--black-box", "--evaluator-path="
 REPOSITORY_PATH = "--repository-path="
+#: The same, for pytest-xdist's workers (``integrity.BLACK_BOX_VARIABLE``).
+BLACK_BOX_VARIABLE = "PYTEST_SCORING_BLACK_BOX"
 #: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
 STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
@@ -126,12 +133,12 @@ def main(argv: Sequence[str]) -> int:
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
     if BLACK_BOX in options:
-        at = len(EVALUATOR_PATH)
-        wire.evaluator_paths(o[at:] for o in options if o.startswith(EVALUATOR_PATH))
-    if BLACK_BOX in options:
-        wire.evaluator_paths(_values(options, EVALUATOR_PATH))
-        wire.repository_paths(_values(options, REPOSITORY_PATH))
+        places = {"evaluator": _values(options, EVALUATOR_PATH)}
+        places["repository"] = _values(options, REPOSITORY_PATH)
+        wire.evaluator_paths(places["evaluator"])
+        wire.repository_paths(places["repository"])
         wire.black_box()
+        os.environ[BLACK_BOX_VARIABLE] = json.dumps(places)  # for pytest-xdist's workers
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
 

@@ -92,6 +92,8 @@ HOOKS = (
     "pytest_sessionfinish",
     "pytest_unconfigure",
 )
+#: Key of a pytest-xdist worker's ``--black-box`` refusal (``integrity.REFUSED_KEY``).
+REFUSED_KEY = "scoring_refused"
 #: pytest's helpers that act on what their caller hands them (the tripwire walks through).
 WRAPPERS = ("monkeypatch.py", "_code")
 #: What the tripwire calls the files whose replacements are not signals: pytest's, pluggy's
@@ -302,8 +304,17 @@ def _watch(state: dict[str, Any], pluginmanager: Any) -> None:
     def pytest_sessionstart(session: Any) -> None:
         state["session"] = session
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(node: Any, error: Any) -> None:
+        """On pytest-xdist's controller: a worker's ``--black-box`` refusal."""
+        output = getattr(node, "workeroutput", None) or {}
+        if REFUSED_KEY in output:
+            state["wire"].refused_elsewhere(output[REFUSED_KEY])
+
     sessions = types.ModuleType("pytest-scoring-sessions")  # a plugin pluggy can hash
-    vars(sessions)["pytest_sessionstart"] = pytest_sessionstart
+    vars(sessions).update(
+        pytest_sessionstart=pytest_sessionstart, pytest_testnodedown=pytest_testnodedown
+    )
     pluginmanager.register(sessions, "pytest-scoring-sessions")
 
 

@@ -749,6 +749,9 @@ class Tripwire(NamedTuple):
     on_record: Callable[[Callable[[bool], list[dict[str, Any]]], Callable[[Any], None]], None]
     #: ``drain()``: the signals found since the last call.
     drain: Callable[[], list[dict[str, Any]]]
+    #: ``refused_elsewhere(refused)``: a pytest-xdist worker refused a file: sent as this
+    #: process's refusal (when it is the first).
+    refused_elsewhere: Callable[[object], None]
     #: ``refusal()``: the first file ``--black-box`` refused, or None.
     refusal: Callable[[], dict[str, Any] | None]
     #: ``relative(filename)``: the file relative to the repository, when it is the
@@ -830,6 +833,15 @@ def _drain(state: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _refused_elsewhere(state: dict[str, Any], refused: object) -> None:
+    if not (_is(refused, dict) and state["refused"] is None and state["send"] is not None):
+        return
+    file, event = dict.get(refused, "file"), dict.get(refused, "event")
+    if _is(file, str) and _is(event, str):
+        found = state["refused"] = {"file": file, "event": event}
+        state["send"]({"type": "refused", **found})
+
+
 def _refusal(state: dict[str, Any]) -> dict[str, Any] | None:
     refused: dict[str, Any] | None = state["refused"]
     return refused
@@ -906,6 +918,7 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         "_quiet",
         "_on_record",
         "_drain",
+        "_refused_elsewhere",
         "_refusal",
         "relative_file",
         "kind_of",
