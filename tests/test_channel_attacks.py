@@ -311,8 +311,11 @@ def test_a_conftest_that_patches_the_probes_writer_changes_no_outcome(tmp_path: 
     report = score(tmp_path, repo, *USERS["as the evaluator"])
     outcomes = {test["nodeid"]: test["outcome"] for test in report["tests"]["tests"]}
     assert outcomes == {**dict.fromkeys(IDS[:3], "passed"), **dict.fromkeys(IDS[3:], "failed")}
-    assert report["scores"]["percent_passing_tests"]["value"] == TRUTH
+    # What it replaced of the kit is seen (the self-check), and proven tampering is "N".
+    patched = [signal for signal in report["integrity"] if signal["kind"] == "patched"]
+    assert patched and {signal["file"] for signal in patched} == {"conftest.py"}
     assert not kinds(report) & TAMPERING, report["integrity"]
+    assert report["scores"]["percent_passing_tests"]["value"] == "N"
     assert report["run"]["probe_lines_rejected"] == 0
     hooks = [signal for signal in report["integrity"] if signal["kind"] == "outcome_hook"]
     assert hooks and hooks[0]["file"] == "conftest.py", "the integrity lines still arrive"

@@ -416,7 +416,11 @@ def _hook_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
             found.append((f"pytest's hook caller {name} was replaced", now))
     for name, caller, impl, who, expected in state["hooks"]:
         if not any(present is impl for present in _hookimpls(state, caller)):
-            found.append((f"{who} {name} implementation was removed", None))
+            # pytest's plugin objects come and go (junitxml's LogXML leaves at unconfigure);
+            # the probe's and pytest's plugin modules stay for the whole session.
+            staying = impl.plugin is state["plugin"] or _is(impl.plugin, types.ModuleType)
+            if staying:
+                found.append((f"{who} {name} implementation was removed", None))
         elif not _same_function(impl.function, expected, impl.plugin):
             found.append((f"{who} {name} implementation was replaced", impl.function))
     for cell, content, name in state.get("cells", ()):
