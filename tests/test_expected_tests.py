@@ -176,6 +176,19 @@ def test_a_bad_source_stops_pytest_with_a_usage_error(suite: pytest.Pytester) ->
     result.stderr.fnmatch_lines(["ERROR: --score-expected-tests: cannot read *nowhere.txt: *"])
 
 
+def test_an_expected_set_in_the_repositorys_ini_is_ignored_and_said_in_process(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_suite="def test_a(): pass\ndef test_b(): assert False\n")
+    pytester.makeini("[pytest]\nscore_expected_tests = mine.txt\n")
+    (pytester.path / "mine.txt").write_text("test_suite.py::test_a\n")
+    pytester.runpytest("--score", "-p", "no:cacheprovider")
+    report = scores_json(pytester.path / "scores")
+    assert report["tests"]["counts"]["total"] == 2, "the repository chose none of its tests"
+    (ignored,) = [s for s in report["integrity"] if "score_expected_tests" in s["detail"]]
+    assert ignored["kind"] == "selection"
+
+
 def test_the_repository_cannot_choose_its_own_set_under_run(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,17 @@ BENCHJACK = """
         report = outcome.get_result()
         if report.when == "call" and report.failed:
             report.outcome = "passed"
+"""
+#: An honest conftest of the evaluator's: a screenshot name for every failed test.
+EVALUATORS_SCREENSHOTS = """
+    import pytest
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(item, call):
+        report = yield
+        if report.when == "call" and report.failed:
+            item.user_properties.append(("screenshot", f"{item.name}.png"))
+        return report
 """
 #: A plugin module the repository's configuration loads: the same trick, from a -p.
 HACK_PLUGIN = BENCHJACK
@@ -256,24 +268,53 @@ def test_a_path_holding_only_test_files(solution: Path, tmp_path: Path) -> None:
 def test_the_evaluators_conftest_implementing_makereport_runs(
     solution: Path, reference: Path, tmp_path: Path
 ) -> None:
-    write(
-        reference / "tests" / "conftest.py",
-        """
-        import pytest
-
-        @pytest.hookimpl(wrapper=True)
-        def pytest_runtest_makereport(item, call):
-            report = yield
-            if report.when == "call" and report.failed:
-                item.user_properties.append(("screenshot", f"{item.name}.png"))
-            return report
-        """,
-    )
+    write(reference / "tests" / "conftest.py", EVALUATORS_SCREENSHOTS)
     report = score_with_tests_from(solution, reference, tmp_path)
     assert percent(report) == TRUTH
     shots = {t["nodeid"]: t["user_properties"] for t in report["tests"]["tests"]}
     assert shots[IDS[2]] == [["screenshot", "test_mul.png"]]
     assert report["tests_from"]["replaced"] == ["tests/"]
+
+
+#: The solution's code registers, when the tests import it, a hookwrapper that turns its
+#: failures into passes: it finds pytest's config by walking frames (no audit event).
+REGISTERS_A_FLIPPER = """
+    import sys
+
+    import pytest
+
+
+    class Flip:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            report = outcome.get_result()
+            if report.when == "call" and report.failed:
+                report.outcome = "passed"
+
+
+    frame = sys._getframe(0)
+    while frame is not None:
+        found = frame.f_locals.get("config") or getattr(frame.f_locals.get("self"), "config", None)
+        if hasattr(found, "pluginmanager"):
+            found.pluginmanager.register(Flip(), "flip")
+            break
+        frame = frame.f_back
+"""
+
+
+def test_an_outcome_changed_beside_the_evaluators_own_hook_is_not_the_evaluators(
+    solution: Path, reference: Path, tmp_path: Path
+) -> None:
+    # PATH's honest conftest implements makereport too: the change is not blamed on it.
+    write(reference / "tests" / "conftest.py", EVALUATORS_SCREENSHOTS)
+    write(
+        solution / "app.py",
+        textwrap.dedent(REGISTERS_A_FLIPPER) + (solution / "app.py").read_text(),
+    )
+    score = score_with_tests_from(solution, reference, tmp_path)["scores"]["percent_passing_tests"]
+    assert score["value"] == "N", score["explanation"]
+    assert score["metadata"]["strict_kinds"] == ["outcome_changed"]
 
 
 def test_a_fixture_of_a_removed_conftest_is_named_in_the_explanation(

@@ -228,8 +228,13 @@ def add_options(parser: OptionParser) -> None:
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
-    parser.addini("score_expected_tests", "As --score-expected-tests", default=None)
-    # Read only to say it is ignored: the strict kinds are the evaluator's (docs/scoring.md).
+    # Read only to say they are ignored: the expected set and the strict kinds are the
+    # evaluator's (docs/scoring.md).
+    parser.addini(
+        "score_expected_tests",
+        "Ignored: the expected tests come from the command line only",
+        default=None,
+    )
     parser.addini(
         "score_strict", "Ignored: the strict kinds come from the command line only", default=None
     )

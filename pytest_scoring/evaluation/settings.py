@@ -221,7 +221,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,
         selection=_selection(config),
-        expected_source=_path_setting(config, "score_expected_tests").path(),
+        expected_source=_option_path(config, "score_expected_tests"),
         strict=_strict(config.getoption("score_strict"), strict),
         ignored_ini=_ignored_ini(config),
         verify_tests=verify_tests_path(
@@ -312,7 +312,14 @@ def _strict(option: str | None, default: StrictKinds) -> StrictKinds:
 #: ini settings whose value carries the evaluator's trust: the scored repository's ini file
 #: must not weaken what the evaluator chose, so they are ignored (each one found is an
 #: integrity signal) and only the command line counts.
-EVALUATOR_ONLY_INI: Final = ("score_strict",)
+EVALUATOR_ONLY_INI: Final = ("score_strict", "score_expected_tests")
+
+
+def _option_path(config: OptionSource, name: str) -> Path | None:
+    """A path option given on the command line, relative to where pytest was started; its ini
+    twin is never read (see :data:`EVALUATOR_ONLY_INI`)."""
+    value = config.getoption(name)
+    return Path(config.invocation_dir, value) if value else None
 
 
 def _ignored_ini(config: OptionSource) -> dict[str, str]:

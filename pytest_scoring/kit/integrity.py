@@ -494,7 +494,6 @@ class IntegrityWatch:
         self._signals: dict[tuple[str, str, str | None], SignalRecord] = {}
         #: Outcome hooks were found: phase reports are stamped and compared.
         self.comparing = False
-        self._hook_file: str | None = None
         #: Hook files resolved by the looks so far (see outcome_hook_signals).
         self._inside: dict[str, str | None] = {}
         self._guard = PatchGuard([*PYTEST_TARGETS, *guarded])
@@ -505,7 +504,6 @@ class IntegrityWatch:
         self.add(found)
         if found and not self.comparing:
             self.comparing = True
-            self._hook_file = found[0]["file"]
             name = "scoring-report-stamp"
             self.config.pluginmanager.register(ReportStamp(), name)
             self.config.add_cleanup(lambda: self.config.pluginmanager.unregister(name=name))
@@ -525,7 +523,16 @@ class IntegrityWatch:
             return  # most sessions, every phase: nothing to compare (outcome_changed's test)
         detail = outcome_changed(report, self.comparing)
         if detail is not None:
-            self.add([signal_record("outcome_changed", detail, self._hook_file)])
+            self.add([signal_record("outcome_changed", detail, self._changed_by())])
+
+    def _changed_by(self) -> str | None:
+        """The file that changed an outcome: the one file implementing outcome hooks now (an
+        evaluator's conftest alone is the evaluator's doing), or None when several might
+        have, or none did (looked at again: a hook registered since counts too)."""
+        found = outcome_hook_signals(self.config.pluginmanager, self.root, self._inside)
+        self.add(found)
+        files = {signal["file"] for signal in found}
+        return files.pop() if len(files) == 1 else None
 
     def add(self, signals: Iterable[SignalRecord]) -> None:
         for signal in signals:
