@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import AS_EVALUATOR
 from runs import only_report
 from runs import run_cli
 
@@ -463,3 +464,71 @@ def test_a_patch_made_in_a_pytest_xdist_worker_is_patched(tmp_path: Path) -> Non
     found = [s for s in signals(report, "patched") if "call_and_report" in s["detail"]]
     assert found and found[0]["file"] == "app.py", report["integrity"]
     assert report["scores"]["percent_passing_tests"]["value"] == "N"
+
+
+#: A forked child of the test process sends nothing (its probe is silent), so what its
+#: tripwire finds would never reach the evaluator. This one looks for the channel's send with
+#: gc.get_objects(), reads the MAC and the chain from its cells (residual (i)), and hands
+#: well-chained lines (every test passed, the end record) to its parent, which writes them.
+FORK_FORGER = r"""
+import gc, os, types
+import pytest
+
+
+def cells(function):
+    names = function.__code__.co_freevars
+    return dict(zip(names, [cell.cell_contents for cell in function.__closure__ or ()]))
+
+
+def forged_lines(ids):
+    try:
+        objects = gc.get_objects()
+    except Exception:  # refused
+        return b""
+    send = next(
+        value for value in objects
+        if isinstance(value, types.FunctionType) and value.__name__ == "send"
+        and value.__code__.co_filename.endswith("channel.py")
+    )
+    found = cells(send)
+    seq, previous, lines = found["seq"], found["previous"], []
+    records = [{"type": "phase", "nodeid": nodeid, "when": when, "outcome": "passed",
+                "duration": 0.0, "user_properties": []}
+               for nodeid in ids for when in ("setup", "call", "teardown")]
+    records.append({"type": "end", "exitstatus": 0, "interrupted": False, "stop_reason": "",
+                    "stop_file": None, "phases": len(records)})
+    for record in records:
+        rest = "%d %s %s" % (seq + 1, previous, found["encode"](record))
+        signature = found["mac"](rest.encode("ascii"))
+        lines.append(("%s %s\n" % (signature, rest)).encode("ascii"))
+        seq, previous = seq + 1, signature
+    return ("%d\n" % cells(found["write_all"])["descriptor"]).encode() + b"".join(lines)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write_end, forged_lines([item.nodeid for item in session.items]))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = b"".join(iter(lambda: os.read(read_end, 65536), b""))
+    os.waitpid(child, 0)
+    if data:
+        descriptor, _, lines = data.partition(b"\n")
+        os.write(int(descriptor), lines)
+        os._exit(0)
+"""
+
+
+def test_a_reach_in_in_a_forked_child_is_refused_there(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    write(repo / "conftest.py", FORK_FORGER)
+    write(repo / "test_suite.py", FAILING_TESTS.replace("import app  #", "#"))
+    report = scored(repo, tmp_path / "out", *AS_EVALUATOR)
+    counts = report["tests"]["counts"]
+    assert (counts["passed"], counts["failed"]) == (1, 1), report["tests"]
+    assert report["run"]["probe_lines_rejected"] == 0

@@ -245,15 +245,16 @@ class ReportStamp:
     hooks are found, so a repository without them pays nothing per test."""
 
     # tryfirst, and registered after the conftests: the outermost wrapper, so it sees the
-    # call before any other implementation can change it.
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    # call before any other implementation can change it. An old-style wrapper: pluggy 1.0
+    # (Debian's pytest 7.2) knows no ``wrapper=True``, and this module must load there.
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
-    ) -> Generator[None, Any, Any]:
+    ) -> Generator[None, Any, None]:
         before = call.excinfo
-        report = yield
-        setattr(report, COMPUTED_ATTR, computed_outcomes(item, call, before))
-        return report
+        outcome = yield
+        if outcome.excinfo is None:
+            setattr(outcome.get_result(), COMPUTED_ATTR, computed_outcomes(item, call, before))
 
 
 # --- patched --------------------------------------------------------------------------

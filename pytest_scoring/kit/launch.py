@@ -182,7 +182,7 @@ def private_module(name: str) -> Any:
 
 
 def _integrity_module() -> Any:
-    """The integrity module of the kit, or None (pluggy too old, or not copied)."""
+    """The integrity module of the kit, or None (not copied, or it cannot load here)."""
     try:
         return private_module("integrity")
     except Exception:  # its absence only means no integrity lines

@@ -20,7 +20,7 @@ per line on the authenticated channel (:mod:`pytest_scoring.kit.channel`):
   runner runs that very test (or replayed by pytest-xdist's controller): any other was made
   by the repository, and is an ``outcome_changed`` line instead;
 * ``integrity``: ``{kind, detail, file}``, one per integrity signal, when the integrity module
-  (:mod:`pytest_scoring.kit.integrity`) could be loaded (it needs pluggy 1.1 or newer);
+  (:mod:`pytest_scoring.kit.integrity`) could be loaded;
 * ``end``, the last line, after the last phase: pytest's exit status, whether a real
   interrupt (Ctrl-C) stopped it, what ended the session early (``stop_reason``,
   ``stop_file``), if anything did, and ``phases``, how many phase lines came before it.

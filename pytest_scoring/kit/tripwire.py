@@ -17,8 +17,9 @@ The hook runs between the probe's records, where no self-check can look, so noth
 may be changed by the repository: it runs on a sealed copy of this module (:func:`seal`),
 whose functions look names up in a private namespace with private builtins, and it keeps its
 state in a dictionary no module or class holds. Every module attribute it uses is bound here,
-at import. It never raises into the test it watches, except the refusal of ``--black-box``,
-and never recurses: an event raised while it runs in a thread is ignored in that thread.
+at import. It never raises into the test it watches, except the refusal of ``--black-box``
+and a reach-in in a forked child (whose probe sends nothing), and never recurses: an event
+raised while it runs in a thread is ignored in that thread.
 
 Like all of the kit it needs only the standard library and keeps to Python 3.8 syntax; unlike
 the rest it needs no pytest either, since it is installed before pytest is imported.
@@ -663,10 +664,16 @@ def _culprit(state: dict[str, Any], frame: Any) -> Any:
 
 def _report(state: dict[str, Any], kind: str, what: str, frame: Any, event: str) -> None:
     """Record ``what`` as the repository's doing at ``frame``: once per kind of event and
-    line (``inspect.stack()`` reads the code of every frame, one signal says so)."""
+    line (``inspect.stack()`` reads the code of every frame, one signal says so).
+
+    :raises Denied: in a forked child of the test process, whose probe sends nothing: a
+        signal found there would never reach the evaluator, so the reach-in is refused.
+    """
     filename = frame.f_code.co_filename
     file = relative_file(state, filename)
     detail = f"{what} (from {filename if file is None else file}:{frame.f_lineno})"
+    if _getpid() != state["owner"]:
+        raise Denied(f"pytest-scoring: refused in a forked child of the test process: {detail}")
     key = (kind, event, filename, frame.f_lineno)
     if key not in state["seen"]:
         state["seen"].add(key)
@@ -882,6 +889,7 @@ def _install(code: dict[str, Any], root: str) -> Tripwire:
         send=None,
         proc=proc,
         pids={_getpid(), os.getppid()},
+        owner=_getpid(),  # a forked child (os.fork, libc's fork through ctypes) is not it
     )
     add_place(state, os.path.dirname(os.path.abspath(__file__)), MACHINERY)  # the kit
     busy = state["busy"]
