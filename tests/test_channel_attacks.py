@@ -196,6 +196,28 @@ def test_the_test_process_is_closed_to_its_subprocesses(tmp_path: Path, user: st
     assert report["tests"]["counts"]["passed"] == 1, report["tests"]["tests"]
 
 
+LOOKS_FOR_THE_PROBE = """
+import importlib.util, os, sys
+
+def test_no_module_of_the_channel_is_importable_or_imported_by_name():
+    for name in ("probe", "channel", "launch"):
+        assert importlib.util.find_spec("_pytest_scoring_" + name) is None, name
+        assert "_pytest_scoring_" + name not in sys.modules, name
+
+def test_no_environment_variable_names_the_channel():
+    assert not [name for name in os.environ if "PROBE" in name], os.environ
+"""
+
+
+def test_nothing_in_the_test_process_names_the_channel_or_the_probe(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write(repo / "test_looks.py", LOOKS_FOR_THE_PROBE)
+    run_cli(repo, "--report", tmp_path / "out", *AS_EVALUATOR)
+    tests = only_report(tmp_path / "out")["tests"]["tests"]
+    assert [test["outcome"] for test in tests] == ["passed", "passed"], tests
+
+
 #: Replaces everything it can find that writes, encodes or signs the probe's lines, so that
 #: every ``failed`` goes out as ``passed`` and integrity lines are dropped; keeps any key that
 #: passes through what it patched, and forges an all-passing stream with it at the end.

@@ -107,6 +107,31 @@ def test_an_honest_configuration_keeps_its_true_score(tmp_path: Path, configurat
     assert report["run"]["cpu_time"] > 0
 
 
+#: An honest conftest of the repository's own: a screenshot name for every failed test.
+SCREENSHOTS = """
+import pytest
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.user_properties.append(("screenshot", item.name + ".png"))
+    return report
+"""
+
+
+def test_a_conftest_that_implements_makereport_honestly_keeps_the_true_score(
+    tmp_path: Path,
+) -> None:
+    repo = honest_repository(tmp_path / "repo")
+    write(repo / "conftest.py", SCREENSHOTS)
+    report = run_with_ids(tmp_path, repo, IDS)  # run's default strict set
+    assert report["scores"]["percent_passing_tests"]["value"] == 66.67, report["integrity"]
+    assert kinds(report) <= {"containment", "outcome_hook"}, report["integrity"]
+    failed = next(test for test in report["tests"]["tests"] if test["outcome"] == "failed")
+    assert failed["user_properties"] == [["screenshot", "test_fails.png"]]
+
+
 def test_coverage_under_its_threshold_exits_1_explained_by_pytest_cov(tmp_path: Path) -> None:
     pytest.importorskip("pytest_cov")
     repo = honest_repository(tmp_path / "repo", "addopts = --cov --cov-fail-under=100")
@@ -118,20 +143,36 @@ def test_coverage_under_its_threshold_exits_1_explained_by_pytest_cov(tmp_path: 
     assert not kinds(report) & TAMPERING, report["integrity"]
 
 
+#: A conftest that turns each failure into a pass after pytest counted it (pytest exits 1,
+#: the stream says every test passed).
+AFTER_PYTEST_COUNTED = """
+def pytest_runtest_logreport(report):
+    if report.failed:
+        report.outcome = "passed"
+"""
+#: The same, posing as pytest-cov: an object registered under its name, its line printed.
+POSING_AS_PYTEST_COV = (
+    AFTER_PYTEST_COUNTED
+    + """
+import types
+
+def pytest_configure(config):
+    config.pluginmanager.unregister(name="pytest_cov")  # the installed one, if any
+    config.pluginmanager.register(types.ModuleType("pytest_cov"), "pytest_cov")
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line("FAIL Required test coverage of 100% not reached.")
+"""
+)
+
+
+@pytest.mark.parametrize("conftest", [AFTER_PYTEST_COUNTED, POSING_AS_PYTEST_COV])
 def test_exit_status_1_with_every_test_passed_and_no_plugin_saying_why_is_a_mismatch(
-    tmp_path: Path,
+    tmp_path: Path, conftest: str
 ) -> None:
-    # The hostile twin of the test above: a conftest that turns each failure into a pass
-    # after pytest counted it (pytest exits 1, the stream says every test passed).
+    # The hostile twin of the test above.
     repo = honest_repository(tmp_path / "repo")
-    write(
-        repo / "conftest.py",
-        """
-        def pytest_runtest_logreport(report):
-            if report.failed:
-                report.outcome = "passed"
-        """,
-    )
+    write(repo / "conftest.py", conftest)
     report = run_with_ids(tmp_path, repo, IDS, STRICT)
     assert report["run"]["exit_code"] == 1
     (mismatch,) = [s for s in report["integrity"] if s["kind"] == "exit_mismatch"]
@@ -187,16 +228,28 @@ def test_pytest_refusing_the_repositorys_configuration_says_why_in_the_scores(
         assert "pytest-scoring-run-" not in score["explanation"], "REPO, not the private copy"
 
 
-def test_filterwarnings_error_everywhere_the_evaluator_starts_pytest(tmp_path: Path) -> None:
+#: Configurations for every child the evaluator starts (the shipped example's pytest.ini
+#: gets the line).
+EVERYWHERE = {
+    "filterwarnings = error": "filterwarnings = error",
+    "-W error": "addopts = -W error",
+    "--import-mode=importlib": "addopts = --import-mode=importlib",
+    "-p no: of unrelated plugins": "addopts = -p no:cacheprovider -p no:doctest",
+}
+
+
+@pytest.mark.parametrize("configuration", list(EVERYWHERE))
+def test_an_honest_configuration_everywhere_the_evaluator_starts_pytest(
+    tmp_path: Path, configuration: str
+) -> None:
     # The run, the reference rerun, the baseline (the reference's own tests) and the
-    # expected-tests folder each start pytest in a child on a configuration that errors on
-    # every warning.
+    # expected-tests folder each start pytest in a child on that configuration.
     reference, repo = tmp_path / "reference", tmp_path / "repo"
     shutil.copytree(EXAMPLES / "reference", reference)
     shutil.copytree(EXAMPLES / "solution-attack", repo)
     for folder in (reference, repo):
         with (folder / "pytest.ini").open("a") as ini:
-            ini.write("filterwarnings = error\n")
+            ini.write(EVERYWHERE[configuration] + "\n")
     selector = f"@{EXAMPLES / 'selectors' / 'password_change.json'}"
     result = run_cli(
         repo,

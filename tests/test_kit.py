@@ -73,14 +73,14 @@ def test_the_sandbox_helper_needs_only_the_standard_library() -> None:
 
 
 def test_a_child_gets_every_file_of_the_kit_folder_and_nothing_else(tmp_path: Path) -> None:
-    runner = ChildRunner(area=tmp_path)
-    copied = sorted(path.name for path in runner.kit().iterdir())
+    kit = ChildRunner(area=tmp_path).kit()
+    copied = sorted(path.relative_to(kit).as_posix() for path in kit.rglob("*.py"))
     assert copied == sorted(kit_files())
     modules = [path for path in KIT_SOURCES if path.name != "__init__.py"]
-    assert copied == sorted(f"_pytest_scoring_{path.name}" for path in modules)
-    assert all(
-        (runner.kit() / name).read_bytes() == kit_files()[name].read_bytes() for name in copied
+    assert sorted(Path(name).name for name in copied) == sorted(
+        f"_pytest_scoring_{path.name}" for path in modules
     )
+    assert all((kit / name).read_bytes() == kit_files()[name].read_bytes() for name in copied)
 
 
 @pytest.mark.parametrize(

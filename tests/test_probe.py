@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from runs import SYSTEM_PYTHON
 from runs import scored_session
 from runs import system_python_with_pytest
 
-from pytest_scoring.kit import kit_files
+from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
@@ -150,9 +149,7 @@ def test_another_interpreter_with_an_older_pytest_reports_the_same(suite: Path) 
 def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first(
     suite: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    kit = tmp_path_factory.mktemp("kit")
-    for name, source in kit_files().items():
-        shutil.copyfile(source, kit / name)
+    kit = ChildRunner(area=tmp_path_factory.mktemp("area")).kit()
     key = secrets.token_bytes(KEY_BYTES)
     key_file, stream = kit / "key", kit / "stream.jsonl"
     key_file.write_text(key.hex())
@@ -162,7 +159,7 @@ def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first
     subprocess.run(
         [
             sys.executable,
-            str(kit / "_pytest_scoring_launch.py"),
+            str(kit / LAUNCHER),
             f"--stream-file={stream}",
             f"--key-file={key_file}",
             "--",

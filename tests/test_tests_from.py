@@ -17,6 +17,8 @@ import pytest
 from evaluator_tests import AS_EVALUATOR
 from evaluator_tests import IDS
 from evaluator_tests import REFERENCE_APP
+from evaluator_tests import REFERENCE_TESTS
+from evaluator_tests import SOLUTION_APP
 from evaluator_tests import TRUTH
 from evaluator_tests import make_solution
 from evaluator_tests import make_tree
@@ -163,6 +165,79 @@ def test_edited_expected_output_is_replaced_by_the_references(
     assert percent(report) == 40  # add and add_negative: 2 of 5
     changed = {s["file"] for s in report["integrity"] if s["kind"] == "tests_modified"}
     assert changed == {"tests/data/expected.json", "tests/__snapshots__/test_app.ambr"}
+
+
+#: A source module that makes the evaluator's data say what its code does while the tests
+#: run, each way putting things back before the end (but the first): ``name -> code``.
+REWRITES = {
+    "left changed": """
+        from pathlib import Path
+        DATA = Path(__file__).parent / "tests" / "data" / "expected.json"
+        DATA.write_text('{"greet": "hi bob"}')
+    """,
+    "put back at exit": """
+        import atexit
+        from pathlib import Path
+        DATA = Path(__file__).parent / "tests" / "data" / "expected.json"
+        atexit.register(DATA.write_bytes, DATA.read_bytes())
+        DATA.write_text('{"greet": "hi bob"}')
+    """,
+    "by a subprocess, put back": """
+        import atexit, subprocess, sys
+        from pathlib import Path
+        DATA = Path(__file__).parent / "tests" / "data" / "expected.json"
+        WRITE = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
+        atexit.register(subprocess.run, [sys.executable, "-c", WRITE, str(DATA), DATA.read_text()])
+        subprocess.run([sys.executable, "-c", WRITE, str(DATA), '{"greet": "hi bob"}'])
+    """,
+    "its folder swapped, put back": """
+        import atexit, os, shutil
+        from pathlib import Path
+        DATA = Path(__file__).parent / "tests" / "data"
+        os.rename(DATA, DATA.with_name("real"))
+        DATA.mkdir()
+        (DATA / "expected.json").write_text('{"greet": "hi bob"}')
+
+        def put_back():
+            shutil.rmtree(DATA)
+            os.rename(DATA.with_name("real"), DATA)
+
+        atexit.register(put_back)
+    """,
+}
+
+
+@pytest.mark.parametrize("how", list(REWRITES))
+def test_the_evaluators_data_changed_while_the_tests_run_is_seen(
+    reference: Path, tmp_path: Path, how: str
+) -> None:
+    app = textwrap.dedent(SOLUTION_APP) + textwrap.dedent(REWRITES[how])
+    solution = make_solution(tmp_path / "solution", app)
+    report = score_with_tests_from(solution, reference, tmp_path)
+    changed = [s for s in report["integrity"] if s["kind"] == "patched"]
+    assert changed, report["integrity"]
+    assert "tests/data/" in changed[0]["detail"], changed
+    assert changed[0]["detail"].endswith("while the tests ran"), changed
+    assert percent(report) == "N"
+    assert report["scores"]["percent_passing_tests"]["metadata"]["unscored"] == "tampering"
+
+
+def test_the_evaluators_tests_may_write_new_files_beside_theirs(tmp_path: Path) -> None:
+    writing = textwrap.dedent(REFERENCE_TESTS) + textwrap.dedent(
+        """
+        def test_writes_beside_itself():
+            (HERE / "output.txt").write_text("made by the test")
+            (HERE / "data" / "made.json").write_text("{}")
+        """
+    )
+    reference = make_tree(tmp_path / "reference")
+    write(reference / "tests" / "test_app.py", writing)
+    solution = make_solution(tmp_path / "solution")
+    beside = IDS[0].replace("add", "writes_beside_itself")
+    ids = write(tmp_path / "six.txt", "\n".join([*IDS, beside]))
+    report = score_with_tests_from(solution, reference, tmp_path, "--expected-tests", ids)
+    assert [s for s in report["integrity"] if s["kind"] == "patched"] == []
+    assert percent(report) == round(100 * 4 / 6, 2)
 
 
 def test_a_test_file_added_elsewhere_is_never_collected_and_stays(

@@ -302,6 +302,57 @@ PATCHES = {
         """,
         "_pytest.runner.call_and_report was replaced",
     ),
+    "pytest's call information": (
+        """
+        import _pytest.runner
+
+        made = _pytest.runner.CallInfo.from_call.__func__
+
+        def forgiving(cls, func, when, reraise=None):
+            return made(cls, lambda: None, when, reraise)
+
+        _pytest.runner.CallInfo.from_call = classmethod(forgiving)
+        """,
+        "_pytest.runner.CallInfo.from_call was replaced",
+    ),
+    # A conftest's pytest_configure runs before the probe's (which is trylast): what it
+    # swaps there must still be compared with what pluggy had before any conftest loaded.
+    "pluggy's call loop": (
+        """
+        def pytest_configure(config):
+            manager = config.pluginmanager
+            real = manager._inner_hookexec
+
+            def forgiving(hook_name, methods, kwargs, firstresult):
+                report = kwargs.get("report")
+                if hook_name == "pytest_runtest_logreport" and report.failed:
+                    report.outcome, report.longrepr = "passed", None
+                return real(hook_name, methods, kwargs, firstresult)
+
+            manager._inner_hookexec = forgiving
+        """,
+        "pluggy's call loop (PluginManager._inner_hookexec) was replaced",
+    ),
+    "pytest's hook caller": (
+        """
+        def pytest_configure(config):
+            relay = config.pluginmanager.hook
+            real = relay.pytest_runtest_logreport
+
+            class Forgiving:
+                def __getattr__(self, name):
+                    return getattr(real, name)
+
+                def __call__(self, **kwargs):
+                    report = kwargs["report"]
+                    if report.failed:
+                        report.outcome, report.longrepr = "passed", None
+                    return real(**kwargs)
+
+            relay.pytest_runtest_logreport = Forgiving()
+        """,
+        "pytest's hook caller pytest_runtest_logreport was replaced",
+    ),
 }
 #: A source module has no hook: it finds pytest's config in the frames that import it.
 FROM_THE_SOURCE = """
@@ -455,14 +506,32 @@ def test_an_honest_suite_that_looks_at_its_own_frames_and_memory_raises_nothing(
     assert (counts["passed"], counts["failed"]) == (6, 1), report["tests"]
 
 
-def test_a_patch_made_in_a_pytest_xdist_worker_is_patched(tmp_path: Path) -> None:
+#: Patches made in pytest-xdist's workers only: ``where -> (code, what the signal says)``.
+IN_WORKERS = {
     # The tests, and so the source module they import, run in the workers only.
+    "app.py": (PATCHES["pytest's runner"][0], "_pytest.runner.call_and_report was replaced"),
+    # A worker's conftest runs its pytest_configure before the worker's integrity watch does.
+    "conftest.py": (
+        textwrap.dedent(PATCHES["pluggy's call loop"][0]).replace(
+            "    manager = config.pluginmanager",
+            "    if not hasattr(config, 'workerinput'):\n        return\n"
+            "    manager = config.pluginmanager",
+        ),
+        PATCHES["pluggy's call loop"][1],
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(IN_WORKERS))
+def test_a_patch_made_in_a_pytest_xdist_worker_is_patched(tmp_path: Path, where: str) -> None:
     repo = tmp_path / "repo"
-    write(repo / "app.py", PATCHES["pytest's runner"][0])
+    code, said = IN_WORKERS[where]
+    write(repo / "app.py", "")
+    write(repo / where, code)
     write(repo / "tests" / "test_app.py", FAILING_TESTS)
     report = scored(repo, tmp_path / "out", "--strict=patched", "--", "-n", "2")
-    found = [s for s in signals(report, "patched") if "call_and_report" in s["detail"]]
-    assert found and found[0]["file"] == "app.py", report["integrity"]
+    found = [s for s in signals(report, "patched") if said in s["detail"]]
+    assert found and found[0]["file"] == where, report["integrity"]
     assert report["scores"]["percent_passing_tests"]["value"] == "N"
 
 

@@ -26,6 +26,7 @@ import stat
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,7 @@ from pytest_scoring.evaluation.shared import JobUser
 from pytest_scoring.evaluation.shared import SharedReference
 from pytest_scoring.evaluation.shared import SharedWork
 from pytest_scoring.fs.guard import FileGuard
+from pytest_scoring.fs.witness import FilesWitness
 from pytest_scoring.kit.integrity import STOPPED_EARLY
 from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import BlackBox
@@ -306,8 +308,10 @@ def _run(
     evaluation.start(report_folder=job is None)  # a batch's sample has no Parquet files
     args, junit_inside = _junit_args(parsed, runner)
     installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    witness = None
     if installed is not None:  # PATH's configuration, rootdir and test files come first
         args = [*installed.args, *args]
+        witness = FilesWitness.start(settings.root, installed.evaluators)
     child = runner.start_pytest(
         settings.root,
         args,
@@ -319,10 +323,12 @@ def _run(
     )
     ended = child.wait(on_progress)
     state, ending = child.state, child.ending(ended)
+    # Every process of the child's tree is gone by now: what the witness saw is final.
+    witnessed = witness.signals() if witness is not None else []
     problems = _containment(problems, runner)
     trusted = frozenset(installed.evaluators) if installed is not None else frozenset()
     integrity, side = _integrity(
-        state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted
+        state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
     evaluation.context.not_started = _renamed_reason(not_started(state, ending), evaluation.names)
@@ -411,6 +417,7 @@ def _integrity(
     problems: list[str],
     stops_early: bool,
     trusted: frozenset[str] = frozenset(),
+    witnessed: Sequence[Signal] = (),
 ) -> tuple[list[Signal], EvaluatorSide]:
     """The run's integrity signals (the probe's, what its stream and the child's exit show was
     done to them, how the session ended, partial containment), and which of them the evaluator
@@ -418,8 +425,9 @@ def _integrity(
 
     :param stops_early: the evaluator's own pytest arguments may stop the session early.
     :param trusted: files and folders of the copy that are the evaluator's (``--tests-from``).
+    :param witnessed: what was done to those files while the tests ran.
     """
-    signals = [*state.integrity, *witness_signals(state, ending)]
+    signals = [*state.integrity, *witness_signals(state, ending), *witnessed]
     if tally.expected is not None:  # with a set, selection cannot change a score
         signals = [signal for signal in signals if signal["kind"] != "selection"]
     reason, file = state.stop()

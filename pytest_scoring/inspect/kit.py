@@ -27,6 +27,7 @@ from inspect_ai.util import SandboxEnvironmentLimits
 
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.walk import SKIPPED_DIRS
+from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit import PREFIX
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
@@ -96,7 +97,7 @@ class SandboxKit:
         for name, source in kit_files().items():
             await environment.write_file(posixpath.join(folder, name), source.read_bytes())
         check = await environment.exec(
-            [python, posixpath.join(folder, launch.LAUNCHER), "--check"], timeout=HELPER_TIMEOUT
+            [python, posixpath.join(folder, LAUNCHER), "--check"], timeout=HELPER_TIMEOUT
         )
         if check.returncode == launch.NO_PYTEST or not check.success:
             raise SandboxProblem(
@@ -117,7 +118,7 @@ class SandboxKit:
         return posixpath.join(self.folder, f"{self._count:04d}-{name}")
 
     def launcher(self) -> str:
-        return posixpath.join(self.folder, launch.LAUNCHER)
+        return posixpath.join(self.folder, LAUNCHER)
 
     async def batch(
         self,

@@ -617,11 +617,23 @@ def _worker_defence() -> Any:
 _DEFENCE = _worker_defence()
 
 
+#: The worker's plugin manager, once the self-check watches it.
+_WATCHED: list[Any] = []
+
+
+def pytest_plugin_registered(plugin: object, manager: Any) -> None:
+    """In a pytest-xdist worker, as soon as ``-p`` registered this module (before any
+    conftest: a conftest's ``pytest_configure`` runs before this one's), the self-check takes
+    what it compares."""
+    if _DEFENCE is not None and plugin is sys.modules.get(__name__) and not _WATCHED:
+        _WATCHED.append(manager)
+        _DEFENCE[1].watch(manager)
+        _DEFENCE[1].configured()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Loaded by name (``-p``, by the launcher of ``pytest-scoring run``): watch each
     pytest-xdist worker, which hands its signals to the controller's watch (the probe's)."""
     if hasattr(config, "workerinput"):
         watch = IntegrityWatch(config, repository_root(config))
         config.pluginmanager.register(watch, "pytest-scoring-integrity")
-        if _DEFENCE is not None:
-            _DEFENCE[1].watch(config.pluginmanager)

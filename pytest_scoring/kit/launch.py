@@ -4,7 +4,7 @@ PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever 
 repository's ``filterwarnings`` says).
 
 Copied as a plain file with the rest of the kit (:mod:`pytest_scoring.kit`) into a folder that
-only the evaluator can write, and run as ``python <folder>/_pytest_scoring_launch.py
+only the evaluator can write, and run as ``python <kit>/private/_pytest_scoring_launch.py
 [CHANNEL] [--deterministic] [--ignore-option FLAG[=]]... [--black-box [--evaluator-path=PATH]...
 [--repository-path=PATH]...] -- PYTEST_ARGS``, where CHANNEL is
 ``--stream-fd=N --key-fd=N`` (``run``: inherited descriptors) or ``--stream-file=PATH
@@ -19,16 +19,17 @@ repository can run, in this order (docs/security.md):
   closed, or its file deleted; the stream's descriptor is made non-inheritable;
 * the channel and the probe are loaded from this folder under names of their own, never in
   ``sys.modules``, each with its own copy of the builtins (:func:`private_module`): nothing
-  the repository imports or patches by name is what writes the stream;
+  the repository imports or patches by name is what writes the stream, and this folder is
+  never on ``sys.path``, so no test can import them by name either;
 * once pytest is imported, the self-check takes its references to pytest's, pluggy's and the
   kit's functions (:mod:`pytest_scoring.kit.selfcheck`); under ``--black-box`` the tripwire
   refuses every file of the repository but the evaluator's paths.
 
 Then:
 
-* Its own folder comes first on ``sys.path`` (Python puts a script's folder there), so
-  ``pytest`` is imported before the repository's folder is added: a ``pytest.py`` planted in
-  the repository is never what runs.
+* The kit's folder (above this one) comes first on ``sys.path``, in place of this one (Python
+  puts a script's folder there); ``pytest`` is imported before the repository's folder is
+  added: a ``pytest.py`` planted in the repository is never what runs.
 * The current folder (the repository) is added after it once pytest has loaded its installed
   plugins, before any conftest (as ``python -m pytest`` would, but later): flat-layout
   repositories import their modules as they always do, and a module of the repository named
@@ -57,7 +58,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-LAUNCHER = "_pytest_scoring_launch.py"
 #: What the kit's modules are named in this folder (``pytest_scoring.kit.PREFIX``).
 PREFIX = "_pytest_scoring_"
 DETERMINISTIC = PREFIX + "deterministic"
@@ -83,7 +83,10 @@ BLACK_BOX_VARIABLE = "PYTEST_SCORING_BLACK_BOX"
 #: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
 STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
+#: This file's folder, which holds the channel and the probe and is never on ``sys.path``
+#: (``pytest_scoring.kit.PRIVATE_FOLDER``), and the kit's folder above it, which is.
 FOLDER = os.path.dirname(os.path.abspath(__file__))
+KIT_FOLDER = os.path.dirname(FOLDER)
 PR_SET_DUMPABLE = 4
 
 
@@ -117,8 +120,9 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if dumpable_problem is not None:
         sys.stderr.write(f"pytest-scoring: {dumpable_problem}\n")
-    if FOLDER not in sys.path:  # Python put it first, unless told not to (PYTHONSAFEPATH)
-        sys.path.insert(0, FOLDER)
+    # Python put this folder first, unless told not to (PYTHONSAFEPATH): the kit's goes there.
+    rest = [entry for entry in sys.path if entry not in (FOLDER, KIT_FOLDER)]
+    sys.path[:] = [KIT_FOLDER, *rest]
     args, plugins = ["-p", "no:scoring"], []
     integrity = _integrity_module()
     if channel is not None:
@@ -172,9 +176,11 @@ def private_module(name: str) -> Any:
     never what this module's functions call.
     """
     path = os.path.join(FOLDER, PREFIX + name + ".py")
+    if not os.path.exists(path):
+        path = os.path.join(KIT_FOLDER, PREFIX + name + ".py")
     spec = importlib.util.spec_from_file_location(PREFIX + os.urandom(8).hex(), path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"the kit has no module {name} in {FOLDER}")
+        raise ImportError(f"the kit has no module {name} in {KIT_FOLDER}")
     module = importlib.util.module_from_spec(spec)
     module.__builtins__ = dict(vars(builtins))  # type: ignore[attr-defined]
     spec.loader.exec_module(module)

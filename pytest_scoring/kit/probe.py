@@ -10,8 +10,9 @@ launcher (:mod:`pytest_scoring.kit.launch`) loads it from the kit under a name o
 never in ``sys.modules``, and registers :func:`probe_plugin`'s hooks; it writes one record
 per line on the authenticated channel (:mod:`pytest_scoring.kit.channel`):
 
-* ``start``: rootdir, invocation dir, pytest and Python versions, arguments, plugins, the
-  ini values that select tests;
+* ``start``: rootdir, invocation dir, pytest and Python versions, arguments, plugins (and
+  which of them an installed distribution's entry point loaded), the ini values that select
+  tests;
 * ``collect``: one per collector report (``longrepr`` when it failed or skipped);
 * ``collected``: the test ids collected and those deselected (in parts of at most
   :data:`IDS_PER_LINE` ids each: every part adds to the others);
@@ -74,6 +75,7 @@ def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> An
     """
     send, close, encode = channel.send, channel.close, channel.encode
     watch_defence: Any = None if defence is None else defence.watch
+    configured: Any = None if defence is None else defence.configured
     state: dict[str, Any] = {
         "deselected": [],
         "exitstatus": None,
@@ -88,6 +90,7 @@ def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> An
         # elsewhere (pytest-xdist's controller replays its workers' reports).
         "running": None,
         "replayed": False,
+        "registered": False,
     }
 
     hooks = _Hooks()
@@ -111,6 +114,15 @@ def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> An
             return f"[{len(text)} characters of JSON cut] {text[:PROPERTY_CAP]}"
         return value
 
+    @hook()
+    def pytest_plugin_registered(plugin: object, manager: Any) -> None:
+        """The probe itself registered (``pytest.main(plugins=...)``), before pytest reads any
+        conftest or plugin of the repository: the self-check takes what it compares now."""
+        if plugin is hooks and not state["registered"]:
+            state["registered"] = True
+            if watch_defence is not None:
+                watch_defence(manager)
+
     @hook(trylast=True)
     def pytest_configure(config: pytest.Config) -> None:
         state["config"] = config
@@ -120,11 +132,14 @@ def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> An
             state["watch"] = watch
             # Its methods as they are now: replacing them on the object later changes nothing.
             state["check_report"], state["finish"] = watch.check_report, watch.finish
-        if watch_defence is not None:
-            watch_defence(config.pluginmanager)
-        plugins = sorted(
-            name for name, plugin in config.pluginmanager.list_name_plugin() if plugin is not None
-        )
+        if configured is not None:
+            configured()
+        manager = config.pluginmanager
+        plugins = sorted(name for name, plugin in manager.list_name_plugin() if plugin is not None)
+        # Plugins an installed distribution's entry point loaded (a conftest can register an
+        # object under any name, not as one of these).
+        names = (manager.get_name(plugin) for plugin, _ in manager.list_plugin_distinfo())
+        installed = sorted({name for name in names if name is not None})
         send(
             {
                 "type": "start",
@@ -134,6 +149,7 @@ def probe_plugin(channel: Any, integrity: Any = None, defence: Any = None) -> An
                 "executable": _EXECUTABLE,
                 "args": [str(arg) for arg in config.invocation_params.args],
                 "plugins": plugins,
+                "installed": installed,
                 "ini": {name: safe(value) for name, value in _selection_ini(config).items()},
             }
         )

@@ -101,16 +101,24 @@ WRAPPERS = ("monkeypatch.py", "_code")
 TRUSTED = frozenset({"machinery", "interpreter"})
 _MISSING = object()
 _Function = types.FunctionType
+#: A class's ``__mro__`` and ``__dict__`` read through ``type``'s own descriptors (a
+#: metaclass of the repository's cannot answer for them).
+_MRO = type.__dict__["__mro__"].__get__
+_CLASS_DICT = type.__dict__["__dict__"].__get__
 
 
 class SelfCheck(NamedTuple):
-    """The probe's two calls."""
+    """The probe's calls."""
 
     #: ``own(plugin)``: the probe's hooks, as made (before pytest reads any conftest).
     own: Callable[[object], None]
-    #: ``watch(pluginmanager)``: once the probe is registered, compare its hook
-    #: implementations and pytest's too.
+    #: ``watch(pluginmanager)``: as soon as the probe is registered, before pytest loads any
+    #: conftest or plugin of the repository, compare its hook implementations, pytest's,
+    #: their hook callers and pluggy's call loop as they are then.
     watch: Callable[[Any], None]
+    #: ``configured()``: the probe's ``pytest_configure`` ran (a record before it is a sign
+    #: that the probe was kept out).
+    configured: Callable[[], None]
     #: ``check(final)``: what changed and what the tripwire found since the last call, as
     #: signals (a pytest-xdist worker has no channel: it hands them on at its end).
     check: Callable[[bool], list[dict[str, Any]]]
@@ -176,7 +184,7 @@ def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None] | 
         "session": None,
         "plugin": None,
         "own": {},
-        "watched": False,
+        "configured": False,
     }
     with wire.quiet():
         state["codes"] = [(label, fn, fn.__code__) for label, fn in _functions(state)]
@@ -185,7 +193,8 @@ def _take(wire: Any, kit: list[types.ModuleType], send: Callable[[Any], None] | 
     if send is not None:
         wire.on_record(_bound(_lines, state), send)
         wire.protect(send)
-    return SelfCheck(_bound(_own, state), _bound(_watch, state), _bound(_check, state))
+    calls = (_own, _watch, _configured, _check)
+    return SelfCheck(*(_bound(call, state) for call in calls))
 
 
 def _bound(function: Callable[..., Any], state: dict[str, Any]) -> Callable[..., Any]:
@@ -283,10 +292,10 @@ def _own(state: dict[str, Any], plugin: object) -> None:
 
 
 def _watch(state: dict[str, Any], pluginmanager: Any) -> None:
-    """Once the probe is registered (its ``pytest_configure``): the hook callers of the test
+    """Once the probe is registered, before any conftest: the hook callers of the test
     protocol and of the probe's hooks, pytest's and the probe's implementations of them,
-    and pluggy's call loop."""
-    state["watched"] = True
+    and pluggy's call loop. (A conftest's ``pytest_configure`` runs before the probe's, so
+    anything taken there could already be the repository's.)"""
     relay, plugin = vars(pluginmanager.hook), state["plugin"]
     state["loop"] = [pluginmanager, getattr(pluginmanager, "_inner_hookexec", None)]
     for name in sorted(set(HOOKS) | set(state["own"])):
@@ -316,6 +325,10 @@ def _watch(state: dict[str, Any], pluginmanager: Any) -> None:
         pytest_sessionstart=pytest_sessionstart, pytest_testnodedown=pytest_testnodedown
     )
     pluginmanager.register(sessions, "pytest-scoring-sessions")
+
+
+def _configured(state: dict[str, Any]) -> None:
+    state["configured"] = True
 
 
 def _hookimpls(state: dict[str, Any], caller: Any) -> list[Any]:
@@ -365,7 +378,7 @@ def _lines(state: dict[str, Any], final: bool) -> list[dict[str, Any]]:
     """What to send before the channel's next record (see :func:`take`)."""
     wire = state["wire"]
     signals = [*_changes(state, final), *wire.drain()]
-    if not state["watched"] and state["plugin"] is not None and "unwatched" not in state:
+    if not state["configured"] and state["plugin"] is not None and "unwatched" not in state:
         state["unwatched"] = True  # the probe's pytest_configure never ran: it was kept out
         what = "the probe's pytest_configure implementation did not run"
         signals.append({"kind": "patched", "detail": what, "file": None})
@@ -417,9 +430,10 @@ def _hook_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
     for name, caller, impl, who, expected in state["hooks"]:
         if not any(present is impl for present in _hookimpls(state, caller)):
             # pytest's plugin objects come and go (junitxml's LogXML leaves at unconfigure);
-            # the probe's and pytest's plugin modules stay for the whole session.
-            staying = impl.plugin is state["plugin"] or _is(impl.plugin, types.ModuleType)
-            if staying:
+            # the probe's and pytest's plugin modules stay for the whole session, but those
+            # a ``-p no:NAME`` blocks (configuration, as a repository's ini may hold).
+            module = _is(impl.plugin, types.ModuleType) and not _blocked(state, impl)
+            if impl.plugin is state["plugin"] or module:
                 found.append((f"{who} {name} implementation was removed", None))
         elif not _same_function(impl.function, expected, impl.plugin):
             found.append((f"{who} {name} implementation was replaced", impl.function))
@@ -429,6 +443,13 @@ def _hook_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
             found.append((f"what the probe's {name} implementation uses was replaced", now))
     found.extend(_loop_changes(state))
     return found
+
+
+def _blocked(state: dict[str, Any], impl: Any) -> bool:
+    """The implementation's plugin was unregistered by blocking its name (``-p no:NAME``),
+    read from pluggy's own record with ``dict``'s method (no code of the repository runs)."""
+    names = vars(state["loop"][0]).get("_name2plugin") if state["loop"] else None
+    return _is(names, dict) and dict.get(names, impl.plugin_name, _MISSING) is None
 
 
 def _loop_changes(state: dict[str, Any]) -> list[tuple[str, object]]:
@@ -466,11 +487,16 @@ def _shown(label: str) -> str:
 
 
 def _filename_of(replacement: object) -> str | None:
-    """The file a replacement's code comes from (a function's, a method's, a property's, or
-    a code object's own), or None for anything else (a mock, a builtin, a removal)."""
+    """The file a replacement's code comes from (a function's, a method's, a property's, a
+    code object's own, or the ``__call__`` of a callable object's class), or None for
+    anything else (a mock, a builtin, a removal)."""
     for function in _accessors(replacement):
         filename: str = function.__code__.co_filename
         return filename
     if _is(replacement, types.CodeType):
         return replacement.co_filename
+    for owner in _MRO(type(replacement)):  # type's own slots: no code of the class runs
+        call = _CLASS_DICT(owner).get("__call__")
+        if _is(call, _Function):
+            return str(call.__code__.co_filename)
     return None

@@ -27,6 +27,7 @@ from typing import Final
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.fs.guard import FileGuard
+from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
 from pytest_scoring.kit.channel import KEY_BYTES
@@ -179,9 +180,11 @@ class ChildRunner:
         """The kit (:mod:`pytest_scoring.kit`), readable by the children, not writable."""
         if self._kit is None:
             kit = self.folder("kit")
-            for name, source in kit_files().items():
-                shutil.copyfile(source, kit / name)
-                (kit / name).chmod(0o644)
+            for relpath, source in kit_files().items():
+                copied = kit / relpath
+                copied.parent.mkdir(mode=0o755, exist_ok=True)
+                shutil.copyfile(source, copied)
+                copied.chmod(0o644)
             kit.chmod(0o755)
             if self.area is not None and self.user is not None:
                 self.area.chmod(0o711)
@@ -202,8 +205,8 @@ class ChildRunner:
         return environment
 
     def launcher_command(self, *options: str) -> list[str]:
-        """``python <kit>/_pytest_scoring_launch.py OPTIONS``."""
-        return [self.python, str(self.kit() / launch.LAUNCHER), *options]
+        """``python <kit>/private/_pytest_scoring_launch.py OPTIONS``."""
+        return [self.python, str(self.kit() / LAUNCHER), *options]
 
     def start_pytest(
         self,

@@ -132,8 +132,9 @@ def _exit_mismatch(state: ProbeState, ending: ChildEnding) -> str | None:
 def _explained(
     state: ProbeState, ending: ChildEnding, explanations: tuple[tuple[str, re.Pattern[str]], ...]
 ) -> bool:
-    """An installed plugin of ``explanations`` was loaded and says in pytest's output why."""
-    plugins = (state.start or {}).get("plugins") or []
+    """An installed plugin of ``explanations`` (loaded by its distribution's entry point,
+    not a conftest's object registered under its name) says in pytest's output why."""
+    plugins = (state.start or {}).get("installed") or []
     return any(
         name in plugins and pattern.search(ending.output) is not None
         for name, pattern in explanations
