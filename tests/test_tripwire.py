@@ -44,6 +44,14 @@ REACH_INS: dict[str, tuple[str, str]] = {
         "pytest.TestReport.from_item_and_call.__func__.__code__",
         "read __code__ of _pytest.reports.TestReport.from_item_and_call",
     ),
+    "__defaults__": (
+        "_pytest.runner.call_and_report.__defaults__",
+        "read __defaults__ of _pytest.runner.call_and_report",
+    ),
+    "gi_frame": (
+        "_pytest.pathlib.visit('.', lambda entry: False).gi_frame",
+        "read gi_frame of a frame of _pytest/pathlib.py",
+    ),
     "/proc/self/mem": ("open('/proc/self/mem', 'rb').close()", "opened the process's memory"),
     "/proc/self/fd": ("os.listdir('/dev/fd')", "listed the process's fd folder"),
     "the channel": ("reopen_the_channel()", "opened the probe's channel"),
@@ -80,6 +88,7 @@ REACH_INS: dict[str, tuple[str, str]] = {
 }
 HOSTILE_HEADER = '''
 import ctypes, gc, inspect, os, stat, sys, traceback
+import _pytest.pathlib
 import _pytest.runner
 import pytest
 
