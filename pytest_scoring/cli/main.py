@@ -218,7 +218,7 @@ def junit(
     from pytest_scoring.scorers.tests import percent_passing
 
     kinds = strict_kinds(strict)
-    reading = read_junit(files)
+    reading = read_junit(files, Path.cwd())
     tally = reading.tally
     inputs = {f"junit_xml {path}": path for path in files}
     if expected_tests is not None:

@@ -27,6 +27,7 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.rule import MESSAGE_CAP
 from pytest_scoring.core.rule import Outcome
 from pytest_scoring.core.rule import merged
+from pytest_scoring.core.rule import worse
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import StrictKinds
@@ -226,59 +227,118 @@ def case_nodeid(name: str, classname: str | None, file: str | None) -> str:
     return "::".join(part for part in (file, classname, name) if part)
 
 
+@dataclass(slots=True)
+class _Result:
+    """One test's outcome as one file says it."""
+
+    outcome: Outcome
+    time: float
+    message: str | None
+
+
 @dataclass
 class JUnitReading:
-    """What JUnit files said: one tally, and the files cut at a bound."""
+    """What JUnit files said: one tally, the tests whose files disagree, the files cut at a
+    bound."""
 
+    #: Where the files' names in signals are relative to (the repository), or None.
+    root: Path | None = None
     tally: OutcomeTally = field(default_factory=OutcomeTally)
+    #: ``junit_conflict`` signals: a test one file gives another outcome than an earlier one.
+    conflicts: list[Signal] = field(default_factory=list)
     #: The files whose reading stopped at a bound (docs/security.md#bounds).
     cuts: list[Cut] = field(default_factory=list)
+    #: The file each test's counted outcome comes from.
+    _source: dict[str, Path] = field(default_factory=dict, repr=False)
+
+    def add_file(self, path: Path, results: Mapping[str, _Result]) -> None:
+        """One file's tests. A test an earlier file had keeps the worse of the two outcomes:
+        a later file is no rerun (a rerun counts only inside its own ``<testcase>``), and a
+        test's own run may write files into the folder being read (issue 26)."""
+        tests = self.tally.tests
+        for nodeid, result in results.items():
+            earlier = tests.get(nodeid)
+            if earlier is not None:
+                previous = earlier.final()
+                if previous != result.outcome:
+                    self.conflicts.append(self._conflict(nodeid, previous, result.outcome, path))
+                if worse(previous, result.outcome) == previous:
+                    continue
+            self.tally.record_outcome(nodeid, result.outcome, result.time, result.message)
+            self.tally.collected.add(nodeid)
+            self._source[nodeid] = path
+
+    def _conflict(
+        self, nodeid: str, previous: Outcome | None, outcome: Outcome, path: Path
+    ) -> Signal:
+        detail = (
+            f"{nodeid} is {previous} in {self._source[nodeid]} and {outcome} in {path}: the "
+            "worse counts (a rerun counts only inside its own <testcase>)"
+        )
+        return make_signal("junit_conflict", detail, self._relative(path))
+
+    def _relative(self, path: Path) -> str | None:
+        if self.root is None:
+            return None
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return None
 
 
-def read_junit(paths: Sequence[Path], budget: ReadBudget | None = None) -> JUnitReading:
-    """Fold the test cases of JUnit XML files into one tally (a later file's case wins).
+def read_junit(
+    paths: Sequence[Path], root: Path | None = None, budget: ReadBudget | None = None
+) -> JUnitReading:
+    """Fold the test cases of JUnit XML files into one tally.
 
-    :param budget: what the reading may read (by default :data:`MAX_BYTES` and
-        :data:`MAX_CASES` for all files together).
+    Cases with one id in one suite of a file are one test (attempts, or a call failure and a
+    teardown error: :func:`~pytest_scoring.core.rule.merged`); a test that several files
+    have counts with the worse outcome, and a ``junit_conflict`` signal when they disagree.
+
+    :param root: the repository, which the files' names in signals are relative to.
+    :param budget: what the reading may read (by default
+        :data:`~pytest_scoring.report.xml_stream.MAX_BYTES` and :data:`MAX_CASES` for all
+        files together).
     :raises JUnitError: naming the file that is missing, empty, malformed or not JUnit.
     """
-    reading, budget = JUnitReading(), budget or ReadBudget()
+    reading, budget = JUnitReading(root), budget or ReadBudget()
     for path in paths:
-        _FileFold(reading, path, budget).read()
+        _FileFold(path, budget).read(reading)
     return reading
 
 
 class _FileFold:
-    """One file's suites folded into a reading, as each ends."""
+    """One file's suites, folded as each ends into what the file says of each test."""
 
-    def __init__(self, reading: JUnitReading, path: Path, budget: ReadBudget):
-        self.reading, self.path, self.budget = reading, path, budget
+    def __init__(self, path: Path, budget: ReadBudget):
+        self.path, self.budget = path, budget
+        self.results: dict[str, _Result] = {}
         self.suite_of: dict[str, int] = {}  # test id -> the suite of this file that had it first
         self.suites = 0
 
-    def read(self) -> None:
+    def read(self, reading: JUnitReading) -> None:
         parser = _JUnitFile(self.budget, self.add_suite)
         with open_regular(self.path) as source:
             cut = parser.feed(self.path, source, self.budget.bytes)
         parser.flush()
         if cut is not None:
-            self.reading.cuts.append(cut)
+            reading.cuts.append(cut)
+        reading.add_file(self.path, self.results)
 
     def add_suite(self, suite: _Suite) -> None:
-        tally, number = self.reading.tally, self.suites
+        number = self.suites
         self.suites += 1
         ids = [entry.nodeid() for entry in suite.entries]
         todo = _todo_cases(suite, ids)
         for index, (entry, nodeid) in enumerate(zip(suite.entries, ids, strict=True)):
             nodeid = _distinct(nodeid, suite.name, number, self.suite_of)
             outcome = "skipped" if index in todo else entry.outcome()
-            message = entry.message
-            earlier = tally.outcome_of(nodeid) if nodeid in self.suite_of else None
-            if earlier is not None and merged(earlier, outcome) != outcome:
-                outcome, message = earlier, tally.tests[nodeid].message()
+            result = _Result(outcome, entry.time, entry.message)
+            earlier = self.results.get(nodeid)
+            if earlier is not None and merged(earlier.outcome, outcome) != outcome:
+                result = _Result(earlier.outcome, entry.time, earlier.message)
             self.suite_of.setdefault(nodeid, number)
-            tally.record_outcome(nodeid, outcome, entry.time, message)
-            tally.collected.add(nodeid)
+            self.results[nodeid] = result
 
 
 def _distinct(nodeid: str, suite_name: str | None, suite: int, suite_of: dict[str, int]) -> str:
@@ -287,8 +347,8 @@ def _distinct(nodeid: str, suite_name: str | None, suite: int, suite_of: dict[st
 
     jest-junit names a case only by its describe path, so two test files (two suites) with
     the same test title would share an id and the later would hide the earlier's failure.
-    Within one suite, cases with one id are one test and merge. (Across files a later case
-    wins: that is a rerun.)
+    Within one suite, cases with one id are one test and merge. (Across files the worse
+    outcome counts: :meth:`JUnitReading.add_file`.)
     """
     if suite_of.get(nodeid, suite) != suite and suite_name:
         return f"{suite_name}::{nodeid}"
@@ -330,7 +390,8 @@ def score_junit(
         the report's provenance holds their hashes.
     """
     tally, scorers = reading.tally, default_test_scorers()
-    integrity = repository_signals(repository, selection=tally.expected is None)
+    selection = tally.expected is None
+    integrity = cap_signals([*repository_signals(repository, selection), *reading.conflicts])
     context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict.kinds)
     if reading.cuts:
         context.not_started = NotStarted(_cut_reason(reading.cuts))
