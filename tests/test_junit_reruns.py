@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from runs import only_report
 
 from pytest_scoring.cli.main import main
 from pytest_scoring.report.junit import read_junit
-from tests.runs import only_report
 
 #: Three tests pass, two fail: the truth is 60 %. The last test plants a file of "reruns"
 #: where the run's own reports go, as a Surefire-style folder lets any test do.

@@ -13,6 +13,7 @@ The files come from the tests' own run: they are read as a stream, within the bo
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from pytest_scoring.core.rule import MESSAGE_CAP
 from pytest_scoring.core.rule import Outcome
 from pytest_scoring.core.rule import merged
 from pytest_scoring.core.rule import worse
+from pytest_scoring.core.score import cap_text
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import StrictKinds
@@ -46,6 +48,7 @@ from pytest_scoring.report.xml_stream import BoundedParser
 from pytest_scoring.report.xml_stream import ByteBudget
 from pytest_scoring.report.xml_stream import Cut
 from pytest_scoring.report.xml_stream import Stop
+from pytest_scoring.report.xml_stream import byte_text
 from pytest_scoring.report.xml_stream import open_regular
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
@@ -55,7 +58,13 @@ _XFAIL_TYPE: Final = "pytest.xfail"
 #: ``status`` values of a ``<testcase>`` that say the test did not run.
 _NOT_RUN_STATUSES: Final = frozenset({"todo", "pending", "skipped", "disabled", "notrun"})
 #: Test cases read in one reading (of all its files together): the tally keeps each one.
-MAX_CASES: Final = 100_000
+MAX_CASES: Final = 50_000
+#: Characters of test ids kept in one reading (a jest-junit id qualified by its suite's name
+#: counts whole). Each id is written several times (``scores.json``, the page).
+MAX_ID_CHARS: Final = 6 * 1024 * 1024
+#: Characters of failure messages kept in one reading (each test's is capped at
+#: :data:`~pytest_scoring.core.rule.MESSAGE_CAP` too); later tests keep none.
+MAX_MESSAGE_CHARS: Final = 2 * 1024 * 1024
 #: The tags of a case's result elements.
 _RESULTS: Final = frozenset({"failure", "error", "skipped"})
 _ROOTS: Final = frozenset({"testsuites", "testsuite"})
@@ -63,37 +72,56 @@ _ROOTS: Final = frozenset({"testsuites", "testsuite"})
 
 @dataclass(slots=True)
 class ReadBudget:
-    """What one reading may still read: bytes and test cases, shared by its files."""
+    """What one reading may still read and keep, shared by its files: it bounds the
+    evaluator's memory whatever the files hold (docs/security.md#bounds)."""
 
     bytes: ByteBudget = field(default_factory=ByteBudget)
     cases: int = MAX_CASES
+    id_chars: int = MAX_ID_CHARS
+    message_chars: int = MAX_MESSAGE_CHARS
+
+    def take_case(self) -> None:
+        """Count one more case; :class:`Stop` when the reading has read its last."""
+        if self.cases <= 0:
+            raise Stop(f"{MAX_CASES:,} test cases")
+        self.cases -= 1
+
+    def take_id(self, nodeid: str) -> None:
+        """Count a test id kept; :class:`Stop` when the reading may keep no more."""
+        self.id_chars -= len(nodeid)
+        if self.id_chars < 0:
+            raise Stop(f"{byte_text(MAX_ID_CHARS)} characters of test ids")
+
+    def keep(self, message: str | None) -> str | None:
+        """``message`` capped, while the reading may still keep messages; else None."""
+        if message is None or self.message_chars <= 0:
+            return None
+        message = cap_text(message, MESSAGE_CAP)
+        self.message_chars -= len(message)
+        return message
 
 
 @dataclass(slots=True)
 class _Entry:
     """One ``<testcase>`` as read: only what the outcome rule and the message need."""
 
-    name: str
-    classname: str | None
-    file: str | None
-    status: str | None
+    nodeid: str
+    #: Its ``status`` says it did not run (``todo``, ``pending``…).
+    not_run: bool
     time: float
-    #: The tags of its result elements (``failure``, ``error``, ``skipped``), in order.
-    results: list[str] = field(default_factory=list)
-    #: The ``type`` of its ``<skipped>`` elements (pytest's xfail says so).
-    skip_types: list[str] = field(default_factory=list)
+    #: The tags of its result elements (``failure``, ``error``, ``skipped``).
+    results: set[str] = field(default_factory=set)
+    #: One of its ``<skipped>`` elements is pytest's xfail.
+    xfail: bool = False
     message: str | None = None
-
-    def nodeid(self) -> str:
-        return case_nodeid(self.name, self.classname, self.file)
 
     def outcome(self) -> Outcome:
         if "failure" in self.results:
             return "failed"
         if "error" in self.results:
             return "error"
-        if "skipped" in self.results or (self.status or "").lower() in _NOT_RUN_STATUSES:
-            return "xfailed" if _XFAIL_TYPE in self.skip_types else "skipped"
+        if "skipped" in self.results or self.not_run:
+            return "xfailed" if self.xfail else "skipped"
         return "passed"
 
 
@@ -115,28 +143,26 @@ class _JUnitFile(BoundedParser):
     def __init__(self, budget: ReadBudget, on_suite: Callable[[_Suite], None]):
         super().__init__()
         self.budget, self.on_suite = budget, on_suite
-        self.depth = 0
         self.suites: list[_Suite] = []
         self.case: _Entry | None = None
-        #: The text of the result element being read, while its message is wanted.
+        #: The text of the result element being read while its message is wanted, and how
+        #: many characters of it are kept.
         self.collecting: list[str] | None = None
+        self.collected = 0
 
     def start(self, tag: str, attributes: dict[str, str]) -> None:
-        self.depth += 1
         if self.depth == 1 and tag not in _ROOTS:
             raise JUnitError("not JUnit XML (the root element must be <testsuites> or <testsuite>)")
         if tag == "testsuite":
             self.suites.append(_Suite(attributes.get("name"), attributes.get("tests"), self.depth))
         elif tag == "testcase" and self._in_suite():
-            if self.budget.cases <= 0:
-                raise Stop(f"{MAX_CASES:,} test cases")
-            self.case = _Entry(
-                attributes.get("name", ""),
-                attributes.get("classname"),
-                attributes.get("file"),
-                attributes.get("status"),
-                _seconds(attributes.get("time")),
+            self.budget.take_case()
+            nodeid = case_nodeid(
+                attributes.get("name", ""), attributes.get("classname"), attributes.get("file")
             )
+            status = attributes.get("status", "").lower()
+            time = _seconds(attributes.get("time"))
+            self.case = _Entry(nodeid, status in _NOT_RUN_STATUSES, time)
         elif tag in _RESULTS and self._in_case():
             self._result(tag, attributes)
 
@@ -148,37 +174,39 @@ class _JUnitFile(BoundedParser):
 
     def _result(self, tag: str, attributes: dict[str, str]) -> None:
         assert self.case is not None
-        self.case.results.append(tag)
-        if tag == "skipped":
-            self.case.skip_types.append(attributes.get("type", ""))
-        if self.case.message is None:
+        self.case.results.add(tag)
+        self.case.xfail |= tag == "skipped" and attributes.get("type") == _XFAIL_TYPE
+        if self.case.message is None and self.collecting is None:
             message = (attributes.get("message") or "").strip()
-            self.case.message = message or None
-            self.collecting = None if message else []
+            self.case.message = message[: 2 * MESSAGE_CAP] or None
+            self.collecting, self.collected = (None, 0) if message else ([], 0)
 
     def text(self, data: str) -> None:
-        if self.collecting is not None and sum(map(len, self.collecting)) < 2 * MESSAGE_CAP:
+        if self.collecting is not None and self.collected < 2 * MESSAGE_CAP:
             self.collecting.append(data)
+            self.collected += len(data)
 
     def end(self, tag: str) -> None:
         if self.collecting is not None and tag in _RESULTS and self.case is not None:
             self.case.message = "".join(self.collecting).strip() or None
             self.collecting = None
         elif tag == "testcase" and self.case is not None and self._closes_case():
+            self.budget.take_id(self.case.nodeid)
+            self.case.message = self.budget.keep(self.case.message)
             self.suites[-1].entries.append(self.case)
-            self.budget.cases -= 1
             self.case = None
         elif tag == "testsuite" and self.suites and self.suites[-1].depth == self.depth:
             self.on_suite(self.suites.pop())
-        self.depth -= 1
 
     def _closes_case(self) -> bool:
         return self.suites[-1].depth == self.depth - 1
 
     def flush(self) -> None:
-        """Hand on the suites a cut left open, with the cases read whole."""
-        while self.suites:
-            self.on_suite(self.suites.pop())
+        """Hand on the suites a cut left open, with the cases read whole (a bound reached
+        meanwhile changes nothing: the file is cut already)."""
+        with contextlib.suppress(Stop):
+            while self.suites:
+                self.on_suite(self.suites.pop())
 
 
 def _seconds(text: str | None) -> float:
@@ -206,9 +234,7 @@ def _todo_cases(suite: _Suite, ids: Sequence[str]) -> set[int]:
     if todo <= 0:
         return set()
     empty = [
-        index
-        for index, entry in enumerate(suite.entries)
-        if not entry.results and not entry.time > 0
+        index for index, entry in enumerate(suite.entries) if not entry.results and entry.time <= 0
     ]
     return set(empty) if len(empty) == todo else set()
 
@@ -328,10 +354,13 @@ class _FileFold:
     def add_suite(self, suite: _Suite) -> None:
         number = self.suites
         self.suites += 1
-        ids = [entry.nodeid() for entry in suite.entries]
+        ids = [entry.nodeid for entry in suite.entries]
         todo = _todo_cases(suite, ids)
         for index, (entry, nodeid) in enumerate(zip(suite.entries, ids, strict=True)):
-            nodeid = _distinct(nodeid, suite.name, number, self.suite_of)
+            qualified = _distinct(nodeid, suite.name, number, self.suite_of)
+            if qualified != nodeid:
+                self.budget.take_id(qualified[: -len(nodeid)])
+            nodeid = qualified
             outcome = "skipped" if index in todo else entry.outcome()
             result = _Result(outcome, entry.time, entry.message)
             earlier = self.results.get(nodeid)

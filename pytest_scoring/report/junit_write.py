@@ -75,7 +75,6 @@ class _Rewrite(BoundedParser):
         self.open: list[_Open] = []
         #: Where the output is: the offset of each start tag, to cut back to.
         self.written = out.tell()
-        self.depth = 0
         #: The depth of an element being left out with everything inside it; 0 when none.
         self.skipping = 0
 
@@ -85,7 +84,6 @@ class _Rewrite(BoundedParser):
         self.written += len(data)
 
     def start(self, tag: str, attributes: dict[str, str]) -> None:
-        self.depth += 1
         if self.skipping or (self.depth == 1 and tag == "testsuites" and not self.keep_root):
             return
         parent = self.open[-1] if self.open else None
@@ -114,9 +112,8 @@ class _Rewrite(BoundedParser):
             self.write(escape(data))
 
     def end(self, tag: str) -> None:
-        depth, self.depth = self.depth, self.depth - 1
         if self.skipping:
-            self.skipping = 0 if depth == self.skipping else self.skipping
+            self.skipping = 0 if self.depth == self.skipping else self.skipping
         elif self.open:  # else the end of a root left out
             self._close(self.open.pop())
 

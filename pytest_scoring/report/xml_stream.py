@@ -10,6 +10,7 @@ whatever the file is:
   several); the rest is cut;
 - **one token**: expat holds a tag (with its attributes), a comment or a processing
   instruction whole until it ends, so one that runs past :data:`MAX_TOKEN` bytes is cut there;
+- **depth**: an element nested deeper than :data:`MAX_DEPTH` is cut there;
 - **entities**: a file that declares an entity is refused. JUnit XML needs none, and a
   declared entity is how "billion laughs" expands a few kilobytes into gigabytes; expat
   fetches no external entity, and an undeclared one is a well-formedness error. (Refusing
@@ -35,8 +36,11 @@ from pytest_scoring.errors import JUnitError
 
 #: Bytes of a file read (of all files together, in one reading of several): 64 MiB.
 MAX_BYTES: Final = 64 * 1024 * 1024
-#: Bytes one tag, comment or processing instruction may take: expat holds it whole.
-MAX_TOKEN: Final = 4 * 1024 * 1024
+#: Bytes one tag, comment or processing instruction may take: expat holds it whole (and a
+#: tag's attributes become one dictionary).
+MAX_TOKEN: Final = 1024 * 1024
+#: Elements open at once: expat keeps each open element's name until it ends.
+MAX_DEPTH: Final = 100
 #: Bytes read from the file and handed to expat at a time.
 _CHUNK: Final = 256 * 1024
 #: Expat's error code for a file without an element (empty, or only blanks).
@@ -107,6 +111,7 @@ class BoundedParser:
 
     A subclass handles the events: :meth:`start`, :meth:`end` and :meth:`text` (called with
     text as expat delivers it, possibly in pieces); any of them may raise :class:`Stop`.
+    :attr:`depth` is the depth of the element starting or ending (1: the root).
     """
 
     def __init__(self) -> None:
@@ -125,6 +130,7 @@ class BoundedParser:
         #: Bytes of the file before the start of the event being handled (expat's count).
         self._event_at = 0
         self._started = False
+        self.depth = 0
 
     def start(self, tag: str, attributes: dict[str, str]) -> None:
         """An element starts."""
@@ -141,11 +147,15 @@ class BoundedParser:
 
     def _on_start(self, tag: str, attributes: dict[str, str]) -> None:
         self._event_at, self._started = self.parser.CurrentByteIndex, True
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Stop(f"elements nested {MAX_DEPTH} deep")
         self.start(tag, attributes)
 
     def _on_end(self, tag: str) -> None:
         self._event_at = self.parser.CurrentByteIndex
         self.end(tag)
+        self.depth -= 1
 
     def _on_text(self, data: str) -> None:
         self._event_at = self.parser.CurrentByteIndex
