@@ -77,8 +77,14 @@ class _Rewrite(BoundedParser):
         self.written = out.tell()
         #: The depth of an element being left out with everything inside it; 0 when none.
         self.skipping = 0
+        #: The last thing written is a start tag without its ``>``: an element that ends
+        #: now is written ``<tag/>``, keeping the copy no larger than the file it copies.
+        self.unclosed = False
 
     def write(self, text: str) -> None:
+        """Write ``text``, after the ``>`` of a start tag still open (see :meth:`_close`)."""
+        if self.unclosed:
+            self.unclosed, text = False, f">{text}"
         data = text.encode("utf-8")
         self.out.write(data)
         self.written += len(data)
@@ -99,7 +105,8 @@ class _Rewrite(BoundedParser):
             return
         at = self.written
         pairs = "".join(f" {name}={quoteattr(value)}" for name, value in attributes.items())
-        self.write(f"<{tag}{pairs}>")
+        self.write(f"<{tag}{pairs}")
+        self.unclosed = True
         level = sum(1 for element in self.open if element.suite is not None)
         suite = _SuiteProperties(self.additions(level)) if tag == "testsuite" else None
         self.open.append(_Open(tag, at, suite, joining))
@@ -123,7 +130,11 @@ class _Rewrite(BoundedParser):
         if element.suite is not None and not element.suite.done:
             element.suite.done = True
             self._write_properties(element.suite.adding)
-        self.write(f"</{element.tag}>")
+        if self.unclosed:
+            self.unclosed = False
+            self.write("/>")
+        else:
+            self.write(f"</{element.tag}>")
 
     def _write_properties(self, adding: list[tuple[str, str]]) -> None:
         if adding:
@@ -154,7 +165,7 @@ class _Rewrite(BoundedParser):
         if case is not None:
             self.out.seek(self.open[case].at)
             self.out.truncate()
-            self.written = self.open[case].at
+            self.written, self.unclosed = self.open[case].at, False
             del self.open[case:]
 
 
