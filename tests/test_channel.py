@@ -11,17 +11,21 @@ import hmac
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from pytest_scoring.core.rule import MESSAGE_CAP
 from pytest_scoring.kit.channel import FIRST_PREVIOUS
 from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.kit.channel import Channel
 from pytest_scoring.kit.channel import ChannelError
 from pytest_scoring.kit.channel import open_channel
+from pytest_scoring.process.stream import MAX_LINE
+from pytest_scoring.process.stream import MAX_PROPERTY_CHARS
 from pytest_scoring.process.stream import ProbeState
-from pytest_scoring.process.stream import feed_stream
+from pytest_scoring.process.stream import feed_chunks
 from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import witness_signals
 
@@ -34,18 +38,19 @@ def end(phases: int) -> dict[str, object]:
 
 
 def written(key: bytes, *records: dict[str, object]) -> list[bytes]:
-    """The lines a channel with ``key`` writes for ``records``, as they arrive."""
-    read_end, write_end = os.pipe()
-    channel = Channel(key, write_end)
-    for record in records:
-        channel.send(record)
-    channel.close()
-    with os.fdopen(read_end, "rb") as stream:
+    """The lines a channel with ``key`` writes for ``records``, as they arrive (in a file: a
+    pipe nobody reads yet holds 64 KiB)."""
+    with tempfile.TemporaryFile() as stream:
+        channel = Channel(key, os.dup(stream.fileno()))
+        for record in records:
+            channel.send(record)
+        channel.close()
+        stream.seek(0)
         return stream.read().splitlines(keepends=True)
 
 
 def read(key: bytes, lines: list[bytes]) -> ProbeState:
-    return feed_stream(ProbeState(root=Path("/repo"), key=key), b"".join(lines))
+    return feed_chunks(ProbeState(root=Path("/repo"), key=key), [b"".join(lines)])
 
 
 @pytest.fixture
@@ -185,3 +190,34 @@ def test_no_end_record_is_a_forgery_only_when_nothing_else_ended_the_child(key: 
     output = "+++++++++++ Timeout +++++++++++\n...stacks...\n+++++++++++ Timeout +++++++++++\n"
     assert witness_signals(with_timeout, ChildEnding(exit_code=1, output=output)) == []
     assert witness_signals(state, ChildEnding(exit_code=1, output=output)) == [forged]
+
+
+def phases(count: int, **fields: object) -> list[dict[str, object]]:
+    return [{**PHASE, "nodeid": f"test_a.py::test_{i}", **fields} for i in range(count)]
+
+
+def test_a_stream_keeps_only_its_share_of_user_properties(key: bytes) -> None:
+    # Each value is capped by the probe, not how many a test records: a session of tests
+    # that each record 64 KiB would otherwise keep all of it, test after test.
+    blob = [["blob", "x" * 65536]]
+    state = read(key, written(key, START, *phases(100, user_properties=blob), end(100)))
+    kept = [bool(record["user_properties"]) for record in state.tally.records()]
+    share = MAX_PROPERTY_CHARS // len(json.dumps(blob))  # 63 tests' worth
+    assert kept == [True] * share + [False] * (100 - share)
+    assert state.tally.counts()["passed"] == 100
+    assert (state.rejected, state.stream_problems()) == (0, [])
+
+
+def test_a_phase_message_is_kept_to_the_length_it_has_in_process(key: bytes) -> None:
+    failed = {**PHASE, "outcome": "failed", "longrepr": "E" * 20000}
+    state = read(key, written(key, START, failed, end(1)))
+    (record,) = state.tally.records()
+    assert record["message"].startswith("E" * MESSAGE_CAP + "\n… [19000 more characters cut]")
+
+
+def test_a_stream_read_in_chunks_leaves_out_a_line_past_the_bound(key: bytes) -> None:
+    first, second, last = written(key, START, PHASE, end(1))
+    chunks = [first, second[:10], b"x" * (MAX_LINE + 1), b"\n", second, last]
+    state = feed_chunks(ProbeState(root=Path("/repo"), key=key), chunks)
+    assert state.rejected == 1 and state.end is not None
+    assert state.tally.outcome_of("test_a.py::test_a") == "passed"

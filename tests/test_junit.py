@@ -11,9 +11,9 @@ from junitparser import JUnitXml
 
 from pytest_scoring.core.score import make_score
 from pytest_scoring.errors import JUnitError
-from pytest_scoring.report.junit import add_score_properties
 from pytest_scoring.report.junit import case_nodeid
 from pytest_scoring.report.junit import read_junit
+from pytest_scoring.report.junit_write import add_score_properties
 
 SAMPLES = Path(__file__).parent / "data" / "junit"
 SUREFIRE = [
@@ -23,7 +23,7 @@ SUREFIRE = [
 
 
 def counts_of(*paths: Path) -> dict[str, int]:
-    return dict(read_junit(list(paths)).counts())
+    return dict(read_junit(list(paths)).tally.counts())
 
 
 @pytest.mark.parametrize(
@@ -50,10 +50,12 @@ def test_each_runners_junit_file_is_tallied_by_outcome(
 
 
 def test_failing_and_erroring_cases_are_named_by_classname_and_name() -> None:
-    tally = read_junit(SUREFIRE)
+    tally = read_junit(SUREFIRE).tally
     assert tally.ids_with("failed") == ["com.example.shop.CartTest::appliesCoupon"]
     assert tally.ids_with("error") == ["com.example.shop.OrderTest::placesOrder"]
-    assert read_junit([SAMPLES / "jest-junit.xml"]).ids_with("failed") == ["Cart applies a coupon"]
+    assert read_junit([SAMPLES / "jest-junit.xml"]).tally.ids_with("failed") == [
+        "Cart applies a coupon"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +111,7 @@ def test_scores_replace_earlier_score_properties_and_keep_the_others(tmp_path: P
     add_score_properties(xml, {"old": make_score("I", "old"), "pct": make_score(10.0, "pct")})
     add_score_properties(xml, {"pct": make_score(62.5, "pct")})
     assert suite_properties(xml) == {"go.version": "go1.22.4 linux/amd64", "score:pct": "62.5"}
-    assert read_junit([xml]).counts()["total"] == 3
+    assert read_junit([xml]).tally.counts()["total"] == 3
 
 
 def test_pytest_junitxml_gets_the_scores_as_suite_properties(pytester: pytest.Pytester) -> None:
@@ -163,7 +165,7 @@ def test_same_named_cases_of_two_suites_each_count_so_a_failure_is_not_hidden(
     )
     xml = tmp_path / "jest.xml"
     xml.write_text(f"<testsuites>{suites}</testsuites>")
-    tally = read_junit([xml])
+    tally = read_junit([xml]).tally
     assert tally.ids_with("failed") == ["Cart adds"]
     assert tally.ids_with("passed") == ["src/b.test.js::Cart adds"]
     assert tally.counts()["total"] == 2  # b's two suites name one file: its case is one test
@@ -189,7 +191,7 @@ def test_entries_with_one_id_in_one_suite_merge_into_one_test(
     tmp_path: Path, entries: list[str], outcome: str
 ) -> None:
     cases = "".join(f'<testcase classname="t" name="a" time="0.1">{e}</testcase>' for e in entries)
-    tally = read_junit([junit_file(tmp_path, 'name="pytest"', cases)])
+    tally = read_junit([junit_file(tmp_path, 'name="pytest"', cases)]).tally
     assert [record["outcome"] for record in tally.records()] == [outcome]
 
 
@@ -202,7 +204,7 @@ def test_jest_junit_todo_tests_count_as_skipped_where_the_suite_counts_say_so(
         '<testcase classname="c pays" name="c pays" time="0"/>'
         '<testcase classname="c fails" name="c fails" time="0.1"><failure/></testcase>'
     )
-    counts = read_junit([junit_file(tmp_path, 'name="cart" tests="2"', cases)]).counts()
+    counts = read_junit([junit_file(tmp_path, 'name="cart" tests="2"', cases)]).tally.counts()
     assert (counts["passed"], counts["skipped"], counts["failed"]) == (1, 1, 1)
 
 
@@ -210,13 +212,13 @@ def test_an_empty_case_cannot_be_told_from_a_todo_when_several_took_no_time(
     tmp_path: Path,
 ) -> None:
     cases = "".join(f'<testcase classname="{n}" name="{n}" time="0"/>' for n in "abc")
-    counts = read_junit([junit_file(tmp_path, 'name="cart" tests="2"', cases)]).counts()
+    counts = read_junit([junit_file(tmp_path, 'name="cart" tests="2"', cases)]).tally.counts()
     assert (counts["passed"], counts["skipped"]) == (3, 0)
 
 
 @pytest.mark.parametrize("status", ["todo", "pending", "skipped"])
 def test_a_case_whose_status_says_it_did_not_run_is_skipped(tmp_path: Path, status: str) -> None:
     cases = f'<testcase classname="c" name="later" time="0" status="{status}"/>'
-    counts = read_junit([junit_file(tmp_path, 'name="s"', cases)]).counts()
+    counts = read_junit([junit_file(tmp_path, 'name="s"', cases)]).tally.counts()
     assert counts["skipped"] == 1
     assert counts["passed"] == 0

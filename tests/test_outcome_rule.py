@@ -130,7 +130,7 @@ def test_in_process_xdist_and_junit_routes_agree_exactly(pytester: pytest.Pytest
     pytester.makepyfile(test_rule=RULE_CASES)
     in_process = run_route(pytester, "-p", "no:xdist", "--junitxml=session.xml")
     under_xdist = run_route(pytester, "-n", "2")
-    from_junit = read_junit([pytester.path / "session.xml"]).to_json()
+    from_junit = read_junit([pytester.path / "session.xml"]).tally.to_json()
 
     assert outcomes_by_name(in_process["tests"]["tests"]) == RULE_OUTCOMES
     assert outcomes_by_name(under_xdist["tests"]["tests"]) == RULE_OUTCOMES
@@ -186,7 +186,7 @@ def test_a_test_whose_only_subtest_skipped_passes(pytester: pytest.Pytester) -> 
     assert (record["outcome"], record["subtests"]) == ("passed", {"skipped": 1})
     # pytest's JUnit XML writes only the subtest's <skipped> for this test: that route
     # cannot tell it from a skipped test (docs/scoring.md#junit says so).
-    assert read_junit([pytester.path / "session.xml"]).counts()["skipped"] == 1
+    assert read_junit([pytester.path / "session.xml"]).tally.counts()["skipped"] == 1
 
 
 def phase(nodeid: str, when: str, outcome: str, **extra: Any) -> Any:

@@ -19,7 +19,7 @@ from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import MAX_LINE
 from pytest_scoring.process.stream import ProbeState
-from pytest_scoring.process.stream import feed_stream
+from pytest_scoring.process.stream import feed_file
 
 SUITE = """
 import pytest
@@ -171,7 +171,7 @@ def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first
         check=False,
         capture_output=True,
     )
-    state = feed_stream(ProbeState(root=suite, key=key), stream.read_bytes())
+    state = feed_file(ProbeState(root=suite, key=key), stream)
     assert state.rejected == 0 and state.stream_problems() == []
     assert state.end is not None and state.end["phases"] == state.phases == 14
     assert state.tally.outcome_of("test_key.py::test_the_key_file_is_gone") == "passed"

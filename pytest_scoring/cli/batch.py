@@ -469,7 +469,7 @@ def _interrupts_counted() -> Iterator[list[int]]:
 def _publish(outcome: BatchOutcome, markdown: Path | None, junit_xml: Path | None) -> None:
     """The Markdown summary (``--score-markdown``, GitHub's step summary) and the JUnit XML of
     all repositories (``--junitxml``), once for the batch."""
-    from pytest_scoring.report.junit import merge_junit
+    from pytest_scoring.report.junit_write import merge_junit
 
     report = outcome.report
     if report is None:

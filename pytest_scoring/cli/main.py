@@ -211,26 +211,29 @@ def junit(
     from pytest_scoring.core.score import is_tampering
     from pytest_scoring.reference.expected import load_expected_tests
     from pytest_scoring.report.junit import read_junit
-    from pytest_scoring.report.junit import score_tally
+    from pytest_scoring.report.junit import score_junit
     from pytest_scoring.report.terminal import score_line
     from pytest_scoring.report.terminal import signal_lines
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
     kinds = strict_kinds(strict)
-    tally = read_junit(files)
+    reading = read_junit(files, Path.cwd())
+    tally = reading.tally
     inputs = {f"junit_xml {path}": path for path in files}
     if expected_tests is not None:
         expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         inputs["expected_tests"] = Path.cwd() / expected_tests
     # No process of the repository runs here: partial containment cannot be.
-    result = score_tally(tally, Path.cwd(), kinds.for_run(as_root=False), inputs)
+    result = score_junit(reading, Path.cwd(), kinds.for_run(as_root=False), inputs)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
     for line in signal_lines(result.integrity, result.scores):
         click.echo(line)
+    for cut in reading.cuts:
+        click.echo(f"JUnit XML {cut.describe()}", err=True)
     click.echo(f"score report: {path}")
     _publish_step_summary(path)
     tampered = any(is_tampering(score) for score in result.scores.values())

@@ -22,7 +22,6 @@ import getpass
 import os
 import re
 import shutil
-import stat
 import sys
 import time
 from collections.abc import Callable
@@ -144,7 +143,7 @@ class RunResult:
         if extra.get("containment") == "partial":
             lines.append(f"containment: partial ({extra.get('containment_reason')})")
         lines += self.notices
-        for problem in (evaluation.report_error, evaluation.junit_error):
+        for problem in (evaluation.report_error, evaluation.junit_error, evaluation.junit_cut):
             if problem is not None:
                 lines.append(problem)
         return lines
@@ -358,8 +357,8 @@ def _run(
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
     result.provenance["inputs"] = {**result.provenance["inputs"], "repository": repository_digest}
-    junit = _copy_out_junit(junit_inside, junit_target, evaluation)
-    report = evaluation.report(junit, sample=job.target if job else None)
+    sample = job.target if job else None
+    report = evaluation.report(junit_target, sample=sample, junit_source=junit_inside)
     return RunResult(
         evaluation,
         ended,
@@ -494,26 +493,6 @@ def _junit_args(parsed: ParsedArguments, runner: ChildRunner) -> tuple[list[str]
         return parsed.pytest_args, None
     inside = runner.workspace("junit") / "junit.xml"
     return [*parsed.pytest_args, f"--junitxml={inside}"], inside
-
-
-def _copy_out_junit(
-    inside: Path | None, target: Path | None, evaluation: Evaluation
-) -> Path | None:
-    """The child's JUnit XML, copied where ``--junitxml`` asked (a regular file only)."""
-    if inside is None or target is None:
-        return None
-    try:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-        with os.fdopen(os.open(inside, flags), "rb") as source:
-            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-                raise OSError(f"{inside.name} is not a regular file")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("wb") as copy:
-                shutil.copyfileobj(source, copy)
-    except OSError as error:
-        evaluation.junit_error = f"pytest wrote no usable JUnit XML ({error})"
-        return None
-    return target
 
 
 MISSING_MODULE: Final = re.compile(r"No module named '([^']+)'")

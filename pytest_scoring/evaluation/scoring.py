@@ -178,6 +178,8 @@ class Evaluation:
         self.report_error: str | None = None
         self.summary_error: str | None = None
         self.junit_error: str | None = None
+        #: What was left out of a JUnit file larger than the bounds, or None.
+        self.junit_cut: str | None = None
         self._parquet_helper: ParquetHelper | None = None
 
     def start(self, report_folder: bool = True) -> None:
@@ -307,7 +309,10 @@ class Evaluation:
             self.context.runner.close()
 
     def report(
-        self, junit_xml: Path | None = None, sample: SampleTarget | None = None
+        self,
+        junit_xml: Path | None = None,
+        sample: SampleTarget | None = None,
+        junit_source: Path | None = None,
     ) -> Path | None:
         """Add the scores to ``junit_xml``, write the report folder, call the hook.
 
@@ -315,11 +320,13 @@ class Evaluation:
 
         :param sample: in a batch, where this repository's sample goes instead of a report
             folder of its own (the batch publishes one Markdown summary for all).
+        :param junit_source: the JUnit XML to copy into ``junit_xml`` with the scores (the
+            child's, under ``run``); by default ``junit_xml`` gets them in place.
         """
         assert self.result is not None, "score() first"
         with _interrupts_held():
             if junit_xml is not None:
-                self._add_junit_properties(junit_xml, self.result)
+                self._add_junit_properties(junit_xml, self.result, junit_source)
             value_cap = self.settings.value_cap
             try:
                 if sample is None:
@@ -367,13 +374,16 @@ class Evaluation:
         except ScoringError as error:
             self.summary_error = str(error)
 
-    def _add_junit_properties(self, path: Path, result: SessionResult) -> None:
-        from pytest_scoring.report.junit import add_score_properties
+    def _add_junit_properties(self, path: Path, result: SessionResult, source: Path | None) -> None:
+        from pytest_scoring.report.junit_write import add_score_properties
 
         try:
-            add_score_properties(path, result.scores)
+            cut = add_score_properties(path, result.scores, source)
         except ScoringError as error:
-            self.junit_error = str(error)
+            why = str(error) if source is None else f"pytest wrote no usable JUnit XML ({error})"
+            self.junit_error = why
+            return
+        self.junit_cut = None if cut is None else f"JUnit XML {cut.describe('copied')}"
 
     def below_fail_under(self) -> bool:
         """``--score-fail-under`` not reached (proven tampering counts as 0 %), or the session
@@ -406,6 +416,8 @@ class Evaluation:
             ("scores NOT added to JUnit XML", self.junit_error),
         )
         lines += [SummaryLine(f"{what}: {why}", True) for what, why in problems if why]
+        if self.junit_cut is not None:
+            lines.append(SummaryLine(self.junit_cut, True))
         threshold = self.settings.fail_under
         if threshold is not None and self.below_fail_under():
             percent, complete = counted_percent_passing(self.context), self.context.complete

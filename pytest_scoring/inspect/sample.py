@@ -50,7 +50,7 @@ from pytest_scoring.inspect.kit import SandboxProblem
 from pytest_scoring.kit import launch
 from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.process.stream import ProbeState
-from pytest_scoring.process.stream import feed_stream
+from pytest_scoring.process.stream import feed_file
 from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import not_started
 from pytest_scoring.process.witness import witness_signals
@@ -80,8 +80,9 @@ class TestRun:
 
     #: The folder it ran in (absolute, in the sandbox).
     root: str
-    #: The probe's stream, as it was written.
-    stream: bytes
+    #: The probe's stream, as it was written, read back to a file of the host (read a chunk
+    #: at a time: the repository's code can write into it).
+    stream: Path
     #: The run's key: only the lines it verifies are read.
     key: bytes
     run: ChildRun
@@ -95,7 +96,7 @@ class TestRun:
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
         state = ProbeState(root=Path(self.root), key=self.key, tally=tally or OutcomeTally())
-        return feed_stream(state, self.stream)
+        return feed_file(state, self.stream)
 
     def ending(self) -> ChildEnding:
         """How the run ended, for its witnesses (the helper's deadline is the evaluator's)."""
@@ -254,7 +255,7 @@ class SampleScoring:
         kit.discard(key_file)  # the launcher deleted it, unless it never ran
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
-        test_run = TestRun(root, local.read_bytes(), key, _child_run(answer), databases, backups)
+        test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
         test_run.run.tampered = tampered or None

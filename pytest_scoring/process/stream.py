@@ -14,11 +14,13 @@ rootdir pytest chose inside it.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import math
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -27,6 +29,8 @@ from typing import Final
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.outcomes import PhaseRecord
+from pytest_scoring.core.rule import MESSAGE_CAP
+from pytest_scoring.core.score import cap_text
 from pytest_scoring.core.signals import KINDS
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import make_signal
@@ -35,6 +39,9 @@ from pytest_scoring.kit.channel import MAC_CHARS
 
 #: A line longer than this is dropped (a test writing endless text must not fill memory).
 MAX_LINE: Final = 16 * 1024 * 1024
+#: Characters of ``user_properties`` kept from one stream (each value is capped by the probe,
+#: but not how many a test records): later phases' properties are left out.
+MAX_PROPERTY_CHARS: Final = 4 * 1024 * 1024
 _CHUNK: Final = 64 * 1024
 _PHASES: Final = ("setup", "call", "teardown")
 _OUTCOMES: Final = ("passed", "failed", "skipped", "rerun")
@@ -159,6 +166,8 @@ class ProbeState:
     rejected: int = 0
     #: Phase lines read (the end record says how many the probe sent).
     phases: int = 0
+    #: Characters of ``user_properties`` the tally may still keep (:data:`MAX_PROPERTY_CHARS`).
+    property_chars: int = MAX_PROPERTY_CHARS
     chain: ChainCheck = field(init=False)
     _done: set[str] = field(default_factory=set)
     _current: str | None = None
@@ -242,6 +251,7 @@ class ProbeState:
         record = _phase_record(line)
         if record is None:
             return False
+        self._keep_properties(record)
         self.phases += 1
         self.tally.record_phase(record)
         if record["when"] == "setup":
@@ -250,6 +260,14 @@ class ProbeState:
             self._done.add(record["nodeid"])
             self._current = None
         return True
+
+    def _keep_properties(self, record: PhaseRecord) -> None:
+        """Leave a phase's ``user_properties`` out once the stream's have used up their share."""
+        properties = record["user_properties"]
+        if properties:
+            self.property_chars -= len(json.dumps(properties))
+            if self.property_chars < 0:
+                record["user_properties"] = []
 
     def _refused(self, line: dict[str, Any]) -> bool:
         file, event = line.get("file"), line.get("event")
@@ -345,24 +363,36 @@ def _phase_record(line: dict[str, Any]) -> PhaseRecord | None:
     }
     for key in ("wasxfail", "longrepr"):
         if isinstance(line.get(key), str):
-            record[key] = line[key]
+            record[key] = cap_text(line[key], MESSAGE_CAP)  # as in process: each test's kept
     if isinstance(line.get("subtest"), dict):
         record["subtest"] = line["subtest"]
     return record
 
 
-def feed_stream(state: ProbeState, stream: bytes) -> ProbeState:
-    """Every line of a whole stream (a sandbox's file) into ``state``, as :class:`StreamReader`
-    takes them: a line past :data:`MAX_LINE` is left out, a cut last line is a tail."""
-    *lines, tail = stream.split(b"\n")
-    for line in lines:
-        if len(line) > MAX_LINE:
-            state.feed_line(b"")
-        elif line.strip():
-            state.feed_line(line)
-    if tail:
+def feed_chunks(state: ProbeState, chunks: Iterable[bytes]) -> ProbeState:
+    """Every line of a stream that arrives in ``chunks`` into ``state``, one line at a time: a
+    line past :data:`MAX_LINE` is left out (never held whole), a cut last line is a tail."""
+    pending, dropping = b"", False
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if dropping or len(line) > MAX_LINE:
+                dropping = False  # the end of a line that was too long
+                state.feed_line(b"")
+            elif line.strip():
+                state.feed_line(line)
+        if len(pending) > MAX_LINE:
+            pending, dropping = b"", True
+    if dropping or pending:
         state.feed_tail()
     return state
+
+
+def feed_file(state: ProbeState, path: Path) -> ProbeState:
+    """The stream a sandbox's probe wrote to a file (read back to ``path``) into ``state``,
+    a chunk at a time."""
+    with path.open("rb") as stream:
+        return feed_chunks(state, iter(functools.partial(stream.read, _CHUNK), b""))
 
 
 class StreamReader:
@@ -375,20 +405,8 @@ class StreamReader:
         self._thread.start()
 
     def _read(self) -> None:
-        pending, dropping = b"", False
         with os.fdopen(self._descriptor, "rb", buffering=0) as channel:
-            while chunk := channel.read(_CHUNK):
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    if dropping:
-                        dropping = False  # the end of a line that was too long
-                        self.state.feed_line(b"")
-                    elif line.strip():
-                        self.state.feed_line(line)
-                if len(pending) > MAX_LINE:
-                    pending, dropping = b"", True
-        if dropping or pending:
-            self.state.feed_tail()
+            feed_chunks(self.state, iter(functools.partial(channel.read, _CHUNK), b""))
 
     def join(self) -> None:
         """Wait for the end of the stream (after the child's whole tree is gone)."""

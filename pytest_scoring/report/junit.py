@@ -1,36 +1,35 @@
-"""JUnit XML in and out: score any runner's JUnit files, add scores to pytest's.
+"""JUnit XML in: score any runner's JUnit files.
 
-Read: pytest, jest-junit, go-junit-report and Maven Surefire (one file per class; several
-files are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with
-``<testcase>`` elements; a case holding ``<failure>`` failed, ``<error>`` errored,
-``<skipped>`` was skipped (pytest's ``type="pytest.xfail"`` is an xfail), else it passed.
-Cases with one id in one suite are one test (:func:`~pytest_scoring.core.rule.merged`);
-``todo``/``pending`` tests count as skipped where the XML says so (docs/scoring.md#junit).
+pytest, jest-junit, go-junit-report and Maven Surefire (one file per class; several files
+are one repository's suite) all write ``<testsuites>``/``<testsuite>`` with ``<testcase>``
+elements; a case holding ``<failure>`` failed, ``<error>`` errored, ``<skipped>`` was skipped
+(pytest's ``type="pytest.xfail"`` is an xfail), else it passed. Cases with one id in one
+suite are one test (:func:`~pytest_scoring.core.rule.merged`); ``todo``/``pending`` tests
+count as skipped where the XML says so (docs/scoring.md#junit).
 
-Write: when pytest writes ``--junitxml``, the scores become test-suite properties
-``score:<name>`` = value.
+The files come from the tests' own run: they are read as a stream, within the bounds of
+:mod:`pytest_scoring.report.xml_stream` and :data:`MAX_CASES` (docs/security.md#bounds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
-from typing import Any
 from typing import Final
 
-from junitparser import Attr
-from junitparser import JUnitXml
-from junitparser import JUnitXmlError
-from junitparser import Properties
-from junitparser import TestCase
-
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.rule import MESSAGE_CAP
 from pytest_scoring.core.rule import Outcome
 from pytest_scoring.core.rule import merged
-from pytest_scoring.core.score import Score
+from pytest_scoring.core.rule import worse
+from pytest_scoring.core.score import cap_text
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import StrictKinds
@@ -41,74 +40,185 @@ from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.kit.integrity import find_ini
 from pytest_scoring.kit.integrity import hooks_in_source
 from pytest_scoring.kit.integrity import ini_signals
+from pytest_scoring.process.witness import NotStarted
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.xml_stream import BoundedParser
+from pytest_scoring.report.xml_stream import ByteBudget
+from pytest_scoring.report.xml_stream import Cut
+from pytest_scoring.report.xml_stream import Stop
+from pytest_scoring.report.xml_stream import byte_text
+from pytest_scoring.report.xml_stream import open_regular
 from pytest_scoring.scorers import default_test_scorers
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.text import value_text
-
-#: The prefix of the test-suite properties that carry scores.
-PROPERTY_PREFIX: Final = "score:"
 
 _XFAIL_TYPE: Final = "pytest.xfail"
 #: ``status`` values of a ``<testcase>`` that say the test did not run.
 _NOT_RUN_STATUSES: Final = frozenset({"todo", "pending", "skipped", "disabled", "notrun"})
+#: Test cases read in one reading (of all its files together): the tally keeps each one.
+MAX_CASES: Final = 50_000
+#: Characters of test ids kept in one reading (a jest-junit id qualified by its suite's name
+#: counts whole). Each id is written several times (``scores.json``, the page).
+MAX_ID_CHARS: Final = 6 * 1024 * 1024
+#: Characters of failure messages kept in one reading (each test's is capped at
+#: :data:`~pytest_scoring.core.rule.MESSAGE_CAP` too); later tests keep none.
+MAX_MESSAGE_CHARS: Final = 2 * 1024 * 1024
+#: The tags of a case's result elements.
+_RESULTS: Final = frozenset({"failure", "error", "skipped"})
+_ROOTS: Final = frozenset({"testsuites", "testsuite"})
 
 
-def _load(path: Path) -> JUnitXml:
-    """The parsed file as a ``JUnitXml``; every way it can be unusable is a :class:`JUnitError`."""
+@dataclass(slots=True)
+class ReadBudget:
+    """What one reading may still read and keep, shared by its files: it bounds the
+    evaluator's memory whatever the files hold (docs/security.md#bounds)."""
+
+    bytes: ByteBudget = field(default_factory=ByteBudget)
+    cases: int = MAX_CASES
+    id_chars: int = MAX_ID_CHARS
+    message_chars: int = MAX_MESSAGE_CHARS
+
+    def take_case(self) -> None:
+        """Count one more case; :class:`Stop` when the reading has read its last."""
+        if self.cases <= 0:
+            raise Stop(f"{MAX_CASES:,} test cases")
+        self.cases -= 1
+
+    def take_id(self, nodeid: str) -> None:
+        """Count a test id kept; :class:`Stop` when the reading may keep no more."""
+        self.id_chars -= len(nodeid)
+        if self.id_chars < 0:
+            raise Stop(f"{byte_text(MAX_ID_CHARS)} characters of test ids")
+
+    def keep(self, message: str | None) -> str | None:
+        """``message`` capped, while the reading may still keep messages; else None."""
+        if message is None or self.message_chars <= 0:
+            return None
+        message = cap_text(message, MESSAGE_CAP)
+        self.message_chars -= len(message)
+        return message
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One ``<testcase>`` as read: only what the outcome rule and the message need."""
+
+    nodeid: str
+    #: Its ``status`` says it did not run (``todo``, ``pending``…).
+    not_run: bool
+    time: float
+    #: The tags of its result elements (``failure``, ``error``, ``skipped``).
+    results: set[str] = field(default_factory=set)
+    #: One of its ``<skipped>`` elements is pytest's xfail.
+    xfail: bool = False
+    message: str | None = None
+
+    def outcome(self) -> Outcome:
+        if "failure" in self.results:
+            return "failed"
+        if "error" in self.results:
+            return "error"
+        if "skipped" in self.results or self.not_run:
+            return "xfailed" if self.xfail else "skipped"
+        return "passed"
+
+
+@dataclass(slots=True)
+class _Suite:
+    """One ``<testsuite>`` while it is read: its own cases (not those of suites inside it)."""
+
+    name: str | None
+    #: The ``tests`` count it declares, as written.
+    tests: str | None
+    #: Its element's depth in the file.
+    depth: int
+    entries: list[_Entry] = field(default_factory=list)
+
+
+class _JUnitFile(BoundedParser):
+    """One JUnit file read as a stream: each ``<testsuite>`` is handed on when it ends."""
+
+    def __init__(self, budget: ReadBudget, on_suite: Callable[[_Suite], None]):
+        super().__init__()
+        self.budget, self.on_suite = budget, on_suite
+        self.suites: list[_Suite] = []
+        self.case: _Entry | None = None
+        #: The text of the result element being read while its message is wanted, and how
+        #: many characters of it are kept.
+        self.collecting: list[str] | None = None
+        self.collected = 0
+
+    def start(self, tag: str, attributes: dict[str, str]) -> None:
+        if self.depth == 1 and tag not in _ROOTS:
+            raise JUnitError("not JUnit XML (the root element must be <testsuites> or <testsuite>)")
+        if tag == "testsuite":
+            self.suites.append(_Suite(attributes.get("name"), attributes.get("tests"), self.depth))
+        elif tag == "testcase" and self._in_suite():
+            self.budget.take_case()
+            nodeid = case_nodeid(
+                attributes.get("name", ""), attributes.get("classname"), attributes.get("file")
+            )
+            status = attributes.get("status", "").lower()
+            time = _seconds(attributes.get("time"))
+            self.case = _Entry(nodeid, status in _NOT_RUN_STATUSES, time)
+        elif tag in _RESULTS and self._in_case():
+            self._result(tag, attributes)
+
+    def _in_suite(self) -> bool:
+        return bool(self.suites) and self.suites[-1].depth == self.depth - 1 and not self.case
+
+    def _in_case(self) -> bool:
+        return self.case is not None and self.suites[-1].depth == self.depth - 2
+
+    def _result(self, tag: str, attributes: dict[str, str]) -> None:
+        assert self.case is not None
+        self.case.results.add(tag)
+        self.case.xfail |= tag == "skipped" and attributes.get("type") == _XFAIL_TYPE
+        if self.case.message is None and self.collecting is None:
+            message = (attributes.get("message") or "").strip()
+            self.case.message = message[: 2 * MESSAGE_CAP] or None
+            self.collecting, self.collected = (None, 0) if message else ([], 0)
+
+    def text(self, data: str) -> None:
+        if self.collecting is not None and self.collected < 2 * MESSAGE_CAP:
+            self.collecting.append(data)
+            self.collected += len(data)
+
+    def end(self, tag: str) -> None:
+        if self.collecting is not None and tag in _RESULTS and self.case is not None:
+            self.case.message = "".join(self.collecting).strip() or None
+            self.collecting = None
+        elif tag == "testcase" and self.case is not None and self._closes_case():
+            self.budget.take_id(self.case.nodeid)
+            self.case.message = self.budget.keep(self.case.message)
+            self.suites[-1].entries.append(self.case)
+            self.case = None
+        elif tag == "testsuite" and self.suites and self.suites[-1].depth == self.depth:
+            self.on_suite(self.suites.pop())
+
+    def _closes_case(self) -> bool:
+        return self.suites[-1].depth == self.depth - 1
+
+    def flush(self) -> None:
+        """Hand on the suites a cut left open, with the cases read whole (a bound reached
+        meanwhile changes nothing: the file is cut already)."""
+        with contextlib.suppress(Stop):
+            while self.suites:
+                self.on_suite(self.suites.pop())
+
+
+def _seconds(text: str | None) -> float:
+    """A case's ``time`` in seconds; 0 when absent or not a finite, positive number."""
     try:
-        if path.stat().st_size == 0 or not path.read_bytes().strip():
-            raise JUnitError(f"{path}: empty file, expected JUnit XML")
-        return JUnitXml.fromfile(str(path))
-    except OSError as error:
-        raise JUnitError(f"{path}: cannot read ({error.strerror})") from None
-    except SyntaxError as error:  # ElementTree's ParseError and lxml's both derive from it
-        raise JUnitError(f"{path}: not well-formed XML ({error})") from None
-    except JUnitXmlError:
-        raise JUnitError(
-            f"{path}: not JUnit XML (the root element must be <testsuites> or <testsuite>)"
-        ) from None
+        value = float(text or 0.0)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
-def _suites(container: Any) -> Iterator[Any]:
-    """Every ``<testsuite>`` at any depth (jest and Surefire nest them at times)."""
-    for suite in container:
-        yield suite
-        yield from _suites(suite.testsuites())
-
-
-def _outcome(case: _Case) -> Outcome:
-    if case.is_failure:
-        return "failed"
-    if case.is_error:
-        return "error"
-    if case.is_skipped or (case.status or "").lower() in _NOT_RUN_STATUSES:
-        skips = [result.type for result in case.result]
-        return "xfailed" if _XFAIL_TYPE in skips else "skipped"
-    return "passed"
-
-
-def _message(case: Any) -> str | None:
-    """The ``message`` (else the text) of a case's failure, error or skip element."""
-    for result in case.result:
-        text = result.message or result.text
-        if text:
-            return str(text).strip()
-    return None
-
-
-class _Case(TestCase):
-    """A test case with the ``file`` attribute that pytest (xunit1) and jest-junit may add,
-    and the ``status`` some runners write."""
-
-    file = Attr()
-    status = Attr()
-
-
-def _todo_cases(suite: Any, cases: Sequence[_Case], ids: Sequence[str]) -> set[int]:
+def _todo_cases(suite: _Suite, ids: Sequence[str]) -> set[int]:
     """Positions of the cases jest-junit wrote for ``it.todo`` tests.
 
     jest-junit writes a todo test as an empty ``<testcase>`` like a pass, but leaves it out
@@ -117,22 +227,16 @@ def _todo_cases(suite: Any, cases: Sequence[_Case], ids: Sequence[str]) -> set[i
     when more did, which ones cannot be told and none is changed.
     """
     try:
-        declared = int(suite.tests)
-    except (TypeError, ValueError):
+        declared = int(suite.tests or "")
+    except ValueError:
         return set()
     todo = len(set(ids)) - declared
     if todo <= 0:
         return set()
     empty = [
-        index
-        for index, case in enumerate(cases)
-        if not list(case.result) and not float(case.time or 0.0) > 0
+        index for index, entry in enumerate(suite.entries) if not entry.results and entry.time <= 0
     ]
     return set(empty) if len(empty) == todo else set()
-
-
-def _cases(suite: Any) -> Iterator[_Case]:
-    return suite.iterchildren(_Case)  # type: ignore[no-any-return]
 
 
 def case_nodeid(name: str, classname: str | None, file: str | None) -> str:
@@ -149,29 +253,121 @@ def case_nodeid(name: str, classname: str | None, file: str | None) -> str:
     return "::".join(part for part in (file, classname, name) if part)
 
 
-def read_junit(paths: Sequence[Path], tally: OutcomeTally | None = None) -> OutcomeTally:
-    """Fold the test cases of JUnit XML files into one tally (a later file's case wins).
+@dataclass(slots=True)
+class _Result:
+    """One test's outcome as one file says it."""
 
+    outcome: Outcome
+    time: float
+    message: str | None
+
+
+@dataclass
+class JUnitReading:
+    """What JUnit files said: one tally, the tests whose files disagree, the files cut at a
+    bound."""
+
+    #: Where the files' names in signals are relative to (the repository), or None.
+    root: Path | None = None
+    tally: OutcomeTally = field(default_factory=OutcomeTally)
+    #: ``junit_conflict`` signals: a test one file gives another outcome than an earlier one.
+    conflicts: list[Signal] = field(default_factory=list)
+    #: The files whose reading stopped at a bound (docs/security.md#bounds).
+    cuts: list[Cut] = field(default_factory=list)
+    #: The file each test's counted outcome comes from.
+    _source: dict[str, Path] = field(default_factory=dict, repr=False)
+
+    def add_file(self, path: Path, results: Mapping[str, _Result]) -> None:
+        """One file's tests. A test an earlier file had keeps the worse of the two outcomes:
+        a later file is no rerun (a rerun counts only inside its own ``<testcase>``), and a
+        test's own run may write files into the folder being read (issue 26)."""
+        tests = self.tally.tests
+        for nodeid, result in results.items():
+            earlier = tests.get(nodeid)
+            if earlier is not None:
+                previous = earlier.final()
+                if previous != result.outcome:
+                    self.conflicts.append(self._conflict(nodeid, previous, result.outcome, path))
+                if worse(previous, result.outcome) == previous:
+                    continue
+            self.tally.record_outcome(nodeid, result.outcome, result.time, result.message)
+            self.tally.collected.add(nodeid)
+            self._source[nodeid] = path
+
+    def _conflict(
+        self, nodeid: str, previous: Outcome | None, outcome: Outcome, path: Path
+    ) -> Signal:
+        detail = (
+            f"{nodeid} is {previous} in {self._source[nodeid]} and {outcome} in {path}: the "
+            "worse counts (a rerun counts only inside its own <testcase>)"
+        )
+        return make_signal("junit_conflict", detail, self._relative(path))
+
+    def _relative(self, path: Path) -> str | None:
+        if self.root is None:
+            return None
+        try:
+            return path.resolve().relative_to(self.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return None
+
+
+def read_junit(
+    paths: Sequence[Path], root: Path | None = None, budget: ReadBudget | None = None
+) -> JUnitReading:
+    """Fold the test cases of JUnit XML files into one tally.
+
+    Cases with one id in one suite of a file are one test (attempts, or a call failure and a
+    teardown error: :func:`~pytest_scoring.core.rule.merged`); a test that several files
+    have counts with the worse outcome, and a ``junit_conflict`` signal when they disagree.
+
+    :param root: the repository, which the files' names in signals are relative to.
+    :param budget: what the reading may read (by default
+        :data:`~pytest_scoring.report.xml_stream.MAX_BYTES` and :data:`MAX_CASES` for all
+        files together).
     :raises JUnitError: naming the file that is missing, empty, malformed or not JUnit.
     """
-    tally = tally or OutcomeTally()
+    reading, budget = JUnitReading(root), budget or ReadBudget()
     for path in paths:
-        suite_of: dict[str, int] = {}  # test id -> the suite of this file that had it first
-        for number, suite in enumerate(_suites(_load(path))):
-            cases = list(_cases(suite))
-            ids = [case_nodeid(case.name or "", case.classname, case.file) for case in cases]
-            todo = _todo_cases(suite, cases, ids)
-            for index, (case, nodeid) in enumerate(zip(cases, ids, strict=True)):
-                nodeid = _distinct(nodeid, suite.name, number, suite_of)
-                outcome = "skipped" if index in todo else _outcome(case)
-                message = _message(case)
-                earlier = tally.outcome_of(nodeid) if nodeid in suite_of else None
-                if earlier is not None and merged(earlier, outcome) != outcome:
-                    outcome, message = earlier, tally.tests[nodeid].message()
-                suite_of.setdefault(nodeid, number)
-                tally.record_outcome(nodeid, outcome, float(case.time or 0.0), message)
-                tally.collected.add(nodeid)
-    return tally
+        _FileFold(path, budget).read(reading)
+    return reading
+
+
+class _FileFold:
+    """One file's suites, folded as each ends into what the file says of each test."""
+
+    def __init__(self, path: Path, budget: ReadBudget):
+        self.path, self.budget = path, budget
+        self.results: dict[str, _Result] = {}
+        self.suite_of: dict[str, int] = {}  # test id -> the suite of this file that had it first
+        self.suites = 0
+
+    def read(self, reading: JUnitReading) -> None:
+        parser = _JUnitFile(self.budget, self.add_suite)
+        with open_regular(self.path) as source:
+            cut = parser.feed(self.path, source, self.budget.bytes)
+        parser.flush()
+        if cut is not None:
+            reading.cuts.append(cut)
+        reading.add_file(self.path, self.results)
+
+    def add_suite(self, suite: _Suite) -> None:
+        number = self.suites
+        self.suites += 1
+        ids = [entry.nodeid for entry in suite.entries]
+        todo = _todo_cases(suite, ids)
+        for index, (entry, nodeid) in enumerate(zip(suite.entries, ids, strict=True)):
+            qualified = _distinct(nodeid, suite.name, number, self.suite_of)
+            if qualified != nodeid:
+                self.budget.take_id(qualified[: -len(nodeid)])
+            nodeid = qualified
+            outcome = "skipped" if index in todo else entry.outcome()
+            result = _Result(outcome, entry.time, entry.message)
+            earlier = self.results.get(nodeid)
+            if earlier is not None and merged(earlier.outcome, outcome) != outcome:
+                result = _Result(earlier.outcome, entry.time, earlier.message)
+            self.suite_of.setdefault(nodeid, number)
+            self.results[nodeid] = result
 
 
 def _distinct(nodeid: str, suite_name: str | None, suite: int, suite_of: dict[str, int]) -> str:
@@ -180,75 +376,12 @@ def _distinct(nodeid: str, suite_name: str | None, suite: int, suite_of: dict[st
 
     jest-junit names a case only by its describe path, so two test files (two suites) with
     the same test title would share an id and the later would hide the earlier's failure.
-    Within one suite, cases with one id are one test and merge. (Across files a later case
-    wins: that is a rerun.)
+    Within one suite, cases with one id are one test and merge. (Across files the worse
+    outcome counts: :meth:`JUnitReading.add_file`.)
     """
     if suite_of.get(nodeid, suite) != suite and suite_name:
         return f"{suite_name}::{nodeid}"
     return nodeid
-
-
-def add_score_properties(path: Path, scores: Mapping[str, Score]) -> None:
-    """Add ``score:<name>`` = value to every test suite of the JUnit file at ``path``.
-
-    Properties from an earlier scoring of the same file are replaced, not repeated.
-
-    :raises JUnitError: when the file cannot be read or written.
-    """
-    xml = _load(path)
-    for suite in _suites(xml):
-        for prop in list(suite.properties()):
-            if (prop.name or "").startswith(PROPERTY_PREFIX):
-                suite.remove_property(prop)
-        for name, score in scores.items():
-            suite.add_property(f"{PROPERTY_PREFIX}{name}", value_text(score.get("value")))
-        _properties_first(suite)
-    building = path.with_name(f".{path.name}.scoring.tmp")
-    try:
-        xml.write(str(building))
-        building.replace(path)
-    except OSError as error:
-        building.unlink(missing_ok=True)
-        raise JUnitError(f"{path}: cannot add the scores ({error.strerror})") from None
-
-
-def merge_junit(parts: Sequence[tuple[str, Path]], target: Path) -> None:
-    """Write the JUnit XML of a batch: the test suites of every repository's ``junit.xml``
-    (with its own ``score:<name>`` properties), each with a ``repository`` property naming it.
-
-    :param parts: each repository's name and its JUnit XML file (a repository without one
-        is left out).
-    :raises JUnitError: when a file cannot be read or the result cannot be written.
-    """
-    merged = JUnitXml()
-    for repository, path in parts:
-        if not path.is_file():
-            continue
-        xml = _load(path)
-        for suite in xml if isinstance(xml, JUnitXml) else [xml]:
-            suite.add_property("repository", repository)
-            _properties_first(suite)
-            merged.add_testsuite(suite)
-    building = target.with_name(f".{target.name}.scoring.tmp")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        merged.write(str(building))
-        building.replace(target)
-    except OSError as error:
-        building.unlink(missing_ok=True)
-        raise JUnitError(f"{target}: cannot write ({error.strerror})") from None
-
-
-def _properties_first(suite: Any) -> None:
-    """Move ``<properties>`` to the suite's first child, where the JUnit XSD requires it.
-
-    junitparser appends a new ``<properties>`` after the test cases, which strict readers
-    (the Jenkins/Ant schema, pytest's own ``record_testsuite_property`` layout) reject.
-    """
-    properties = suite.child(Properties)
-    if properties is not None:
-        suite._elem.remove(properties._elem)
-        suite._elem.insert(0, properties._elem)
 
 
 def repository_signals(repository: Path, selection: bool) -> list[Signal]:
@@ -269,21 +402,28 @@ def repository_signals(repository: Path, selection: bool) -> list[Signal]:
     return cap_signals(signals)
 
 
-def score_tally(
-    tally: OutcomeTally,
+def score_junit(
+    reading: JUnitReading,
     repository: Path,
     strict: StrictKinds = NO_STRICT,
     inputs: Mapping[str, Path] | None = None,
 ) -> SessionResult:
-    """Score an outcome tally read from JUnit files with the three test scorers.
+    """Score what JUnit files said with the three test scorers.
+
+    A file cut at a bound makes the test scores ``"N"`` (``unscored: "repository"``): what
+    was not read could hold any outcome of any test, a later failure of a test read as
+    passing included.
 
     :param strict: the signal kinds that make the test scores ``"N"``.
     :param inputs: the files the tally was read from (JUnit XML, expected tests), by name;
         the report's provenance holds their hashes.
     """
-    scorers = default_test_scorers()
-    integrity = repository_signals(repository, selection=tally.expected is None)
+    tally, scorers = reading.tally, default_test_scorers()
+    selection = tally.expected is None
+    integrity = cap_signals([*repository_signals(repository, selection), *reading.conflicts])
     context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict.kinds)
+    if reading.cuts:
+        context.not_started = NotStarted(_cut_reason(reading.cuts))
     scores = run_scorers(scorers, context)
     return SessionResult(
         repository=str(repository),
@@ -299,3 +439,9 @@ def score_tally(
             {name: path_digest(path) for name, path in (inputs or {}).items()},
         ),
     )
+
+
+def _cut_reason(cuts: Sequence[Cut]) -> str:
+    """The test scores' explanation when a file was cut at a bound."""
+    more = f" (and {len(cuts) - 1} more file(s))" if len(cuts) > 1 else ""
+    return f"JUnit XML {cuts[0].describe()}{more}: what was not read could change every test score"
