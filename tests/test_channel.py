@@ -186,7 +186,8 @@ def test_no_end_record_is_a_forgery_only_when_nothing_else_ended_the_child(key: 
     for ending in (ChildEnding(exit_code=None), ChildEnding(exit_code=1, by_evaluator=True)):
         assert witness_signals(state, ending) == []  # a signal killed it, or the evaluator
     # pytest-timeout's thread method ends the process itself, and says so first.
-    with_timeout = read(key, written(key, {**START, "plugins": ["timeout"]}, failed))
+    installed = {"plugins": ["timeout"], "installed": ["timeout"]}
+    with_timeout = read(key, written(key, {**START, **installed}, failed))
     output = "+++++++++++ Timeout +++++++++++\n...stacks...\n+++++++++++ Timeout +++++++++++\n"
     assert witness_signals(with_timeout, ChildEnding(exit_code=1, output=output)) == []
     assert witness_signals(state, ChildEnding(exit_code=1, output=output)) == [forged]
