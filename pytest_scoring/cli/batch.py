@@ -267,7 +267,12 @@ def _shared_work(
             baseline = _baseline(settings, runner, reference.pristine, repositories)
     expected = None
     if settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_tests(
+            settings.expected_source,
+            "--expected-tests",
+            route=settings.cache_route,
+            never_inside=[*settings.scored_places(), *repositories],
+        )
     assert runner.guard is not None
     return SharedWork(
         environment=runner.environment,

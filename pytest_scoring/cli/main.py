@@ -221,7 +221,12 @@ def junit(
     tally = read_junit(files)
     inputs = {f"junit_xml {path}": path for path in files}
     if expected_tests is not None:
-        expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
+        expected = load_expected_tests(
+            Path.cwd() / expected_tests,
+            "--expected-tests",
+            route="evaluator",  # nothing of the repository runs here
+            never_inside=[Path.cwd(), report_root],
+        )
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         inputs["expected_tests"] = Path.cwd() / expected_tests
     # No process of the repository runs here: partial containment cannot be.

@@ -234,7 +234,12 @@ def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> 
     """
     tally = OutcomeTally()
     if expected is None and settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_tests(
+            settings.expected_source,
+            "--expected-tests",
+            route=settings.cache_route,
+            never_inside=settings.scored_places(),
+        )
     if expected is not None:
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
     return tally

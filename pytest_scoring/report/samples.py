@@ -25,7 +25,6 @@ import fcntl
 import json
 import os
 import shutil
-import stat
 from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Final
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
+from pytest_scoring.fs.private import private_problem
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.inputs import SampleInputs
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
@@ -121,23 +121,13 @@ def write_sample(
 def read_sample(folder: Path) -> dict[str, Any] | None:
     """A sample's entry, or None when it is not one this evaluator wrote whole."""
     path = folder / SAMPLE_FILE
-    if not (_ours(folder) and _ours(path)):
+    if private_problem(folder) or private_problem(path):
         return None
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return entry if isinstance(entry, dict) else None
-
-
-def _ours(path: Path) -> bool:
-    """Written by the evaluator's own user, and writable by no one else (not a link)."""
-    try:
-        found = path.lstat()
-    except OSError:
-        return False
-    kind_ok = stat.S_ISDIR(found.st_mode) or stat.S_ISREG(found.st_mode)
-    return kind_ok and found.st_uid == os.geteuid() and not found.st_mode & 0o022
 
 
 @dataclass
@@ -220,7 +210,7 @@ def _earlier_runs(report_root: Path, key: str) -> list[Path]:
         *report_root.glob(f".{SCAN_DIR_PREFIX}*"),
         *report_root.glob(f"{SCAN_DIR_PREFIX}*"),
     ]:
-        if not _ours(path) or not _ours(path / SCAN_FILE):
+        if private_problem(path) or private_problem(path / SCAN_FILE):
             continue
         try:
             spec = json.loads((path / SCAN_FILE).read_text(encoding="utf-8"))
@@ -305,7 +295,7 @@ def _copy_sample(source: Path, target: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     for path in source.iterdir():
-        if not _ours(path) or not path.is_file():
+        if private_problem(path) or not path.is_file():
             continue
         try:
             os.link(path, staging / path.name)
