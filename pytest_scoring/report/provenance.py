@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from pytest_scoring.process.environment import evaluator_pytest_version
+
 if TYPE_CHECKING:
     from pytest_scoring.core.settings import ScoringSettings
 
@@ -91,8 +93,6 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
     :param options: the options that decide the scores, as JSON.
     :param inputs: SHA-256 of each input, by name.
     """
-    import pytest
-
     from pytest_scoring.core.version import __version__
 
     return {
@@ -100,7 +100,8 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
         "version": __version__,
         "route": route,
         "python": platform.python_version(),
-        "pytest": pytest.__version__,
+        # Taken when pytest-scoring loaded: in process, before any conftest.py could set it.
+        "pytest": evaluator_pytest_version(),
         "options": dict(options),
         "inputs": dict(sorted(inputs.items())),
     }

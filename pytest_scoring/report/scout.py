@@ -60,11 +60,10 @@ def scanner_key(name: str) -> str:
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages that shaped the report, for ``_scan.json``."""
-    import pytest  # the command line and the plugin have it loaded already
-
     from pytest_scoring.core.version import __version__
+    from pytest_scoring.process.environment import evaluator_pytest_version
 
-    return {"pytest_scoring": __version__, "pytest": pytest.__version__}
+    return {"pytest_scoring": __version__, "pytest": evaluator_pytest_version()}
 
 
 def encode_value(value: object) -> tuple[str | None, str]:
