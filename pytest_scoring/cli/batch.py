@@ -231,7 +231,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             outcome = _score_all(request, runs, folder, key, scorers, shared, users, display)
         finally:
             folder.release()
-        outcome.notices[:0] = notices
+        outcome.notices[:0] = [*notices, *([folder.leftovers] if folder.leftovers else [])]
         _publish(outcome, settings.markdown, parsed.junit_xml)
         if request.template.keep:
             outcome.notices.append(f"the shared private area is kept: {area}")

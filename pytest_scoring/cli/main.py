@@ -214,6 +214,7 @@ def junit(
     from pytest_scoring.report.junit import score_tally
     from pytest_scoring.report.terminal import score_line
     from pytest_scoring.report.terminal import signal_lines
+    from pytest_scoring.report.writer import remove_report_leftovers
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
@@ -231,12 +232,15 @@ def junit(
         inputs["expected_tests"] = Path.cwd() / expected_tests
     # No process of the repository runs here: partial containment cannot be.
     result = score_tally(tally, Path.cwd(), kinds.for_run(as_root=False), inputs)
+    leftovers = remove_report_leftovers(report_root)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
     for line in signal_lines(result.integrity, result.scores):
         click.echo(line)
     click.echo(f"score report: {path}")
+    if leftovers is not None:
+        click.echo(leftovers)
     _publish_step_summary(path)
     tampered = any(is_tampering(score) for score in result.scores.values())
     percent = 0.0 if tampered else percent_passing(tally)

@@ -143,7 +143,7 @@ class RunResult:
         if extra.get("containment") == "partial":
             lines.append(f"containment: partial ({extra.get('containment_reason')})")
         lines += self.notices
-        for problem in (evaluation.report_error, evaluation.junit_error):
+        for problem in (evaluation.leftovers, evaluation.report_error, evaluation.junit_error):
             if problem is not None:
                 lines.append(problem)
         return lines

@@ -42,6 +42,8 @@ STEERING_SETTINGS: Final = (
 #: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
 #: one store per scored repository.
 RESET_STORE: Final = ".db-reset"
+#: The name of a session's snapshot copies under the report root (in process) begins so.
+SNAPSHOTS_PREFIX: Final = ".db-snapshots-"
 #: The part of the evaluator's caches a session reads and writes (docs/security.md): under
 #: ``pytest --score`` the scored repository's code shares the evaluator's process and user and
 #: can write whatever it writes (``in-process``); ``run``, ``junit`` and the Inspect scorers
