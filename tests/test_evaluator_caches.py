@@ -7,16 +7,14 @@ expected-tests cache that lists only its 3 passing tests: trusted, it would scor
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runs import AS_EVALUATOR
 from runs import AS_OTHER_USERS
+from runs import ATTEMPT
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
@@ -159,17 +157,13 @@ def test_an_entry_that_does_not_match_its_hash_is_discarded_with_one_line(
     assert sorted(json.loads(entry.read_text())["content"]["expected"]) == IDS, "recomputed"
 
 
-POISONS_THE_CACHE = """
+POISONS_THE_CACHE = (
+    """
     import json, os
     from pathlib import Path
-
-    def attempt(action):
-        try:
-            action()
-        except OSError as error:
-            return f"refused ({{type(error).__name__}})"
-        return "done"
-
+"""
+    + ATTEMPT
+    + """
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "expected-tests"
     def plant():
         (cache / "evaluator" / ("0" * 64 + ".json")).write_text("{{}}")
@@ -180,15 +174,7 @@ POISONS_THE_CACHE = """
     with open({log!r}, "a") as log:
         log.write(json.dumps([os.getuid(), attempt(plant), attempt(replace_every_entry)]) + "\\n")
 """
-
-
-@pytest.fixture
-def open_folder() -> Iterator[Path]:
-    """A folder other users may pass through and read (as a home under /srv would be)."""
-    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+)
 
 
 @AS_OTHER_USERS[0]

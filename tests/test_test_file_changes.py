@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sqlite3
-import tempfile
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runs import AS_OTHER_USERS
+from runs import ATTEMPT
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
@@ -378,26 +376,13 @@ def test_a_batch_asking_for_one_baseline_at_once_runs_it_once(
     assert len(cache_entries()) == 1
 
 
-@pytest.fixture
-def open_folder() -> Iterator[Path]:
-    """A folder other users may pass through and read (as a checkout under /srv would be)."""
-    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-POISONS_THE_CACHE = """
+POISONS_THE_CACHE = (
+    """
     import json, os
     from pathlib import Path
-
-    def attempt(action):
-        try:
-            action()
-        except OSError as error:
-            return f"refused ({{type(error).__name__}})"
-        return "done"
-
+"""
+    + ATTEMPT
+    + """
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "baseline" / "evaluator"
     forged = cache / ("0" * 64)
     def overwrite_every_cached_database():
@@ -408,6 +393,7 @@ POISONS_THE_CACHE = """
     with open({log!r}, "a") as log:
         log.write(json.dumps([os.getuid(), attempts]) + "\\n")
 """
+)
 
 
 @AS_OTHER_USERS[0]

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 from typing import BinaryIO
 from typing import Final
 
@@ -40,6 +42,19 @@ def _problem(path: Path, info: os.stat_result) -> str | None:
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"{path} is writable by other users"
     return None
+
+
+def read_private_json(folder: Path, name: str) -> dict[str, Any] | None:
+    """The JSON object in ``folder/name``, when the folder and the file are the evaluator's
+    own (no one else can have planted or changed them); None otherwise."""
+    path = folder / name
+    if private_problem(folder) or private_problem(path):
+        return None
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
 
 
 def movable_problem(folder: Path) -> str | None:

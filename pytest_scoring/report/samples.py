@@ -38,6 +38,7 @@ from pytest_scoring.errors import ReportError
 from pytest_scoring.fs.leftovers import hold
 from pytest_scoring.fs.leftovers import make_held
 from pytest_scoring.fs.private import private_problem
+from pytest_scoring.fs.private import read_private_json
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.inputs import SampleInputs
 from pytest_scoring.report.result import BUILDING_SUFFIX
@@ -121,14 +122,7 @@ def write_sample(
 
 def read_sample(folder: Path) -> dict[str, Any] | None:
     """A sample's entry, or None when it is not one this evaluator wrote whole."""
-    path = folder / SAMPLE_FILE
-    if private_problem(folder) or private_problem(path):
-        return None
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return entry if isinstance(entry, dict) else None
+    return read_private_json(folder, SAMPLE_FILE)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from pytest_scoring.core.score import PARTIAL
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import counted_value
 from pytest_scoring.core.score import value_to_float
-from pytest_scoring.fs.private import private_problem
+from pytest_scoring.fs.private import read_private_json
 from pytest_scoring.report.parquet import json_lines
 from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.scorers.base import Scorer
@@ -63,15 +63,8 @@ def scanner_key(name: str) -> str:
 
 def own_scan_spec(folder: Path) -> dict[str, Any] | None:
     """A scan folder's ``_scan.json``, when the folder and the file are the evaluator's own
-    (no one else may write them: a repository's processes cannot plant one)."""
-    path = folder / SCAN_FILE
-    if private_problem(folder) or private_problem(path):
-        return None
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return spec if isinstance(spec, dict) else None
+    (a repository's processes cannot plant one)."""
+    return read_private_json(folder, SCAN_FILE)
 
 
 def batch_key_of(spec: Mapping[str, Any]) -> str | None:
