@@ -381,7 +381,7 @@ POISONS_THE_CACHE = (
     import json, os
     from pathlib import Path
 """
-    + ATTEMPT
+    + textwrap.indent(ATTEMPT, "    ")
     + """
     cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "baseline" / "evaluator"
     forged = cache / ("0" * 64)
