@@ -22,7 +22,6 @@ later evaluation trusts:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import secrets
 import shutil
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.encoding import json_digest
 from pytest_scoring.core.settings import CacheRoute
 from pytest_scoring.fs.paths import cache_home
 from pytest_scoring.fs.private import movable_problem
@@ -77,12 +77,6 @@ def _parsed(data: bytes) -> tuple[Any, str | None]:
         return json.loads(data), None
     except ValueError:
         return None, "it is not JSON"
-
-
-def content_digest(content: Any) -> str:
-    """SHA-256 of a JSON value in canonical form (sorted keys, no spaces)."""
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -150,7 +144,7 @@ class PrivateCache:
         if document.get("route") != self.route:
             return f"it was written by the {document.get('route')!r} route, not this one"
         content = document.get("content")
-        if not isinstance(content, dict) or document.get("sha256") != content_digest(content):
+        if not isinstance(content, dict) or document.get("sha256") != json_digest(content):
             return "its content does not match its hash"
         return None
 
@@ -162,7 +156,7 @@ class PrivateCache:
                 "kind": self.kind,
                 "route": self.route,
                 "key": key,
-                "sha256": content_digest(content),
+                "sha256": json_digest(content),
                 "content": content,
             }
         ).encode("utf-8")
