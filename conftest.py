@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from pytest_scoring.process import environment
@@ -19,3 +24,13 @@ def private_cache(
     folder = str(tmp_path_factory.mktemp("cache"))
     monkeypatch.setenv("XDG_CACHE_HOME", folder)
     monkeypatch.setitem(environment._CAPTURED, "XDG_CACHE_HOME", folder)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder other users may pass through and read (as a checkout under /srv would be):
+    a test's own temporary folder is closed to them."""
+    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

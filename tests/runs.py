@@ -104,6 +104,18 @@ AS_OTHER_USERS = [
 ]
 
 
+#: Python text for a hostile ``conftest.py`` (a ``str.format`` template: braces doubled):
+#: ``attempt(action)`` says whether ``action`` was done or refused, and by what error.
+ATTEMPT = """
+def attempt(action):
+    try:
+        action()
+    except OSError as error:
+        return f"refused ({{type(error).__name__}})"
+    return "done"
+"""
+
+
 class ReportedSession(NamedTuple):
     """A scored session as its report folder has it."""
 

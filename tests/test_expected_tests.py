@@ -12,8 +12,10 @@ from click.testing import CliRunner
 
 from pytest_scoring.cli.main import main
 from pytest_scoring.errors import OptionError
-from pytest_scoring.reference.expected import cache_folder
+from pytest_scoring.process import environment
+from pytest_scoring.reference.expected import CACHE_KIND
 from pytest_scoring.reference.expected import parse_expected
+from pytest_scoring.reference.private_cache import PrivateCache
 
 SUITE = """
     import pytest
@@ -144,15 +146,24 @@ def test_a_folder_runs_once_and_its_outcomes_are_the_set(suite: pytest.Pytester)
     assert (counts["passed"], counts["failed"], counts["skipped"], counts["extra"]) == (1, 1, 1, 1)
     dropped = ["checks/test_suite.py::test_broken_there_too"]
     assert report["tests"]["expected_tests"]["dropped"] == dropped
-    (cached,) = cache_folder().glob("*.json")
-    # The second session reads the cache (edited here to show it is read) instead of a run.
-    content = json.loads(cached.read_text())
-    del content["expected"]["checks/test_suite.py::test_b"]
-    cached.write_text(json.dumps(content))
+    (cached,) = expected_cache("in-process").glob("*.json")
+    # The second session reads the entry (rewritten here, as the evaluator would write it, to
+    # show that it is read) instead of running the folder again.
+    key = cached.stem
+    document = json.loads(cached.read_text())
+    del document["content"]["expected"]["checks/test_suite.py::test_b"]
+    cache = PrivateCache.open(CACHE_KIND, "in-process", [])
+    cached.write_bytes(cache.document(key, document["content"]))
     for old in (suite.path / "scores").glob("scan_id=*"):
         os.rename(old, suite.path / f"old-{old.name}")
     suite.runpytest("checks", "--score", f"--score-expected-tests={folder}")
     assert scores_json(suite)["tests"]["counts"]["failed"] == 0
+
+
+def expected_cache(route: str) -> Path:
+    """The folder of expected-tests entries of ``route`` in this test's evaluator cache."""
+    home = Path(environment.captured_environment()["XDG_CACHE_HOME"])
+    return home / "pytest-scoring" / CACHE_KIND / route
 
 
 @pytest.mark.parametrize(

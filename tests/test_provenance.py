@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from runs import AS_EVALUATOR
+from runs import SYSTEM_PYTHON
+from runs import system_python_with_pytest
 
 from pytest_scoring.cli.main import main
 from pytest_scoring.fs.guard import tree_digest
@@ -140,3 +144,66 @@ def test_run_hashes_the_repository_and_names_the_evaluators_paths(tmp_path: Path
         for folder in report_root.glob("scan_id=*")
     }
     assert first["inputs"]["repository"] in digests and len(digests) == 2
+
+
+#: A repository that says it runs another pytest than it does: pytest's own attribute, and the
+#: versions the probe took when it loaded (its globals, found through the garbage collector).
+FORGES_THE_VERSION = """
+import gc
+
+import pytest
+
+pytest.__version__ = "7.0.0-FORGED"
+for found in gc.get_objects():
+    if isinstance(found, dict) and isinstance(found.get("_VERSIONS"), dict):
+        found["_VERSIONS"] = {**found["_VERSIONS"], "pytest": pytest.__version__}
+"""
+
+
+def pytest_version_of(python: Path) -> str:
+    check = [str(python), "-c", "import pytest; print(pytest.__version__)"]
+    return subprocess.run(check, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "python",
+    [
+        None,
+        pytest.param(
+            SYSTEM_PYTHON,
+            marks=pytest.mark.skipif(
+                not system_python_with_pytest(), reason="needs /usr/bin/python3 with pytest"
+            ),
+        ),
+    ],
+    ids=["this-interpreter", "system-python"],
+)
+def test_under_run_a_forged_pytest_version_is_only_what_the_child_claimed(
+    tmp_path: Path, python: Path | None
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_app.py").write_text("def test_ok():\n    pass\n")
+    (repo / "conftest.py").write_text(FORGES_THE_VERSION)
+    interpreter = ["--python", str(python)] if python else AS_EVALUATOR
+    result = CliRunner().invoke(
+        main, ["run", str(repo), "--report", str(tmp_path / "r"), *interpreter]
+    )
+    assert result.exit_code == 0, result.output
+    report = scores_json(tmp_path / "r")
+    truth = pytest_version_of(python) if python else pytest.__version__
+    assert (report["run"]["pytest"], report["provenance"]["pytest"]) == (truth, pytest.__version__)
+    assert report["run"]["child_claimed"]["pytest"] == "7.0.0-FORGED"
+
+
+def test_in_process_a_forged_pytest_version_is_not_the_provenances(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_app="def test_ok():\n    pass\n")
+    pytester.makeconftest(FORGES_THE_VERSION)
+    # A process of its own: the conftest changes the pytest module of the process it runs in.
+    pytester.runpytest_subprocess("--score", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    provenance = scores_json(pytester.path / "scores")["provenance"]
+    assert provenance["pytest"] == pytest.__version__
+    (scan,) = (pytester.path / "scores").glob("scan_id=*/_scan.json")
+    assert json.loads(scan.read_text())["packages"]["pytest"] == pytest.__version__

@@ -9,14 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from runs import AS_OTHER_USERS
+from runs import ATTEMPT
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
@@ -34,7 +32,8 @@ def login(name):
         db.execute("SELECT * FROM users WHERE name = ?", (name,))
 """
 ATTACK = "        db.execute(\"UPDATE users SET password = 'pwned' WHERE name = 'admin'\")\n"
-HOSTILE_TESTS = """
+HOSTILE_TESTS = (
+    """
 import os, sys
 from pathlib import Path
 
@@ -42,15 +41,9 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 import app
 
 TARGETS = {targets!r}
-
-
-def attempt(action):
-    try:
-        action()
-    except OSError as error:
-        return f"refused ({{type(error).__name__}})"
-    return "done"
-
+"""
+    + ATTEMPT
+    + """
 
 def test_login():
     app.login("bob")
@@ -68,6 +61,7 @@ def test_the_evaluators_files_are_out_of_reach(record_property):
     record_property("identity", [os.getuid(), os.environ["HOME"], os.environ["TMPDIR"]])
     assert set(results.values()) == {{"refused (PermissionError)"}}
 """
+)
 
 REFERENCE_TESTS = """
 import sys
@@ -80,15 +74,6 @@ import app
 def test_login():
     app.login("bob")
 """
-
-
-@pytest.fixture
-def open_folder() -> Iterator[Path]:
-    """A folder other users may pass through and read (as a checkout under /srv would be)."""
-    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def make_app(folder: Path, app: str, tests: str) -> Path:

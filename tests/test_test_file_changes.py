@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sqlite3
-import tempfile
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from runs import AS_OTHER_USERS
+from runs import ATTEMPT
 from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
@@ -160,7 +158,7 @@ def score(pytester: pytest.Pytester, reference: Path, *args: str) -> dict[str, A
 
 def cache_entries() -> list[Path]:
     folder = Path(environment.captured_environment()["XDG_CACHE_HOME"])
-    return sorted((folder / "pytest-scoring" / "baseline").glob("*/manifest.json"))
+    return sorted((folder / "pytest-scoring" / "baseline").glob("*/*/manifest.json"))
 
 
 @pytest.mark.parametrize("xdist", [["-p", "no:xdist"], ["-n", "2"]], ids=["plain", "xdist"])
@@ -280,6 +278,7 @@ def test_the_baseline_runs_once_and_a_second_session_reads_it_from_the_cache(
     assert second["metadata"]["baseline"]["cache"] == str(manifest.parent)
     assert second["metadata"]["baseline"]["counts"] == first["metadata"]["baseline"]["counts"]
     assert manifest.parent.parent.stat().st_mode & 0o777 == 0o700
+    assert manifest.parent.parent.name == "in-process", "run never reads it"
 
 
 def test_a_tampered_cache_entry_is_not_used(pytester: pytest.Pytester, reference: Path) -> None:
@@ -330,7 +329,8 @@ def test_a_cache_folder_inside_the_repository_is_not_used(
     result = score(pytester, reference)
     assert result["value"] == "C"
     assert result["metadata"]["baseline"]["cache"].startswith(
-        f"not used: the cache folder {inside / 'pytest-scoring' / 'baseline'} is inside"
+        f"not used: the cache folder {inside / 'pytest-scoring' / 'baseline' / 'in-process'} "
+        "is inside"
     )
     assert not inside.exists()
 
@@ -376,27 +376,14 @@ def test_a_batch_asking_for_one_baseline_at_once_runs_it_once(
     assert len(cache_entries()) == 1
 
 
-@pytest.fixture
-def open_folder() -> Iterator[Path]:
-    """A folder other users may pass through and read (as a checkout under /srv would be)."""
-    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-POISONS_THE_CACHE = """
+POISONS_THE_CACHE = (
+    """
     import json, os
     from pathlib import Path
-
-    def attempt(action):
-        try:
-            action()
-        except OSError as error:
-            return f"refused ({{type(error).__name__}})"
-        return "done"
-
-    cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "baseline"
+"""
+    + textwrap.indent(ATTEMPT, "    ")
+    + """
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "pytest-scoring" / "baseline" / "evaluator"
     forged = cache / ("0" * 64)
     def overwrite_every_cached_database():
         for entry in cache.iterdir():
@@ -406,6 +393,7 @@ POISONS_THE_CACHE = """
     with open({log!r}, "a") as log:
         log.write(json.dumps([os.getuid(), attempts]) + "\\n")
 """
+)
 
 
 @AS_OTHER_USERS[0]
@@ -445,6 +433,7 @@ def test_under_run_the_repositorys_processes_cannot_poison_the_cache(
         scores.append(report["scores"]["db_diff_change"])
         if number == 0:
             (manifest,) = cache_entries()
+            assert manifest.parent.parent.name == "evaluator"
             entry = {
                 path: path.read_bytes() for path in manifest.parent.rglob("*") if path.is_file()
             }

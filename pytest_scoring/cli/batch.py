@@ -231,7 +231,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             outcome = _score_all(request, runs, folder, key, scorers, shared, users, display)
         finally:
             folder.release()
-        outcome.notices[:0] = notices
+        outcome.notices[:0] = [*notices, *([folder.leftovers] if folder.leftovers else [])]
         _publish(outcome, settings.markdown, parsed.junit_xml)
         if request.template.keep:
             outcome.notices.append(f"the shared private area is kept: {area}")
@@ -267,7 +267,12 @@ def _shared_work(
             baseline = _baseline(settings, runner, reference.pristine, repositories)
     expected = None
     if settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_tests(
+            settings.expected_source,
+            "--expected-tests",
+            route=settings.cache_route,
+            never_inside=[*settings.scored_places(), *repositories],
+        )
     assert runner.guard is not None
     return SharedWork(
         environment=runner.environment,

@@ -214,6 +214,7 @@ def junit(
     from pytest_scoring.report.junit import score_junit
     from pytest_scoring.report.terminal import score_line
     from pytest_scoring.report.terminal import signal_lines
+    from pytest_scoring.report.writer import remove_report_leftovers
     from pytest_scoring.report.writer import write_report
     from pytest_scoring.scorers.tests import percent_passing
 
@@ -222,11 +223,17 @@ def junit(
     tally = reading.tally
     inputs = {f"junit_xml {path}": path for path in files}
     if expected_tests is not None:
-        expected = load_expected_tests(Path.cwd() / expected_tests, "--expected-tests")
+        expected = load_expected_tests(
+            Path.cwd() / expected_tests,
+            "--expected-tests",
+            route="evaluator",  # nothing of the repository runs here
+            never_inside=[Path.cwd(), report_root],
+        )
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         inputs["expected_tests"] = Path.cwd() / expected_tests
     # No process of the repository runs here: partial containment cannot be.
     result = score_junit(reading, Path.cwd(), kinds.for_run(as_root=False), inputs)
+    leftovers = remove_report_leftovers(report_root)
     path = write_report(result, report_root)
     for name, score in result.scores.items():
         click.echo(score_line(name, score))
@@ -235,6 +242,8 @@ def junit(
     for cut in reading.cuts:
         click.echo(f"JUnit XML {cut.describe()}", err=True)
     click.echo(f"score report: {path}")
+    if leftovers is not None:
+        click.echo(leftovers)
     _publish_step_summary(path)
     tampered = any(is_tampering(score) for score in result.scores.values())
     percent = 0.0 if tampered else percent_passing(tally)

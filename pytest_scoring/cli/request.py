@@ -188,4 +188,7 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
             "puts PATH's tests into the copy itself"
         )
     settings.tests_from = request.tests_from
+    # Nothing of the repository runs in this process: its caches are never an in-process
+    # session's (docs/security.md#keeping-the-caches-clean).
+    settings.cache_route = "evaluator"
     return parsed, settings

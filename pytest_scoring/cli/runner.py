@@ -42,12 +42,13 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.core.signals import make_signal
 from pytest_scoring.evaluation.area import EvaluatorsTests
+from pytest_scoring.evaluation.area import check_interpreter
 from pytest_scoring.evaluation.area import copy_reference
 from pytest_scoring.evaluation.area import copy_repository
 from pytest_scoring.evaluation.area import copy_tests_from
+from pytest_scoring.evaluation.area import interpreter_versions
 from pytest_scoring.evaluation.area import new_area
 from pytest_scoring.evaluation.area import requested_user
-from pytest_scoring.evaluation.area import user_cannot_run
 from pytest_scoring.evaluation.assemble import build_scorers
 from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
@@ -143,10 +144,21 @@ class RunResult:
         if extra.get("containment") == "partial":
             lines.append(f"containment: partial ({extra.get('containment_reason')})")
         lines += self.notices
-        for problem in (evaluation.report_error, evaluation.junit_error, evaluation.junit_cut):
+        problems = (evaluation.leftovers, evaluation.report_error, evaluation.junit_error)
+        for problem in (*problems, evaluation.junit_cut):
             if problem is not None:
                 lines.append(problem)
         return lines
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the evaluator measured of the run before any code of the repository ran."""
+
+    #: The repository's hash (for the report's provenance).
+    digest: str
+    #: The children's interpreter's ``python`` and ``pytest`` versions.
+    versions: dict[str, str | None]
 
 
 @dataclass(frozen=True)
@@ -194,9 +206,12 @@ def run_repository(
     if job is not None:
         runner.environment = dict(job.shared.environment)
     try:
-        if job is None and user is not None and (problem := user_cannot_run(runner)):
+        checked = check_interpreter(runner) if job is None and user is not None else None
+        if checked is not None and (problem := checked.problem):
             say(f"pytest-scoring: {problem}; the tests run as {getpass.getuser()} instead")
-            runner.user = None
+            runner.user, checked = None, None
+        # Measured before any code of the repository runs: the child's own word is its claim.
+        versions = (checked and checked.versions) or interpreter_versions(runner)
         shared_reference = job.shared.reference if job else None
         # Hashed before it is copied, for the report's provenance (a batch has done it).
         digest = job.target.inputs["repository"] if job else path_digest(request.repo)
@@ -216,7 +231,8 @@ def run_repository(
             _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
         try:
-            return _run(request, parsed, evaluation, problems, on_progress, digest, job)
+            measured = Measured(digest, versions)
+            return _run(request, parsed, evaluation, problems, on_progress, measured, job)
         finally:
             evaluation.close()  # its helper process, when the run ends before its report
     finally:
@@ -235,7 +251,12 @@ def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> 
     """
     tally = OutcomeTally()
     if expected is None and settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_tests(
+            settings.expected_source,
+            "--expected-tests",
+            route=settings.cache_route,
+            never_inside=settings.scored_places(),
+        )
     if expected is not None:
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
     return tally
@@ -295,7 +316,7 @@ def _run(
     evaluation: Evaluation,
     problems: list[str],
     on_progress: Callable[[ProbeState, bool], Any],
-    repository_digest: str,
+    measured: Measured,
     job: BatchJob | None = None,
 ) -> RunResult:
     """Start the scorers, run the tests in a contained child, score, report."""
@@ -352,11 +373,11 @@ def _run(
     result.extra.update(
         containment="partial" if problems else "full",
         containment_reason="; ".join(problems) or None,
-        run=_run_section(runner, ended, state),
+        run=_run_section(runner, ended, state, measured.versions),
     )
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
-    result.provenance["inputs"] = {**result.provenance["inputs"], "repository": repository_digest}
+    result.provenance["inputs"] = {**result.provenance["inputs"], "repository": measured.digest}
     sample = job.target if job else None
     report = evaluation.report(junit_target, sample=sample, junit_source=junit_inside)
     return RunResult(
@@ -470,13 +491,18 @@ def _score_in_time(evaluation: Evaluation, seconds: float) -> None:
         evaluation.score()
 
 
-def _run_section(runner: ChildRunner, ended: ChildExit, state: ProbeState) -> dict[str, Any]:
-    """How the child ran, for ``scores.json``."""
+def _run_section(
+    runner: ChildRunner, ended: ChildExit, state: ProbeState, versions: dict[str, str | None]
+) -> dict[str, Any]:
+    """How the child ran, for ``scores.json``: what the evaluator measured, and apart from
+    it what the child's pytest said of itself (the repository's code can change that)."""
     user = runner.user.name if runner.user is not None else getpass.getuser()
+    start = state.start or {}
     return {
         "python": runner.python,
         "user": user,
-        "pytest": (state.start or {}).get("pytest"),
+        "pytest": versions["pytest"],
+        "python_version": versions["python"],
         "exit_code": ended.exit_code,
         "signal": ended.signal,
         "timed_out": ended.timed_out,
@@ -484,6 +510,7 @@ def _run_section(runner: ChildRunner, ended: ChildExit, state: ProbeState) -> di
         "duration": ended.duration,
         "cpu_time": ended.cpu_time,
         "probe_lines_rejected": state.rejected,
+        "child_claimed": {key: start.get(key) for key in versions} if state.start else None,
     }
 
 

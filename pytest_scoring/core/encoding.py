@@ -9,6 +9,7 @@ times as long for the 5,000 tests of a session's ``scores.json`` (issue 17).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -77,3 +78,10 @@ def _encode(value: Any, newline: str, parts: list[str]) -> None:
         parts.append(f"[{inner}{items}{newline}]")
     else:  # a scalar, an empty container, or an object with keys JSON converts
         parts.append(_encode_line(value))
+
+
+def json_digest(content: Any) -> str:
+    """SHA-256 of a JSON value in canonical form (sorted keys, no spaces): the same value
+    hashes the same wherever it was written (provenance, the evaluator's cache entries)."""
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

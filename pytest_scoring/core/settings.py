@@ -12,6 +12,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import Literal
 
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.signals import NO_STRICT
@@ -41,6 +42,13 @@ STEERING_SETTINGS: Final = (
 #: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
 #: one store per scored repository.
 RESET_STORE: Final = ".db-reset"
+#: The name of a session's snapshot copies under the report root (in process) begins so.
+SNAPSHOTS_PREFIX: Final = ".db-snapshots-"
+#: The part of the evaluator's caches a session reads and writes (docs/security.md): under
+#: ``pytest --score`` the scored repository's code shares the evaluator's process and user and
+#: can write whatever it writes (``in-process``); ``run``, ``junit`` and the Inspect scorers
+#: never run it there (``evaluator``), and never read what an in-process session wrote.
+CacheRoute = Literal["in-process", "evaluator"]
 
 
 @dataclass
@@ -94,6 +102,15 @@ class ScoringSettings:
     tests_from: Path | None = None
     #: ``--score-verify-tests=PATH``: the tree's tests must be PATH's (in process only).
     verify_tests: Path | None = None
+    #: The part of the evaluator's caches this session uses (default: the one ``run`` never
+    #: reads; ``run`` sets its own).
+    cache_route: CacheRoute = "in-process"
+
+    def scored_places(self) -> list[Path]:
+        """The repository, its copy, the reference and the report root: folders a scored
+        session can write, where the evaluator keeps no cache."""
+        places = (self.root, self.repository, self.reference, self.report_root)
+        return [place for place in places if place is not None]
 
     def tests_from_is_reference(self) -> bool:
         """``--tests-from`` names the reference itself: the reference rerun (PATH's tests on

@@ -14,8 +14,11 @@ children's user may pass through but not list (0711), holding
 from __future__ import annotations
 
 import getpass
+import json
 import os
+import platform
 import pwd
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,7 @@ from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
+from pytest_scoring.process.environment import evaluator_pytest_version
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
 from pytest_scoring.reference.test_changes import FileChange
@@ -40,6 +44,8 @@ from pytest_scoring.reference.tests_from import install_tests
 DEFAULT_USER: Final = "nobody"
 #: Seconds the check that the children's user can run the interpreter may take.
 CHECK_TIMEOUT: Final = 120.0
+#: What the check reports.
+VERSIONS: Final = ("python", "pytest")
 
 
 def new_area(report_root: Path, *repos: Path) -> Path:
@@ -90,23 +96,58 @@ def requested_user(name: str | None) -> tuple[ChildUser | None, str | None]:
     return ChildUser(name, entry.pw_uid, entry.pw_gid), None
 
 
-def user_cannot_run(runner: ChildRunner) -> str | None:
-    """Why the children's user cannot run the interpreter with pytest, or None when it can."""
-    assert runner.user is not None
+@dataclass(frozen=True)
+class InterpreterCheck:
+    """What the launcher's ``--check`` found, run as the children's user before any code of
+    the repository: the interpreter's and pytest's versions, or why it cannot run them."""
+
+    #: ``{"python": …, "pytest": …}``; None when the check failed.
+    versions: dict[str, str | None] | None
+    problem: str | None = None
+
+
+def check_interpreter(runner: ChildRunner) -> InterpreterCheck:
+    """Run the interpreter with pytest as the children's user, in the kit's folder."""
     folder = runner.folder("check")
     with (folder / "out").open("wb") as out, (folder / "err").open("wb+") as err:
         ended = runner.run_command(
             runner.launcher_command("--check"), runner.kit(), CHECK_TIMEOUT, out, err
         )
-    who = f"user {runner.user.name}"
+    who = f"user {runner.user.name if runner.user is not None else getpass.getuser()}"
     if ended.error is not None:
-        return f"{who} cannot run {runner.python} ({ended.error.rsplit(': ', 1)[-1]})"
+        reason = ended.error.rsplit(": ", 1)[-1]
+        return InterpreterCheck(None, f"{who} cannot run {runner.python} ({reason})")
     if ended.exit_code == 0:
-        return None
+        return InterpreterCheck(_reported_versions(read_tail(folder / "out", 1000)))
     if ended.exit_code == NO_PYTEST:
-        return f"{who} cannot import pytest with {runner.python}"
+        return InterpreterCheck(None, f"{who} cannot import pytest with {runner.python}")
     detail = read_tail(folder / "err", 300).strip().splitlines()[-1:] or [ended.describe()]
-    return f"{who} cannot run {runner.python} ({detail[0]})"
+    return InterpreterCheck(None, f"{who} cannot run {runner.python} ({detail[0]})")
+
+
+def _reported_versions(text: str) -> dict[str, str | None]:
+    """The versions the launcher's check printed (None for one it did not)."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    found = found if isinstance(found, dict) else {}
+    return {key: str(found[key]) if key in found else None for key in VERSIONS}
+
+
+def user_cannot_run(runner: ChildRunner) -> str | None:
+    """Why the children's user cannot run the interpreter with pytest, or None when it can."""
+    assert runner.user is not None
+    return check_interpreter(runner).problem
+
+
+def interpreter_versions(runner: ChildRunner) -> dict[str, str | None]:
+    """The Python and pytest versions of the children's interpreter, as the evaluator
+    measures them before any code of the repository runs (``scores.json``'s ``run``): its
+    own, when the children run this interpreter as this user, else the launcher's check."""
+    if runner.user is None and os.path.realpath(runner.python) == os.path.realpath(sys.executable):
+        return {"python": platform.python_version(), "pytest": evaluator_pytest_version()}
+    return check_interpreter(runner).versions or dict.fromkeys(VERSIONS)
 
 
 @dataclass

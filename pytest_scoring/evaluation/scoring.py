@@ -40,6 +40,7 @@ from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.terminal import signal_lines
+from pytest_scoring.report.writer import remove_report_leftovers
 from pytest_scoring.report.writer import write_report
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
@@ -177,6 +178,8 @@ class Evaluation:
         self.report_path: Path | None = None
         self.report_error: str | None = None
         self.summary_error: str | None = None
+        #: What killed runs had left in the report root and was removed, in one line.
+        self.leftovers: str | None = None
         self.junit_error: str | None = None
         #: What was left out of a JUnit file larger than the bounds, or None.
         self.junit_cut: str | None = None
@@ -330,6 +333,7 @@ class Evaluation:
             value_cap = self.settings.value_cap
             try:
                 if sample is None:
+                    self.leftovers = remove_report_leftovers(self.settings.report_root)
                     self.report_path = write_report(
                         self.result, self.settings.report_root, value_cap, self._parquet_helper
                     )
@@ -410,6 +414,8 @@ class Evaluation:
         lines = []
         if self.report_path is not None:
             lines.append(SummaryLine(f"score report: {self.report_path}"))
+        if self.leftovers is not None:
+            lines.append(SummaryLine(self.leftovers))
         problems = (
             ("score report NOT written", self.report_error),
             ("score summary NOT written", self.summary_error),

@@ -12,6 +12,7 @@ scorer needs, any failure — each is a ``"N"`` score saying why.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import traceback
@@ -162,7 +163,9 @@ async def expected_set(value: Any, where: str) -> ExpectedTests | None:
         return ExpectedTests(parse_expected(json.dumps(value), _what(value), where), where)
     if value.lstrip()[:1] in ("[", "{"):
         return ExpectedTests(parse_expected(value, _what(value), where), where)
-    return await anyio.to_thread.run_sync(load_expected_tests, Path(value), where)
+    # The scored repository runs in the sandbox, never in this process.
+    load = functools.partial(load_expected_tests, route="evaluator")
+    return await anyio.to_thread.run_sync(load, Path(value), where)
 
 
 def strict_choice(strict: str | Sequence[str]) -> StrictKinds:

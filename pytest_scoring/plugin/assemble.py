@@ -117,7 +117,11 @@ def _expected_tests(config: pytest.Config, settings: ScoringSettings) -> Expecte
         return None
     from pytest_scoring.reference.expected import load_expected_tests
 
-    return load_expected_tests(settings.expected_source)
+    return load_expected_tests(
+        settings.expected_source,
+        route=settings.cache_route,
+        never_inside=settings.scored_places(),
+    )
 
 
 def _guarded_functions() -> list[tuple[str, object, str]]:

@@ -3,7 +3,9 @@
 SOURCE is a file of test ids (one per line, or a JSON list: each must pass), a JSON object
 ``{id: "passed" | "skipped" | "xfailed"}``, or a folder. A folder is run once, in a private
 copy, with its own configuration and this interpreter; its collected tests are the set and
-their outcomes the expected ones. The run is cached by the folder's content and the command.
+their outcomes the expected ones. The run is kept in the evaluator's private cache
+(:mod:`~pytest_scoring.reference.private_cache`) as ``expected-tests/<route>/<key>.json``,
+keyed by the folder's content and the command.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
@@ -23,19 +26,22 @@ import pytest
 
 from pytest_scoring.core.rule import EXPECTED_OUTCOMES
 from pytest_scoring.core.rule import ExpectedOutcome
+from pytest_scoring.core.settings import CacheRoute
 from pytest_scoring.errors import OptionError
 from pytest_scoring.fs.copy import copy_tree
-from pytest_scoring.fs.paths import cache_home
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.child import run_child
+from pytest_scoring.reference.private_cache import PrivateCache
 
 OPTION: Final = "--score-expected-tests"
 #: The arguments of a source folder's run (beyond our plugin's): no cache files in the copy.
 FOLDER_ARGS: Final = ("-p", "no:cacheprovider")
 #: Bumped when the cached content changes shape or meaning.
 CACHE_VERSION: Final = 1
+#: The folder of its entries in the evaluator's private cache.
+CACHE_KIND: Final = "expected-tests"
 #: How the final outcome of a source folder's test becomes what the set expects of it.
 _EXPECTED_FROM: Final[dict[str, ExpectedOutcome]] = {
     "passed": "passed",
@@ -71,14 +77,23 @@ def normalise_id(nodeid: str) -> str:
     return f"{path}{sep}{rest}"
 
 
-def load_expected_tests(path: Path, option: str = OPTION) -> ExpectedTests:
+def load_expected_tests(
+    path: Path,
+    option: str = OPTION,
+    *,
+    route: CacheRoute = "in-process",
+    never_inside: Sequence[Path] = (),
+) -> ExpectedTests:
     """Read (or run) SOURCE.
 
     :param option: the option that named it, for messages.
+    :param route: the part of the evaluator's cache a folder's run is kept in.
+    :param never_inside: folders a scored repository can write: no cache is kept there.
     :raises OptionError: naming the option and what is wrong with SOURCE.
     """
     if path.is_dir():
-        outcomes, dropped = run_source_folder(path, option)
+        cache = PrivateCache.open(CACHE_KIND, route, never_inside)
+        outcomes, dropped = run_source_folder(path, cache, option)
         return ExpectedTests(outcomes, str(path), dropped)
     try:
         text = path.read_text(encoding="utf-8")
@@ -132,11 +147,6 @@ def _from_json(content: object, where: str, option: str) -> dict[str, ExpectedOu
 # --- a source folder --------------------------------------------------------------------
 
 
-def cache_folder() -> Path:
-    """Where source folders' runs are kept: ``$XDG_CACHE_HOME/pytest-scoring/expected-tests``."""
-    return cache_home(os.environ) / "expected-tests"
-
-
 def cache_key(folder: Path) -> str:
     """A hash of the folder's content (names, file bytes, link targets) and the command."""
     digest = hashlib.sha256()
@@ -153,15 +163,16 @@ def cache_key(folder: Path) -> str:
 
 
 def run_source_folder(
-    folder: Path, option: str = OPTION
+    folder: Path, cache: PrivateCache, option: str = OPTION
 ) -> tuple[dict[str, ExpectedOutcome], list[str]]:
-    """The expected outcomes of a source folder's tests and the ids left out, cached.
+    """The expected outcomes of a source folder's tests and the ids left out, from ``cache``
+    when it holds them, else run and kept there.
 
     :raises OptionError: when the run fails, times out or collects no test.
     """
     folder = folder.resolve()
-    cached = cache_folder() / f"{cache_key(folder)}.json"
-    found = _read_cache(cached)
+    key = cache_key(folder)
+    found = _read_cache(cache, key)
     if found is not None:
         return found
     children = ChildRunner()  # the evaluator's own folder: run as the evaluator's user
@@ -181,7 +192,8 @@ def run_source_folder(
     outcomes, dropped = _expected_from_tally(run.tally)
     if not outcomes:
         raise OptionError(f"{option}: {folder}: no test passed, skipped or xfailed there")
-    _write_cache(cached, outcomes, dropped)
+    content = {"expected": outcomes, "dropped": dropped}
+    cache.write(f"{key}.json", cache.document(key, content))
     return outcomes, dropped
 
 
@@ -195,24 +207,23 @@ def _expected_from_tally(tally: dict[str, Any]) -> tuple[dict[str, ExpectedOutco
     return outcomes, dropped
 
 
-def _read_cache(path: Path) -> tuple[dict[str, ExpectedOutcome], list[str]] | None:
-    """A cached run, or None when there is none or it is not one we wrote."""
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-        outcomes, dropped = content["expected"], content["dropped"]
-    except (OSError, ValueError, TypeError, KeyError):
+def _read_cache(
+    cache: PrivateCache, key: str
+) -> tuple[dict[str, ExpectedOutcome], list[str]] | None:
+    """The run kept under ``key``, or None when there is none or it does not check out."""
+    if cache.folder is None:
         return None
-    valid = isinstance(outcomes, dict) and isinstance(dropped, list)
-    valid = valid and all(value in EXPECTED_OUTCOMES for value in outcomes.values())
-    return (outcomes, [str(item) for item in dropped]) if valid and outcomes else None
-
-
-def _write_cache(path: Path, outcomes: dict[str, ExpectedOutcome], dropped: list[str]) -> None:
-    """Keep the result for next time; a cache that cannot be written only costs a rerun."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        building = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        building.write_text(json.dumps({"expected": outcomes, "dropped": dropped}), "utf-8")
-        building.replace(path)
-    except OSError:
-        return
+    path = cache.folder / f"{key}.json"
+    content = cache.read(path, key)
+    if content is None:
+        return None
+    outcomes, dropped = content.get("expected"), content.get("dropped")
+    if (
+        isinstance(outcomes, dict)
+        and outcomes
+        and all(value in EXPECTED_OUTCOMES for value in outcomes.values())
+        and isinstance(dropped, list)
+    ):
+        return outcomes, [str(item) for item in dropped]
+    cache.discard(path, "it is not a folder's run")
+    return None

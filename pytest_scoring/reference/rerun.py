@@ -375,8 +375,8 @@ def compute_baseline(
     :param never_inside: more folders a scored repository can write (a batch's repositories).
     """
     assert settings.reference is not None
-    places = [settings.root, settings.repository, settings.reference, settings.report_root]
-    cache = BaselineCache.open([place for place in places if place is not None] + [*never_inside])
+    never = [*settings.scored_places(), *never_inside]
+    cache = BaselineCache.open(never, route=settings.cache_route)
     baseline = baseline_for(
         settings.reference,
         baseline_options(settings, children),

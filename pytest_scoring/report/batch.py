@@ -27,10 +27,10 @@ from pytest_scoring.errors import ReportError
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import now_iso
-from pytest_scoring.report.samples import BATCH_KEY
 from pytest_scoring.report.samples import SAMPLE_FILE
 from pytest_scoring.report.samples import BatchFolder
 from pytest_scoring.report.samples import SampleTarget
+from pytest_scoring.report.scout import BATCH_KEY
 from pytest_scoring.report.scout import Scan
 from pytest_scoring.report.scout import Transcript
 from pytest_scoring.report.scout import write_scan_results

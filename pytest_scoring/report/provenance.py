@@ -13,13 +13,14 @@ process is the repository itself and cannot vouch for its own content.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
+
+from pytest_scoring.core.encoding import json_digest
+from pytest_scoring.process.environment import evaluator_pytest_version
 
 if TYPE_CHECKING:
     from pytest_scoring.core.settings import ScoringSettings
@@ -32,12 +33,6 @@ def path_digest(path: Path) -> str:
     from pytest_scoring.fs.guard import tree_digest
 
     return tree_digest(path) if path.is_dir() else file_digest(path)
-
-
-def json_digest(content: Any) -> str:
-    """SHA-256 of a JSON value in canonical form (sorted keys, no spaces)."""
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def settings_json(settings: ScoringSettings) -> dict[str, Any]:
@@ -91,8 +86,6 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
     :param options: the options that decide the scores, as JSON.
     :param inputs: SHA-256 of each input, by name.
     """
-    import pytest
-
     from pytest_scoring.core.version import __version__
 
     return {
@@ -100,7 +93,8 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
         "version": __version__,
         "route": route,
         "python": platform.python_version(),
-        "pytest": pytest.__version__,
+        # Taken when pytest-scoring loaded: in process, before any conftest.py could set it.
+        "pytest": evaluator_pytest_version(),
         "options": dict(options),
         "inputs": dict(sorted(inputs.items())),
     }

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION: Final = 1
 SCAN_DIR_PREFIX: Final = "scan_id="
+#: The end of a report folder's hidden name while it is built (``.scan_id=<id>.tmp``).
+BUILDING_SUFFIX: Final = ".tmp"
 SCORES_FILE: Final = "scores.json"
 
 

@@ -21,11 +21,9 @@ run starts; the report is then built from what this run holds, never read again 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-import stat
 from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,22 +35,26 @@ from typing import Final
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
+from pytest_scoring.fs.leftovers import hold
+from pytest_scoring.fs.leftovers import make_held
+from pytest_scoring.fs.private import private_problem
+from pytest_scoring.fs.private import read_private_json
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.inputs import SampleInputs
+from pytest_scoring.report.result import BUILDING_SUFFIX
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.result import new_scan_id
 from pytest_scoring.report.scout import SCAN_FILE
+from pytest_scoring.report.scout import batch_key_of
+from pytest_scoring.report.scout import own_scan_spec
 
 #: The folder of the samples inside a batch's scan folder.
 SAMPLES_DIR: Final = "samples"
 SAMPLE_FILE: Final = "sample.json"
 #: A repository's JUnit XML (``--junitxml``), in its sample folder.
 JUNIT_FILE: Final = "junit.xml"
-#: The key of ``_scan.json``'s ``metadata`` that names the batch.
-BATCH_KEY: Final = "batch_key"
-_BUILDING_SUFFIX: Final = ".tmp"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class SampleTarget:
     @property
     def staging(self) -> Path:
         """Where its files are written before the sample is complete."""
-        return self.folder.with_name(f".{self.folder.name}{_BUILDING_SUFFIX}")
+        return self.folder.with_name(f".{self.folder.name}{BUILDING_SUFFIX}")
 
     def prepare(self) -> Path:
         """An empty staging folder (a leftover of a killed worker is removed first)."""
@@ -120,24 +122,7 @@ def write_sample(
 
 def read_sample(folder: Path) -> dict[str, Any] | None:
     """A sample's entry, or None when it is not one this evaluator wrote whole."""
-    path = folder / SAMPLE_FILE
-    if not (_ours(folder) and _ours(path)):
-        return None
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return entry if isinstance(entry, dict) else None
-
-
-def _ours(path: Path) -> bool:
-    """Written by the evaluator's own user, and writable by no one else (not a link)."""
-    try:
-        found = path.lstat()
-    except OSError:
-        return False
-    kind_ok = stat.S_ISDIR(found.st_mode) or stat.S_ISREG(found.st_mode)
-    return kind_ok and found.st_uid == os.geteuid() and not found.st_mode & 0o022
+    return read_private_json(folder, SAMPLE_FILE)
 
 
 @dataclass
@@ -150,6 +135,8 @@ class BatchFolder:
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The scan the kept samples were taken from, by transcript id (absent: this folder).
     kept_from: dict[str, str] = field(default_factory=dict)
+    #: What killed runs had left in the report root and was removed, in one line.
+    leftovers: str | None = None
     _lock: int | None = None
 
     @property
@@ -168,7 +155,7 @@ class BatchFolder:
         mode = 0o777 & ~_umask()
         final = report_root / f"{SCAN_DIR_PREFIX}{self.scan_id}"
         try:
-            for staging in self.samples.glob(f".*{_BUILDING_SUFFIX}"):
+            for staging in self.samples.glob(f".*{BUILDING_SUFFIX}"):
                 shutil.rmtree(staging, ignore_errors=True)  # a worker that was killed
             for folder in (self.path, self.samples, *_subfolders(self.samples)):
                 folder.chmod(mode)
@@ -196,21 +183,30 @@ def open_batch_folder(
     :raises OptionError: when another process is scoring the same batch now.
     :raises ReportError: when the report root cannot be written.
     """
+    from pytest_scoring.report.writer import remove_report_leftovers
+
+    leftovers = remove_report_leftovers(report_root)
     sources = _earlier_runs(report_root, key)
     try:
         report_root.mkdir(parents=True, exist_ok=True)
-        unfinished = [path for path in sources if path.name.endswith(_BUILDING_SUFFIX)]
+        unfinished = [path for path in sources if path.name.endswith(BUILDING_SUFFIX)]
         folder = _continued(unfinished) if unfinished else None
         if folder is None:
             scan_id = new_scan_id()
-            path = report_root / f".{SCAN_DIR_PREFIX}{scan_id}{_BUILDING_SUFFIX}"
-            path.mkdir(mode=0o700)
-            folder = BatchFolder(path, scan_id, _lock=_lock(path))
+            path = report_root / f".{SCAN_DIR_PREFIX}{scan_id}{BUILDING_SUFFIX}"
+            path, lock = make_held(lambda: _made(path))
+            folder = BatchFolder(path, scan_id, _lock=lock)
         folder.samples.mkdir(mode=0o700, exist_ok=True)
+        folder.leftovers = leftovers
         _keep_samples(folder, sources, wanted)
     except OSError as error:
         raise ReportError(f"cannot build the report under {report_root}: {error}") from None
     return folder
+
+
+def _made(path: Path) -> Path:
+    path.mkdir(mode=0o700)
+    return path
 
 
 def _earlier_runs(report_root: Path, key: str) -> list[Path]:
@@ -220,14 +216,8 @@ def _earlier_runs(report_root: Path, key: str) -> list[Path]:
         *report_root.glob(f".{SCAN_DIR_PREFIX}*"),
         *report_root.glob(f"{SCAN_DIR_PREFIX}*"),
     ]:
-        if not _ours(path) or not _ours(path / SCAN_FILE):
-            continue
-        try:
-            spec = json.loads((path / SCAN_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        metadata = spec.get("metadata") if isinstance(spec, dict) else None
-        if isinstance(metadata, dict) and metadata.get(BATCH_KEY) == key:
+        spec = own_scan_spec(path)
+        if spec is not None and batch_key_of(spec) == key:
             found.append((str(spec.get("timestamp") or ""), path))
     return [path for _, path in sorted(found, reverse=True)]
 
@@ -237,7 +227,7 @@ def _continued(unfinished: list[Path]) -> BatchFolder | None:
 
     :raises OptionError: when a process still builds one of them.
     """
-    locks = [_lock(path) for path in unfinished]
+    locks = [hold(path) for path in unfinished]
     if None in locks:
         for lock in locks:
             if lock is not None:
@@ -250,19 +240,8 @@ def _continued(unfinished: list[Path]) -> BatchFolder | None:
     for lock in locks[1:]:
         os.close(lock)  # type: ignore[arg-type]
     path = unfinished[0]
-    scan_id = path.name.removeprefix(f".{SCAN_DIR_PREFIX}").removesuffix(_BUILDING_SUFFIX)
+    scan_id = path.name.removeprefix(f".{SCAN_DIR_PREFIX}").removesuffix(BUILDING_SUFFIX)
     return BatchFolder(path, scan_id, _lock=locks[0])
-
-
-def _lock(path: Path) -> int | None:
-    """An exclusive lock on a folder, held until its descriptor is closed (None: taken)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return None
-    return descriptor
 
 
 def _keep_samples(
@@ -301,11 +280,11 @@ def _matches(entry: Mapping[str, Any], wanted: Mapping[str, SampleInputs]) -> bo
 def _copy_sample(source: Path, target: Path) -> None:
     """A kept sample's folder, hard-linked where the file system allows (its files are never
     written again), else copied."""
-    staging = target.with_name(f".{target.name}{_BUILDING_SUFFIX}")
+    staging = target.with_name(f".{target.name}{BUILDING_SUFFIX}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     for path in source.iterdir():
-        if not _ours(path) or not path.is_file():
+        if private_problem(path) or not path.is_file():
             continue
         try:
             os.link(path, staging / path.name)

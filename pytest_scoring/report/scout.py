@@ -27,6 +27,7 @@ from pytest_scoring.core.score import PARTIAL
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import counted_value
 from pytest_scoring.core.score import value_to_float
+from pytest_scoring.fs.private import read_private_json
 from pytest_scoring.report.parquet import json_lines
 from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.scorers.base import Scorer
@@ -41,6 +42,8 @@ SOURCE_TYPE: Final = "pytest_scoring"
 SCAN_FILE: Final = "_scan.json"
 SUMMARY_FILE: Final = "_summary.json"
 ERRORS_FILE: Final = "_errors.jsonl"
+#: The key of ``_scan.json``'s ``metadata`` that names a batch (docs/report.md#batches).
+BATCH_KEY: Final = "batch_key"
 
 
 #: The recorder's columns in its order, by Arrow type name (``string`` unless noted).
@@ -58,13 +61,25 @@ def scanner_key(name: str) -> str:
     return key or "%00"
 
 
+def own_scan_spec(folder: Path) -> dict[str, Any] | None:
+    """A scan folder's ``_scan.json``, when the folder and the file are the evaluator's own
+    (a repository's processes cannot plant one)."""
+    return read_private_json(folder, SCAN_FILE)
+
+
+def batch_key_of(spec: Mapping[str, Any]) -> str | None:
+    """The batch a scan spec belongs to, or None for a single repository's scan."""
+    metadata = spec.get("metadata")
+    key = metadata.get(BATCH_KEY) if isinstance(metadata, dict) else None
+    return key if isinstance(key, str) else None
+
+
 def package_versions() -> dict[str, str]:
     """Versions of the packages that shaped the report, for ``_scan.json``."""
-    import pytest  # the command line and the plugin have it loaded already
-
     from pytest_scoring.core.version import __version__
+    from pytest_scoring.process.environment import evaluator_pytest_version
 
-    return {"pytest_scoring": __version__, "pytest": pytest.__version__}
+    return {"pytest_scoring": __version__, "pytest": evaluator_pytest_version()}
 
 
 def encode_value(value: object) -> tuple[str | None, str]:

@@ -6,6 +6,7 @@ every file is written, so a reader never sees half a report.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,13 +17,19 @@ from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
 from pytest_scoring.core.score import cap_value
 from pytest_scoring.core.score import cap_values
+from pytest_scoring.core.settings import SNAPSHOTS_PREFIX
 from pytest_scoring.errors import ReportError
+from pytest_scoring.fs.leftovers import make_held
+from pytest_scoring.fs.leftovers import remove_leftovers
 from pytest_scoring.report.html import write_page
+from pytest_scoring.report.result import BUILDING_SUFFIX
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
 from pytest_scoring.report.scout import Scan
 from pytest_scoring.report.scout import ScanWriter
+from pytest_scoring.report.scout import batch_key_of
+from pytest_scoring.report.scout import own_scan_spec
 
 if TYPE_CHECKING:
     from pytest_scoring.report.parquet_helper import ParquetHelper
@@ -52,10 +59,11 @@ def write_report(
         cannot be encoded (JSON, Parquet); nothing half-written is left behind.
     """
     final = report_root / f"{SCAN_DIR_PREFIX}{result.scan_id}"
-    building = report_root / f".{SCAN_DIR_PREFIX}{result.scan_id}.tmp"
+    building = report_root / f".{SCAN_DIR_PREFIX}{result.scan_id}{BUILDING_SUFFIX}"
+    lock = None
     try:
         report_root.mkdir(parents=True, exist_ok=True)
-        building.mkdir()
+        building, lock = make_held(lambda: _made(building))
         scan = ScanWriter(Scan.of_result(result))
         parquet = scan.start(building, parquet_helper)  # the helper writes them meanwhile
         texts = {SCORES_FILE: encode_json(result.scores_json())}
@@ -76,7 +84,33 @@ def write_report(
         raise ReportError(
             f"cannot write the report under {report_root}: {type(error).__name__}: {error}"
         ) from error
+    finally:
+        if lock is not None:
+            os.close(lock)
     return final
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir()
+    return folder
+
+
+def remove_report_leftovers(report_root: Path) -> str | None:
+    """Remove what killed runs left in ``report_root`` (a report folder half-written, a
+    session's snapshot copies), never what a live process is building there nor an
+    unfinished batch, which its next run continues; one line naming what was removed."""
+    if not report_root.is_dir():
+        return None
+    patterns = (f".{SCAN_DIR_PREFIX}*{BUILDING_SUFFIX}", f"{SNAPSHOTS_PREFIX}*")
+    removed = remove_leftovers(report_root, patterns, keep=_unfinished_batch)
+    if not removed:
+        return None
+    return f"removed what killed runs left in {report_root}: {', '.join(removed)}"
+
+
+def _unfinished_batch(folder: Path) -> bool:
+    spec = own_scan_spec(folder)
+    return spec is not None and batch_key_of(spec) is not None
 
 
 def rebuild_page(folder: Path) -> Path:

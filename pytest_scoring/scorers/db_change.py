@@ -7,9 +7,9 @@ state), reads the finish state in place (no second copy), and diffs the two once
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +25,7 @@ from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.score import make_score
+from pytest_scoring.core.settings import SNAPSHOTS_PREFIX
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff import diff_snapshots
@@ -41,6 +42,7 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
+from pytest_scoring.fs.leftovers import held_temporary_folder
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.text import plural
 
@@ -85,6 +87,8 @@ class SessionDatabases:
         #: Why the start snapshot could not be taken, for the scores that needed it.
         self.start_error = "no database snapshot was taken at session start"
         self._workdir: Path | None = None
+        #: Holds the snapshot copies' folder while this session lives (a sweep leaves it).
+        self._hold: int | None = None
         self._after: Snapshot | None = None
         self._diff: dict[str, Any] | None = None
         #: The folders the last discovery left out.
@@ -135,7 +139,7 @@ class SessionDatabases:
                     root, self.discover(), self.settings.reset_store(), self.settings.report_root
                 )
             scratch.mkdir(parents=True, exist_ok=True)
-            self._workdir = Path(tempfile.mkdtemp(prefix=".db-snapshots-", dir=scratch))
+            self._workdir, self._hold = held_temporary_folder(scratch, SNAPSHOTS_PREFIX)
         except (OSError, sqlite3.Error) as error:
             self.start_error = f"cannot snapshot databases under {scratch}: {error}"
             raise DatabaseError(self.start_error) from None
@@ -178,6 +182,9 @@ class SessionDatabases:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        if self._hold is not None:
+            os.close(self._hold)
+            self._hold = None
 
 
 class DbChangeScorer:
