@@ -10,7 +10,7 @@ other children. It reads what to run as one JSON object on standard input, then:
    to init, so none can leave its tree;
 2. starts the child in a session of its own, as another user when asked (the evaluator runs as
    root), with its standard output and error on the descriptors it was given, and the resource
-   limits (file size, address space, open files) lowered for good;
+   limits (file size, address space, data, open files, processes) lowered for good;
 3. forwards SIGINT to the child's process group, and at the deadline sends SIGINT itself and
    SIGKILL after the grace period; SIGTERM kills at once;
 4. when the child has exited, SIGKILLs every process left in its tree and reaps them, looking
@@ -50,7 +50,9 @@ PR_SET_CHILD_SUBREAPER: Final = 36
 LIMITS: Final = {
     "fsize": resource.RLIMIT_FSIZE,
     "as": resource.RLIMIT_AS,
+    "data": resource.RLIMIT_DATA,
     "nofile": resource.RLIMIT_NOFILE,
+    "nproc": resource.RLIMIT_NPROC,
 }
 #: How long the final sweep keeps killing (a process stuck in the kernel cannot die at once).
 SWEEP_LIMIT: Final = 30.0
