@@ -130,6 +130,8 @@ class ChildSpec:
     limits: Limits = field(default_factory=Limits)
     #: Further descriptors the child inherits under the same numbers (the probe's channel).
     pass_fds: Sequence[int] = ()
+    #: A cgroup of its own for the child's tree where cgroup v2 allows (a user of its own).
+    cgroup: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +145,7 @@ class ChildSpec:
             "grace": self.grace,
             "user": None if self.user is None else {"uid": self.user.uid, "gid": self.user.gid},
             "limits": self.limits.to_spec(own_user=self.user is not None),
+            "cgroup": self.cgroup,
         }
 
 

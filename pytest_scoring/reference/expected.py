@@ -71,14 +71,18 @@ def normalise_id(nodeid: str) -> str:
     return f"{path}{sep}{rest}"
 
 
-def load_expected_tests(path: Path, option: str = OPTION) -> ExpectedTests:
+def load_expected_tests(
+    path: Path, option: str = OPTION, like: ChildRunner | None = None
+) -> ExpectedTests:
     """Read (or run) SOURCE.
 
     :param option: the option that named it, for messages.
+    :param like: the evaluation's runner, whose :meth:`~ChildRunner.for_another_run` runs a
+        folder (as a user of its own under ``run`` as root).
     :raises OptionError: naming the option and what is wrong with SOURCE.
     """
     if path.is_dir():
-        outcomes, dropped = run_source_folder(path, option)
+        outcomes, dropped = run_source_folder(path, option, like)
         return ExpectedTests(outcomes, str(path), dropped)
     try:
         text = path.read_text(encoding="utf-8")
@@ -153,9 +157,11 @@ def cache_key(folder: Path) -> str:
 
 
 def run_source_folder(
-    folder: Path, option: str = OPTION
+    folder: Path, option: str = OPTION, like: ChildRunner | None = None
 ) -> tuple[dict[str, ExpectedOutcome], list[str]]:
     """The expected outcomes of a source folder's tests and the ids left out, cached.
+
+    :param like: the evaluation's runner (None: the folder runs as the evaluator's user).
 
     :raises OptionError: when the run fails, times out or collects no test.
     """
@@ -164,10 +170,11 @@ def run_source_folder(
     found = _read_cache(cached)
     if found is not None:
         return found
-    children = ChildRunner()  # the evaluator's own folder: run as the evaluator's user
+    children = ChildRunner() if like is None else like.for_another_run("expected")
     try:
-        copy = children.folder("expected") / "copy"
+        copy = children.workspace("expected") / "copy"
         copy_tree(folder, copy)
+        children.give(copy)
         timeout = reference_timeout()
         run = run_child(children, copy, FOLDER_ARGS, timeout)
     finally:
