@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from pytest_scoring.process import environment
@@ -19,3 +24,13 @@ def private_cache(
     folder = str(tmp_path_factory.mktemp("cache"))
     monkeypatch.setenv("XDG_CACHE_HOME", folder)
     monkeypatch.setitem(environment._CAPTURED, "XDG_CACHE_HOME", folder)
+
+
+@pytest.fixture
+def drop() -> Iterator[Path]:
+    """A folder every user may write: where the runs of a test's repositories, each as a user
+    of its own under ``run`` as root, meet and leave what they found."""
+    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-drop-"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

@@ -1,7 +1,8 @@
 """``pytest-scoring run`` as root: the repository's processes run as an unprivileged user.
 
-These tests need root and an interpreter that other users may run: Debian's ``/usr/bin/python3``
-with ``python3-pytest`` from apt (a pyenv interpreter under ``/root`` is closed to them).
+These tests need root and Debian's ``/usr/bin/python3`` with ``python3-pytest`` from apt, an
+interpreter other users may run; a pyenv interpreter under ``/root`` is closed to them, and
+``run`` then makes a copy they can run.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,8 @@ from runs import only_report
 from runs import run_cli
 
 import pytest_scoring
+from pytest_scoring.process import interpreter
+from pytest_scoring.process.users import FIRST_UID
 
 pytestmark = [pytest.mark.slow, *AS_OTHER_USERS]
 
@@ -134,7 +138,7 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
                     {"type": "percent_passing_tests"},
                     {"type": "db_change", "selector": selector},
                     {"type": "db_diff_change", "selector": selector},
-                    {"type": "sandbox_state", "command": 'test "$(id -u)" = 65534'},
+                    {"type": "sandbox_state", "command": f'test "$(id -u)" -ge {FIRST_UID}'},
                 ]
             }
         )
@@ -152,13 +156,14 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     )
     assert result.exit_code == 0, result.output
     report = only_report(report_root)
-    assert (report["containment"], report["run"]["user"]) == ("full", "nobody")
+    assert report["containment"] == "full"
     properties = {
         name: value for test in report["tests"]["tests"] for name, value in test["user_properties"]
     }
     assert set(properties["attempts"].values()) == {"refused (PermissionError)"}
     uid, home, tmp = properties["identity"]
-    assert uid == 65534 and home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
+    assert uid >= FIRST_UID and report["run"]["user"] == str(uid)
+    assert home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
     assert report["scores"]["percent_passing_tests"]["value"] == 100
     assert (
         report["scores"]["db_change"]["value"],
@@ -171,28 +176,78 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     assert [path.name for path in report_root.iterdir()] == [f"scan_id={report['scan_id']}"]
 
 
-def test_a_user_that_cannot_run_the_interpreter_is_named_and_containment_is_partial(
-    tmp_path: Path,
-) -> None:
-    closed = tmp_path / "closed"  # 0700, owned by root: no other user gets through
+def closed_interpreter(folder: Path) -> Path:
+    """Debian's interpreter, named through a folder no other user may enter (as pyenv's is)."""
+    closed = folder / "closed"  # 0700, owned by root: no other user gets through
     closed.mkdir(mode=0o700)
     (closed / "python3").symlink_to(SYSTEM_PYTHON)
+    return closed / "python3"
+
+
+UID_PROBE = """
+import os
+
+def test_uid():
+    assert os.getuid() != 0, "the repository's code ran as root"
+"""
+
+
+def test_an_interpreter_the_children_cannot_run_is_copied_for_them(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_uid.py").write_text(UID_PROBE)
+    python = closed_interpreter(tmp_path)
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", python)
+    assert result.exit_code == 0, result.output
+    assert "cannot run" not in result.output
+    report = only_report(tmp_path / "out")
+    assert report["containment"] == "full", report["containment_reason"]
+    assert int(report["run"]["user"]) >= FIRST_UID
+    assert report["run"]["python"] == str(python)
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+
+
+def test_the_pyenv_interpreter_of_the_readme_runs_the_tests_as_another_user(
+    tmp_path: Path,
+) -> None:
+    """The README's first command as root, with this interpreter (pyenv's, under /root):
+    the repository's code runs as a user id of its own, never as root."""
+    if not sys.base_prefix.startswith("/root/"):
+        pytest.skip(f"this interpreter is not under /root ({sys.base_prefix})")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_uid.py").write_text(UID_PROBE)
+    result = run_cli(repo, "--report", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    report = only_report(tmp_path / "out")
+    assert report["containment"] == "full", report["containment_reason"]
+    assert int(report["run"]["user"]) >= FIRST_UID
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+
+
+def test_without_a_copy_the_user_is_named_and_containment_is_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache of copies that other users could plant into is never used: the tests run as
+    root, and by default that makes the test scores "N"."""
+    monkeypatch.setattr(interpreter, "CACHE", Path(tempfile.gettempdir()) / "planted-cache")
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_ok.py").write_text("def test_ok():\n    pass\n")
-    result = run_cli(repo, "--report", tmp_path / "out", "--python", closed / "python3")
+    python = closed_interpreter(tmp_path)
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", python)
     assert result.exit_code == 0, result.output
-    assert "user nobody cannot run" in result.output
+    assert "cannot run" in result.output and "is writable by other users" in result.output
     report = only_report(tmp_path / "out")
     assert report["containment"] == "partial"
-    assert "user nobody cannot run" in report["containment_reason"]
+    assert "cannot run" in report["containment_reason"]
     assert report["run"]["user"] == "root"
     # The repository's processes ran as root: by default that makes the test scores "N",
     # counted as failed; the evaluator who accepts it names the default set instead.
     score = report["scores"]["percent_passing_tests"]
     assert (score["value"], score["metadata"]["strict_kinds"]) == ("N", ["containment"])
     assert score["metadata"]["counted_as"] == 0
-    args = ("--report", tmp_path / "accepted", "--python", closed / "python3", "--strict=default")
+    args = ("--report", tmp_path / "accepted", "--python", python, "--strict=default")
     assert run_cli(repo, *args).exit_code == 0
     accepted = only_report(tmp_path / "accepted")
     assert accepted["scores"]["percent_passing_tests"]["value"] == 100
