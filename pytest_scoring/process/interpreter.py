@@ -141,11 +141,18 @@ def interpreter_copy(
     return InterpreterCopy(str(entry / plan.python), needs)
 
 
+def copied_folders(python: str, environment: Mapping[str, str]) -> list[tuple[Path, list[Path]]]:
+    """The folders a copy of ``python`` holds, each with the folders of it left out."""
+    return [
+        (source, left_out) for source, _, left_out in _plan(_describe(python, environment)).trees
+    ]
+
+
 def _describe(python: str, environment: Mapping[str, str]) -> dict[str, Any]:
     """What the interpreter says of itself (run as the evaluator, isolated from ``PYTHON*``)."""
     try:
         done = subprocess.run(
-            [python, "-I", "-c", _DESCRIBE],
+            [os.path.abspath(python), "-I", "-c", _DESCRIBE],
             env=dict(environment),
             capture_output=True,
             timeout=DESCRIBE_TIMEOUT,
