@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs import AS_OTHER_USERS
@@ -114,6 +115,12 @@ def tree_hashes(root: Path) -> dict[str, str]:
     }
 
 
+def properties(report: dict[str, Any]) -> dict[str, Any]:
+    """The user properties the report's tests recorded, by name."""
+    tests = report["tests"]["tests"]
+    return {name: value for test in tests for name, value in test["user_properties"]}
+
+
 def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     open_folder: Path,
 ) -> None:
@@ -157,11 +164,9 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     assert result.exit_code == 0, result.output
     report = only_report(report_root)
     assert report["containment"] == "full"
-    properties = {
-        name: value for test in report["tests"]["tests"] for name, value in test["user_properties"]
-    }
-    assert set(properties["attempts"].values()) == {"refused (PermissionError)"}
-    uid, home, tmp = properties["identity"]
+    found = properties(report)
+    assert set(found["attempts"].values()) == {"refused (PermissionError)"}
+    uid, home, tmp = found["identity"]
     assert uid >= FIRST_UID and report["run"]["user"] == str(uid)
     assert home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
     assert report["scores"]["percent_passing_tests"]["value"] == 100
@@ -174,6 +179,112 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     ), "the reference rerun ran as that user too, in a copy it may write"
     assert (tree_hashes(reference), installation.read_bytes()) == before
     assert [path.name for path in report_root.iterdir()] == [f"scan_id={report['scan_id']}"]
+
+
+#: The repository's tests, which the reference rerun runs too (in its copy of the reference).
+#: In the session, the second test looks for the rerun's test process through /proc (a
+#: launcher whose supervisor the same evaluator started), and writes the session's change into
+#: the rerun's database, through its working folder or the folder names ``run`` uses; the
+#: rerun's waits meanwhile.
+REACH_RERUN = """
+import json, os, sqlite3, sys, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import app
+
+DROP = Path({drop!r})
+HERE = Path(__file__).resolve()
+IN_RERUN = HERE.parents[1].name == "checkout"
+CHANGE = "UPDATE users SET password = 'pwned' WHERE name = 'admin'"
+
+
+def parent_of(pid):
+    with open(f"/proc/{{pid}}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def launchers_beside_me():
+    evaluator = parent_of(parent_of(os.getpid()))
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            pid = int(entry.name)
+            if pid != os.getpid() and b"_pytest_scoring_launch" in (entry / "cmdline").read_bytes():
+                if parent_of(parent_of(pid)) == evaluator:
+                    found.append(pid)
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+def rewrite(database):
+    try:
+        with sqlite3.connect(f"file:{{database}}?mode=rw", uri=True) as db:
+            db.execute(CHANGE)
+        return "written"
+    except (OSError, sqlite3.Error) as error:
+        return type(error).__name__ + ": " + str(error)
+
+
+def test_login():
+    app.login("bob")
+
+
+def test_reach_the_rerun(record_property):
+    if IN_RERUN:
+        deadline = time.monotonic() + 300
+        while not (DROP / "done").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
+    workspace = HERE.parents[2]
+    info = workspace.stat()
+    record_property("workspace", [info.st_uid, oct(info.st_mode & 0o777), os.getuid()])
+    deadline = time.monotonic() + 300
+    while not (found := launchers_beside_me()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    attempts = {{"launchers": len(found)}}
+    for pid in found:
+        try:
+            cwd = os.readlink(f"/proc/{{pid}}/cwd")
+        except OSError as error:
+            attempts[f"cwd of {{pid}}"] = type(error).__name__
+            continue
+        attempts[cwd] = rewrite(Path(cwd) / "app.db")
+    area = HERE.parents[3]
+    for number in range(1, 30):
+        runs = [area / f"reference-run-{{number}}" / f"checkout-{{n}}" for n in (1, 2, 3)]
+        for guess in (area / f"reference-checkout-{{number}}", *runs):
+            result = rewrite(guess / "checkout" / "app.db")
+            if "unable to open" not in result:
+                attempts[str(guess)] = result
+    record_property("attempts", attempts)
+    (DROP / "done").write_text("done")
+"""
+
+
+def test_the_session_cannot_write_its_change_into_the_reference_reruns_copy(
+    open_folder: Path, drop: Path
+) -> None:
+    reference = make_app(open_folder / "reference", APP, REFERENCE_TESTS)
+    repo = make_app(open_folder / "repo", APP + ATTACK, REACH_RERUN.format(drop=str(drop)))
+    config = open_folder / "scorers.json"
+    selector = {"rows": {"changed": {"has_one": ["password"]}}}
+    config.write_text(json.dumps({"scorers": [{"type": "db_diff_change", "selector": selector}]}))
+    args = ["--reference", reference, "--config", config, "--python", SYSTEM_PYTHON]
+    result = run_cli(repo, *args, "--report", open_folder / "out")
+    assert result.exit_code == 0, result.output
+    report = only_report(open_folder / "out")
+    found = properties(report)
+    attempts = found["attempts"]
+    assert attempts["launchers"] >= 1, attempts
+    assert "written" not in attempts.values(), attempts
+    assert any(value == "PermissionError" for value in attempts.values()), attempts
+    owner, mode, uid = found["workspace"]
+    assert (owner, mode) == (uid, "0o700") and uid >= FIRST_UID
+    score = report["scores"]["db_diff_change"]
+    assert score["value"] == "C", score
+    assert report["containment"] == "full"
 
 
 def closed_interpreter(folder: Path) -> Path:

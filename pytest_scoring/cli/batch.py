@@ -226,7 +226,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             private_folders=True,
             time_limit=REFERENCE_SHARE * template.timeout,
             guard=FileGuard(),
-            users=pool,
+            users=pool if any(job.user is not None for job in users) else None,
         )
         notices: list[str] = []
         users = _checked_users(users, runner, notices)

@@ -246,7 +246,8 @@ def _runner(
         private_folders=True,
         time_limit=REFERENCE_SHARE * request.timeout,
         guard=FileGuard(job.shared.fingerprints if job else None),
-        users=users,
+        # The session as the evaluator (--user root): the other runs are the evaluator's too.
+        users=users if user is not None else None,
     )
     if job is not None:  # the interpreter the jobs' users can run, and its environment
         runner.environment = dict(job.shared.environment)

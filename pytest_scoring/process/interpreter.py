@@ -49,6 +49,7 @@ from typing import Final
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.clone import clone_file
 from pytest_scoring.fs.copy import copy_tree
+from pytest_scoring.fs.private import folder_problem
 from pytest_scoring.fs.walk import TreeWalk
 
 #: Where the copies are kept: a place every user may read, only root may write.
@@ -300,22 +301,9 @@ def _folders(root: Path) -> Iterator[Path]:
 def _intact(entry: Path) -> str | None:
     """Why the copy at ``entry`` may not be used, or None when it may."""
     for folder in [entry, *_folders(entry)]:
-        problem = _root_only(folder)
+        problem = folder_problem(folder)
         if problem is not None:
             return problem
-    return None
-
-
-def _root_only(path: Path) -> str | None:
-    """Why ``path`` may be written by another user than root, or None."""
-    try:
-        info = path.lstat()
-    except OSError as error:
-        return f"{path}: {error.strerror or error}"
-    if info.st_uid != 0:
-        return f"{path} belongs to another user than root"
-    if info.st_mode & 0o022 and not stat.S_ISLNK(info.st_mode):
-        return f"{path} is writable by other users"
     return None
 
 
@@ -327,9 +315,7 @@ def _check_ancestors(cache: Path) -> None:
     for folder in [*reversed(cache.parents), cache]:
         if not os.path.lexists(folder):
             return
-        problem = _root_only(folder)
-        if problem is None and stat.S_ISLNK(folder.lstat().st_mode):
-            problem = f"{folder} is a symlink"
+        problem = folder_problem(folder)
         if problem is not None:
             raise InterpreterCopyError(f"the interpreters' cache is not root's alone: {problem}")
 

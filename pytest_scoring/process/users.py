@@ -17,15 +17,15 @@ runs is refused.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pwd
-import stat
 import threading
 from pathlib import Path
 from typing import Final
 
 from pytest_scoring.errors import OptionError
+from pytest_scoring.fs.private import folder_problem
+from pytest_scoring.fs.private import try_lock
 from pytest_scoring.process.supervisor import ChildUser
 
 #: The first user id a run gets when ``--user`` names none.
@@ -107,7 +107,7 @@ class UserPool:
                 f"{error.strerror or error}"
             ) from None
         for path in (self.folder.parent, self.folder):
-            problem = _not_private(path)
+            problem = folder_problem(path)
             if problem is not None:
                 raise OptionError(f"cannot keep the locks of the runs' user ids: {problem}")
         return self.folder
@@ -115,26 +115,7 @@ class UserPool:
 
 def _try_lock(folder: Path, uid: int) -> int | None:
     """An open descriptor holding the lock of ``uid``, or None when another run holds it."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    descriptor = os.open(folder / str(uid), flags, 0o600)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return None
-    return descriptor
-
-
-def _not_private(path: Path) -> str | None:
-    """Why ``path`` is not a folder only this user may write, or None."""
-    info = path.lstat()
-    if not stat.S_ISDIR(info.st_mode):
-        return f"{path} is not a folder"
-    if info.st_uid != os.geteuid():
-        return f"{path} belongs to another user"
-    if info.st_mode & 0o022:
-        return f"{path} is writable by other users"
-    return None
+    return try_lock(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW)
 
 
 def _has_entry(uid: int) -> bool:

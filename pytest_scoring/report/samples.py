@@ -21,7 +21,6 @@ run starts; the report is then built from what this run holds, never read again 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ from typing import Final
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
+from pytest_scoring.fs.private import try_lock
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.inputs import SampleInputs
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
@@ -256,13 +256,7 @@ def _continued(unfinished: list[Path]) -> BatchFolder | None:
 
 def _lock(path: Path) -> int | None:
     """An exclusive lock on a folder, held until its descriptor is closed (None: taken)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return None
-    return descriptor
+    return try_lock(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def _keep_samples(
