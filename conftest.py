@@ -30,7 +30,18 @@ def private_cache(
 def open_folder() -> Iterator[Path]:
     """A folder other users may pass through and read (as a checkout under /srv would be):
     a test's own temporary folder is closed to them."""
-    folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-test-"))
-    folder.chmod(0o755)
+    yield from _folder_for_every_user("pytest-scoring-test-", 0o755)
+
+
+@pytest.fixture
+def drop() -> Iterator[Path]:
+    """A folder every user may write: where the runs of a test's repositories, each as a user
+    of its own under ``run`` as root, meet and leave what they found."""
+    yield from _folder_for_every_user("pytest-scoring-drop-", 0o777)
+
+
+def _folder_for_every_user(prefix: str, mode: int) -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(mode)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

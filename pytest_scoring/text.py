@@ -45,3 +45,15 @@ def outcome_counts(counts: Mapping[str, int]) -> str:
             word = outcome.replace("_", " ")
             parts.append(plural(count, word, _OUTCOME_NOUNS.get(outcome, word)))
     return ", ".join(parts)
+
+
+#: Byte units as ``--limit`` writes them, largest first.
+_SIZE_UNITS: Final = (("T", 1024**4), ("G", 1024**3), ("M", 1024**2), ("K", 1024))
+
+
+def size_text(size: int) -> str:
+    """A number of bytes in ``--limit``'s units: ``16G``, ``50M``, ``1.5K``, ``300``."""
+    for unit, scale in _SIZE_UNITS:
+        if size >= scale:
+            return f"{number_text(round(size / scale, 1))}{unit}"
+    return str(size)

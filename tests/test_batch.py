@@ -233,9 +233,11 @@ def test_junit_xml_and_the_step_summary_cover_every_repository(
 
 
 @pytest.mark.slow
-def test_interrupting_a_batch_leaves_a_report_and_the_next_run_goes_on(tmp_path: Path) -> None:
+def test_interrupting_a_batch_leaves_a_report_and_the_next_run_goes_on(
+    tmp_path: Path, drop: Path
+) -> None:
     done = make_repo(tmp_path, "done", ALL_PASS)
-    ready, go = tmp_path / "ready", tmp_path / "go"
+    ready, go = drop / "ready", drop / "go"  # the jobs' users write and read there
     stopped = make_repo(tmp_path, "stopped", WAITS_FOR.format(ready=str(ready), go=str(go)))
     waiting = make_repo(tmp_path, "waiting", ALL_PASS)
     out = tmp_path / "out"
@@ -259,9 +261,9 @@ def test_interrupting_a_batch_leaves_a_report_and_the_next_run_goes_on(tmp_path:
 
 
 @pytest.mark.slow
-def test_a_killed_batch_is_continued_in_its_own_folder(tmp_path: Path) -> None:
+def test_a_killed_batch_is_continued_in_its_own_folder(tmp_path: Path, drop: Path) -> None:
     done = make_repo(tmp_path, "done", ALL_PASS)
-    ready, go = tmp_path / "ready", tmp_path / "go"
+    ready, go = drop / "ready", drop / "go"  # the jobs' users write and read there
     killed = make_repo(tmp_path, "killed", WAITS_FOR.format(ready=str(ready), go=str(go)))
     out = tmp_path / "out"
     process = start_run(TAMPERING_ONLY, done, killed, "--report", out)  # as batch()

@@ -93,8 +93,10 @@ def kept_areas(output: str) -> tuple[Path, list[Path]]:
     return Path(shared), [Path(folder) for folder in own]
 
 
-def test_the_reference_is_copied_snapshotted_and_run_once_per_batch(tmp_path: Path) -> None:
-    log = tmp_path / "baseline.log"
+def test_the_reference_is_copied_snapshotted_and_run_once_per_batch(
+    tmp_path: Path, drop: Path
+) -> None:
+    log = drop / "baseline.log"  # the baseline runs as a user of its own
     reference = make_app(tmp_path / "reference", REFERENCE_TESTS.format(log=str(log)))
     repos = [make_app(tmp_path / name, REPO_TESTS) for name in ("first", "second", "third")]
     config = tmp_path / "scorers.json"

@@ -209,7 +209,7 @@ def test_a_bad_score_option_after_the_separator_is_bad_input(repo: Path, tmp_pat
     ("option", "message"),
     [
         (["--limit", "as=lots"], "--limit 'as=lots': expected a positive size"),
-        (["--limit", "cpu=1"], "the kind must be one of fsize, as, nofile"),
+        (["--limit", "cpu=1"], "the kind must be one of fsize, as, data, nofile, nproc, disk"),
         (["--python", "/no/such/python"], "--python: /no/such/python is not an interpreter"),
         (["--plugin", "no_such_plugin_module"], "--plugin no_such_plugin_module: cannot import"),
     ],

@@ -1,7 +1,8 @@
 """``pytest-scoring run`` as root: the repository's processes run as an unprivileged user.
 
-These tests need root and an interpreter that other users may run: Debian's ``/usr/bin/python3``
-with ``python3-pytest`` from apt (a pyenv interpreter under ``/root`` is closed to them).
+These tests need root and Debian's ``/usr/bin/python3`` with ``python3-pytest`` from apt, an
+interpreter other users may run; a pyenv interpreter under ``/root`` is closed to them, and
+``run`` then makes a copy they can run.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs import AS_OTHER_USERS
@@ -20,6 +24,8 @@ from runs import only_report
 from runs import run_cli
 
 import pytest_scoring
+from pytest_scoring.process import interpreter
+from pytest_scoring.process.users import FIRST_UID
 
 pytestmark = [pytest.mark.slow, *AS_OTHER_USERS]
 
@@ -95,6 +101,12 @@ def tree_hashes(root: Path) -> dict[str, str]:
     }
 
 
+def properties(report: dict[str, Any]) -> dict[str, Any]:
+    """The user properties the report's tests recorded, by name."""
+    tests = report["tests"]["tests"]
+    return {name: value for test in tests for name, value in test["user_properties"]}
+
+
 def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     open_folder: Path,
 ) -> None:
@@ -119,7 +131,7 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
                     {"type": "percent_passing_tests"},
                     {"type": "db_change", "selector": selector},
                     {"type": "db_diff_change", "selector": selector},
-                    {"type": "sandbox_state", "command": 'test "$(id -u)" = 65534'},
+                    {"type": "sandbox_state", "command": f'test "$(id -u)" -ge {FIRST_UID}'},
                 ]
             }
         )
@@ -137,13 +149,12 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     )
     assert result.exit_code == 0, result.output
     report = only_report(report_root)
-    assert (report["containment"], report["run"]["user"]) == ("full", "nobody")
-    properties = {
-        name: value for test in report["tests"]["tests"] for name, value in test["user_properties"]
-    }
-    assert set(properties["attempts"].values()) == {"refused (PermissionError)"}
-    uid, home, tmp = properties["identity"]
-    assert uid == 65534 and home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
+    assert report["containment"] == "full"
+    found = properties(report)
+    assert set(found["attempts"].values()) == {"refused (PermissionError)"}
+    uid, home, tmp = found["identity"]
+    assert uid >= FIRST_UID and report["run"]["user"] == str(uid)
+    assert home != os.environ.get("HOME") and Path(home).parent == Path(tmp).parent
     assert report["scores"]["percent_passing_tests"]["value"] == 100
     assert (
         report["scores"]["db_change"]["value"],
@@ -156,28 +167,184 @@ def test_the_repository_cannot_write_the_reference_the_report_root_or_the_tool(
     assert [path.name for path in report_root.iterdir()] == [f"scan_id={report['scan_id']}"]
 
 
-def test_a_user_that_cannot_run_the_interpreter_is_named_and_containment_is_partial(
-    tmp_path: Path,
+#: The repository's tests, which the reference rerun runs too (in its copy of the reference).
+#: In the session, the second test looks for the rerun's test process through /proc (a
+#: launcher whose supervisor the same evaluator started), and writes the session's change into
+#: the rerun's database, through its working folder or the folder names ``run`` uses; the
+#: rerun's waits meanwhile.
+REACH_RERUN = """
+import json, os, sqlite3, sys, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+import app
+
+DROP = Path({drop!r})
+HERE = Path(__file__).resolve()
+IN_RERUN = HERE.parents[1].name == "checkout"
+CHANGE = "UPDATE users SET password = 'pwned' WHERE name = 'admin'"
+
+
+def parent_of(pid):
+    with open(f"/proc/{{pid}}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def launchers_beside_me():
+    evaluator = parent_of(parent_of(os.getpid()))
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            pid = int(entry.name)
+            if pid != os.getpid() and b"_pytest_scoring_launch" in (entry / "cmdline").read_bytes():
+                if parent_of(parent_of(pid)) == evaluator:
+                    found.append(pid)
+        except (ValueError, OSError):
+            continue
+    return found
+
+
+def rewrite(database):
+    try:
+        with sqlite3.connect(f"file:{{database}}?mode=rw", uri=True) as db:
+            db.execute(CHANGE)
+        return "written"
+    except (OSError, sqlite3.Error) as error:
+        return type(error).__name__ + ": " + str(error)
+
+
+def test_login():
+    app.login("bob")
+
+
+def test_reach_the_rerun(record_property):
+    if IN_RERUN:
+        deadline = time.monotonic() + 300
+        while not (DROP / "done").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
+    workspace = HERE.parents[2]
+    info = workspace.stat()
+    record_property("workspace", [info.st_uid, oct(info.st_mode & 0o777), os.getuid()])
+    deadline = time.monotonic() + 300
+    while not (found := launchers_beside_me()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    attempts = {{"launchers": len(found)}}
+    for pid in found:
+        try:
+            cwd = os.readlink(f"/proc/{{pid}}/cwd")
+        except OSError as error:
+            attempts[f"cwd of {{pid}}"] = type(error).__name__
+            continue
+        attempts[cwd] = rewrite(Path(cwd) / "app.db")
+    area = HERE.parents[3]
+    for number in range(1, 30):
+        runs = [area / f"reference-run-{{number}}" / f"checkout-{{n}}" for n in (1, 2, 3)]
+        for guess in (area / f"reference-checkout-{{number}}", *runs):
+            result = rewrite(guess / "checkout" / "app.db")
+            if "unable to open" not in result:
+                attempts[str(guess)] = result
+    record_property("attempts", attempts)
+    (DROP / "done").write_text("done")
+"""
+
+
+def test_the_session_cannot_write_its_change_into_the_reference_reruns_copy(
+    open_folder: Path, drop: Path
 ) -> None:
-    closed = tmp_path / "closed"  # 0700, owned by root: no other user gets through
+    reference = make_app(open_folder / "reference", APP, REFERENCE_TESTS)
+    repo = make_app(open_folder / "repo", APP + ATTACK, REACH_RERUN.format(drop=str(drop)))
+    config = open_folder / "scorers.json"
+    selector = {"rows": {"changed": {"has_one": ["password"]}}}
+    config.write_text(json.dumps({"scorers": [{"type": "db_diff_change", "selector": selector}]}))
+    args = ["--reference", reference, "--config", config, "--python", SYSTEM_PYTHON]
+    result = run_cli(repo, *args, "--report", open_folder / "out")
+    assert result.exit_code == 0, result.output
+    report = only_report(open_folder / "out")
+    found = properties(report)
+    attempts = found["attempts"]
+    assert attempts["launchers"] >= 1, attempts
+    assert "written" not in attempts.values(), attempts
+    assert any(value == "PermissionError" for value in attempts.values()), attempts
+    owner, mode, uid = found["workspace"]
+    assert (owner, mode) == (uid, "0o700") and uid >= FIRST_UID
+    score = report["scores"]["db_diff_change"]
+    assert score["value"] == "C", score
+    assert report["containment"] == "full"
+
+
+def closed_interpreter(folder: Path) -> Path:
+    """Debian's interpreter, named through a folder no other user may enter (as pyenv's is)."""
+    closed = folder / "closed"  # 0700, owned by root: no other user gets through
     closed.mkdir(mode=0o700)
     (closed / "python3").symlink_to(SYSTEM_PYTHON)
+    return closed / "python3"
+
+
+UID_PROBE = """
+import os
+
+def test_uid():
+    assert os.getuid() != 0, "the repository's code ran as root"
+"""
+
+
+def test_an_interpreter_the_children_cannot_run_is_copied_for_them(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_uid.py").write_text(UID_PROBE)
+    python = closed_interpreter(tmp_path)
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", python)
+    assert result.exit_code == 0, result.output
+    assert "cannot run" not in result.output
+    report = only_report(tmp_path / "out")
+    assert report["containment"] == "full", report["containment_reason"]
+    assert int(report["run"]["user"]) >= FIRST_UID
+    assert report["run"]["python"] == str(python)
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+
+
+def test_the_pyenv_interpreter_of_the_readme_runs_the_tests_as_another_user(
+    tmp_path: Path,
+) -> None:
+    """The README's first command as root, with this interpreter (pyenv's, under /root):
+    the repository's code runs as a user id of its own, never as root."""
+    if not sys.base_prefix.startswith("/root/"):
+        pytest.skip(f"this interpreter is not under /root ({sys.base_prefix})")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_uid.py").write_text(UID_PROBE)
+    result = run_cli(repo, "--report", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    report = only_report(tmp_path / "out")
+    assert report["containment"] == "full", report["containment_reason"]
+    assert int(report["run"]["user"]) >= FIRST_UID
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+
+
+def test_without_a_copy_the_user_is_named_and_containment_is_partial(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache of copies that other users could plant into is never used: the tests run as
+    root, and by default that makes the test scores "N"."""
+    monkeypatch.setattr(interpreter, "CACHE", Path(tempfile.gettempdir()) / "planted-cache")
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_ok.py").write_text("def test_ok():\n    pass\n")
-    result = run_cli(repo, "--report", tmp_path / "out", "--python", closed / "python3")
+    python = closed_interpreter(tmp_path)
+    result = run_cli(repo, "--report", tmp_path / "out", "--python", python)
     assert result.exit_code == 0, result.output
-    assert "user nobody cannot run" in result.output
+    assert "cannot run" in result.output and "is writable by other users" in result.output
     report = only_report(tmp_path / "out")
     assert report["containment"] == "partial"
-    assert "user nobody cannot run" in report["containment_reason"]
+    assert "cannot run" in report["containment_reason"]
     assert report["run"]["user"] == "root"
     # The repository's processes ran as root: by default that makes the test scores "N",
     # counted as failed; the evaluator who accepts it names the default set instead.
     score = report["scores"]["percent_passing_tests"]
     assert (score["value"], score["metadata"]["strict_kinds"]) == ("N", ["containment"])
     assert score["metadata"]["counted_as"] == 0
-    args = ("--report", tmp_path / "accepted", "--python", closed / "python3", "--strict=default")
+    args = ("--report", tmp_path / "accepted", "--python", python, "--strict=default")
     assert run_cli(repo, *args).exit_code == 0
     accepted = only_report(tmp_path / "accepted")
     assert accepted["scores"]["percent_passing_tests"]["value"] == 100

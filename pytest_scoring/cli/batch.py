@@ -50,8 +50,10 @@ from pytest_scoring.cli.workers import fork_server
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.evaluation.area import make_runnable
 from pytest_scoring.evaluation.area import new_area
 from pytest_scoring.evaluation.area import user_cannot_run
+from pytest_scoring.evaluation.area import user_pool
 from pytest_scoring.evaluation.assemble import build_scorers
 from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
@@ -207,8 +209,14 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
     plugins = evaluator_plugins(request.template.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
-    users = job_users(request.jobs, request.users)
-    area = new_area(settings.report_root, *request.repositories)
+    pool = user_pool()
+    try:
+        users = job_users(request.jobs, request.users, pool)
+        area = new_area(settings.report_root, *request.repositories)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     try:
         template = request.template
         runner = ChildRunner(
@@ -218,10 +226,11 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             private_folders=True,
             time_limit=REFERENCE_SHARE * template.timeout,
             guard=FileGuard(),
+            users=pool if any(job.user is not None for job in users) else None,
         )
-        shared = _shared_work(settings, scorers, runner, request.repositories)
         notices: list[str] = []
         users = _checked_users(users, runner, notices)
+        shared = _shared_work(settings, scorers, runner, request.repositories)
         options = _options_digest(request.template, parsed, settings)
         reference = shared.reference.digest if shared.reference else None
         runs = _repository_runs(request, options, reference)
@@ -239,6 +248,8 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
     finally:
         if not request.template.keep:
             shutil.rmtree(area, ignore_errors=True)
+        if pool is not None:
+            pool.close()
 
 
 class BatchDisplayFactory:
@@ -270,6 +281,7 @@ def _shared_work(
         expected = load_expected_tests(
             settings.expected_source,
             "--expected-tests",
+            runner,
             route=settings.cache_route,
             never_inside=[*settings.scored_places(), *repositories],
         )
@@ -280,6 +292,7 @@ def _shared_work(
         expected=expected,
         baseline=baseline,
         fingerprints=runner.guard.fingerprints(),
+        python=runner.python,
     )
 
 
@@ -296,18 +309,25 @@ def _baseline(
 
 
 def _checked_users(users: list[JobUser], runner: ChildRunner, notices: list[str]) -> list[JobUser]:
-    """Each job's user, once checked that it can run the interpreter with pytest."""
+    """Each job's user, once checked that it can run the interpreter with pytest (the first
+    with a user id of the pool, and a copy of the interpreter made should they need one)."""
+    problem = None
+    if runner.users is not None:
+        runner.user = users[0].user
+        problem = make_runnable(runner)
     checked = []
-    for job_user in users:
-        problem = None
-        if job_user.user is not None:
+    for index, job_user in enumerate(users):
+        found = problem
+        if found is None and index and job_user.user is not None:
             runner.user = job_user.user
-            problem = user_cannot_run(runner)
-            runner.user = None
-        if problem is not None:
-            notices.append(f"{problem}; its job's tests run as the evaluator's user instead")
-            job_user = JobUser(None, problem)
+            found = user_cannot_run(runner)
+        if found is not None:
+            notices.append(f"{found}; its job's tests run as the evaluator's user instead")
+            job_user = JobUser(None, found)
         checked.append(job_user)
+    runner.user = None
+    if problem is not None:
+        runner.users = None  # the baseline and the expected-tests folder too
     return checked
 
 

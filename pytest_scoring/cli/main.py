@@ -333,8 +333,8 @@ class RunCommand(click.Command):
     "users",
     multiple=True,
     metavar="NAME",
-    help="User the repository's processes run as (root only; default nobody); with --jobs N, "
-    "give it once per job",
+    help="User the repository's processes run as (root only; default: a user id of the run's "
+    "own); with --jobs N, give it once per job",
 )
 @click.option(
     "--jobs",
@@ -368,7 +368,8 @@ class RunCommand(click.Command):
     "limits",
     multiple=True,
     metavar="KIND=SIZE",
-    help="Resource limit of the children: fsize, as or nofile, e.g. as=8G (repeatable)",
+    help="Resource limit of the children: fsize, as, data, nofile, nproc or disk, e.g. "
+    "disk=20G; KIND=none lifts one (repeatable)",
 )
 @click.pass_context
 @reports_user_errors
@@ -395,8 +396,8 @@ def run(
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
 
-    pytest runs in a private copy of REPO, in a contained child (as the user nobody when run
-    as root); the evaluator takes the snapshots, scores and writes its own report.
+    pytest runs in a private copy of REPO, in a contained child (as a user id of its own when
+    run as root); the evaluator takes the snapshots, scores and writes its own report.
     Arguments after -- go to pytest, except --score-* options, which are the evaluator's.
     Shows progress while the runs go on, then the scores.
 

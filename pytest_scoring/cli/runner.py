@@ -6,8 +6,9 @@ repository's code runs only in children that a supervisor contains (docs/securit
 1. the options are read from the evaluator's command line alone, the scorers built, every
    module the evaluator will use imported;
 2. a private area is made; the reference checkout is copied there, then REPO, before any code
-   of REPO runs; the children's user (``--user``, ``nobody`` by default when root) owns the
-   copy of REPO, never the evaluator's files;
+   of REPO runs; the children's user (``--user``, by default a user id of the run's own when
+   root) owns the copy of REPO, never the evaluator's files; the reference rerun, the baseline
+   and an expected-tests folder each run as a user of their own;
 3. the scorers start (database snapshots, the reference rerun), then pytest runs in the copy
    through the supervisor, the launcher and the probe, whose stream gives the outcomes and
    the progress;
@@ -42,13 +43,14 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.core.signals import make_signal
 from pytest_scoring.evaluation.area import EvaluatorsTests
-from pytest_scoring.evaluation.area import check_interpreter
 from pytest_scoring.evaluation.area import copy_reference
 from pytest_scoring.evaluation.area import copy_repository
 from pytest_scoring.evaluation.area import copy_tests_from
 from pytest_scoring.evaluation.area import interpreter_versions
+from pytest_scoring.evaluation.area import make_runnable
 from pytest_scoring.evaluation.area import new_area
 from pytest_scoring.evaluation.area import requested_user
+from pytest_scoring.evaluation.area import user_pool
 from pytest_scoring.evaluation.assemble import build_scorers
 from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
@@ -69,6 +71,7 @@ from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
+from pytest_scoring.process.users import UserPool
 from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import NotStarted
 from pytest_scoring.process.witness import not_started
@@ -191,27 +194,22 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
-    tally = _tally(settings, job.shared.expected if job else None)
-    user, problem = (job.user.user, job.user.problem) if job else requested_user(request.user)
-    area = new_area(settings.report_root, request.repo)
-    runner = ChildRunner(
-        python=request.python or sys.executable,
-        user=user,
-        limits=request.limits,
-        area=area,
-        private_folders=True,
-        time_limit=REFERENCE_SHARE * request.timeout,
-        guard=FileGuard(job.shared.fingerprints if job else None),
-    )
-    if job is not None:
-        runner.environment = dict(job.shared.environment)
+    users = user_pool() if job is None or job.user.user is not None else None
     try:
-        checked = check_interpreter(runner) if job is None and user is not None else None
-        if checked is not None and (problem := checked.problem):
-            say(f"pytest-scoring: {problem}; the tests run as {getpass.getuser()} instead")
-            runner.user, checked = None, None
+        runner, problem = _runner(request, settings, users, job)
+    except BaseException:
+        if users is not None:
+            users.close()
+        raise
+    area = runner.area
+    assert area is not None
+    try:
+        if job is None and runner.users is not None and (unrunnable := make_runnable(runner)):
+            say(f"pytest-scoring: {unrunnable}; the tests run as {getpass.getuser()} instead")
+            runner.user, runner.users, problem = None, None, unrunnable
         # Measured before any code of the repository runs: the child's own word is its claim.
-        versions = (checked and checked.versions) or interpreter_versions(runner)
+        versions = interpreter_versions(runner)
+        tally = _tally(settings, runner, job.shared.expected if job else None)
         shared_reference = job.shared.reference if job else None
         # Hashed before it is copied, for the report's provenance (a batch has done it).
         digest = job.target.inputs["repository"] if job else path_digest(request.repo)
@@ -240,12 +238,46 @@ def run_repository(
             say(f"pytest-scoring: the private area is kept: {area}")
         else:
             shutil.rmtree(area, ignore_errors=True)
+        if users is not None:
+            users.close()
 
 
-def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> OutcomeTally:
+def _runner(
+    request: RunRequest, settings: ScoringSettings, users: UserPool | None, job: BatchJob | None
+) -> tuple[ChildRunner, str | None]:
+    """The run's children (their private area, the session's user, the interpreter), and why
+    containment is partial, if it is.
+
+    :raises OptionError: for a ``--user`` that cannot be used (another run holds it).
+    """
+    if job is not None:
+        user, problem = job.user.user, job.user.problem
+    else:
+        user, problem = requested_user(request.user, users)
+    runner = ChildRunner(
+        python=request.python or sys.executable,
+        user=user,
+        limits=request.limits,
+        area=new_area(settings.report_root, request.repo),
+        private_folders=True,
+        time_limit=REFERENCE_SHARE * request.timeout,
+        guard=FileGuard(job.shared.fingerprints if job else None),
+        # The session as the evaluator (--user root): the other runs are the evaluator's too.
+        users=users if user is not None else None,
+    )
+    if job is not None:  # the interpreter the jobs' users can run, and its environment
+        runner.environment = dict(job.shared.environment)
+        runner.python = job.shared.python or runner.python
+    return runner, problem
+
+
+def _tally(
+    settings: ScoringSettings, runner: ChildRunner, expected: ExpectedTests | None = None
+) -> OutcomeTally:
     """The run's tally, with the expected set (``--expected-tests``) when one is given: a
     folder runs here, on the evaluator's side, never inside the scored repository's pytest.
 
+    :param runner: where a folder's run gets its user.
     :param expected: the set, when a batch has read it already.
     :raises OptionError: for a set that cannot be read or run.
     """
@@ -254,6 +286,7 @@ def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> 
         expected = load_expected_tests(
             settings.expected_source,
             "--expected-tests",
+            runner,
             route=settings.cache_route,
             never_inside=settings.scored_places(),
         )
@@ -345,6 +378,9 @@ def _run(
     state, ending = child.state, child.ending(ended)
     # Every process of the child's tree is gone by now: what the witness saw is final.
     witnessed = witness.signals() if witness is not None else []
+    exceeded = runner.disk_exceeded()  # measured once more now the tests are over
+    if exceeded is not None:
+        evaluation.withheld, evaluation.withheld_as = exceeded, "repository"
     problems = _containment(problems, runner)
     trusted = frozenset(installed.evaluators) if installed is not None else frozenset()
     integrity, side = _integrity(
@@ -365,7 +401,9 @@ def _run(
         evaluation.context.integrity = kept
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
-        evaluation.withheld = _run_failure(ended, pytest_error, request.timeout)
+        evaluation.withheld = evaluation.withheld or _run_failure(
+            ended, pytest_error, request.timeout
+        )
     _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
     result = evaluation.result
     assert result is not None
@@ -373,7 +411,7 @@ def _run(
     result.extra.update(
         containment="partial" if problems else "full",
         containment_reason="; ".join(problems) or None,
-        run=_run_section(runner, ended, state, measured.versions),
+        run=_run_section(request.python or sys.executable, runner, ended, state, measured.versions),
     )
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
@@ -492,14 +530,19 @@ def _score_in_time(evaluation: Evaluation, seconds: float) -> None:
 
 
 def _run_section(
-    runner: ChildRunner, ended: ChildExit, state: ProbeState, versions: dict[str, str | None]
+    python: str,
+    runner: ChildRunner,
+    ended: ChildExit,
+    state: ProbeState,
+    versions: dict[str, str | None],
 ) -> dict[str, Any]:
-    """How the child ran, for ``scores.json``: what the evaluator measured, and apart from
-    it what the child's pytest said of itself (the repository's code can change that)."""
+    """How the child ran, for ``scores.json``: what the evaluator measured (``python``: the
+    interpreter named, which the children may have run a copy of), and apart from it what the
+    child's pytest said of itself (the repository's code can change that)."""
     user = runner.user.name if runner.user is not None else getpass.getuser()
     start = state.start or {}
     return {
-        "python": runner.python,
+        "python": python,
         "user": user,
         "pytest": versions["pytest"],
         "python_version": versions["python"],

@@ -5,10 +5,16 @@ children's user may pass through but not list (0711), holding
 
 * folders only the evaluator can read (0700): the pristine copies of the reference checkout
   and of ``--tests-from`` PATH, the database snapshots, the children's logs;
-* folders the children's user owns: the private copy of REPO that is scored, the copy the
-  reference rerun runs in, a private ``HOME`` and ``TMPDIR``;
+* folders the children's user owns (0700): the private copy of REPO that is scored, a private
+  ``HOME`` and ``TMPDIR``;
+* a folder for each other run (the reference rerun, the baseline, an expected-tests folder),
+  holding the same for that run's own user;
 * the launch kit (launcher, probe, deterministic plugin), readable by all, writable by the
   evaluator only.
+
+As root, every run gets a user id of its own (:mod:`pytest_scoring.process.users`), and an
+interpreter those users cannot run is replaced by a copy they can
+(:mod:`pytest_scoring.process.interpreter`).
 """
 
 from __future__ import annotations
@@ -32,7 +38,11 @@ from pytest_scoring.kit.launch import NO_PYTEST
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.environment import evaluator_pytest_version
+from pytest_scoring.process.interpreter import InterpreterCopyError
+from pytest_scoring.process.interpreter import interpreter_copy
 from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.process.users import FIRST_UID
+from pytest_scoring.process.users import UserPool
 from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
 from pytest_scoring.reference.test_changes import FileChange
 from pytest_scoring.reference.test_changes import compare_tests
@@ -40,8 +50,6 @@ from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.reference.tests_from import TestsFrom
 from pytest_scoring.reference.tests_from import install_tests
 
-#: Who the repository's processes run as when ``run`` runs as root.
-DEFAULT_USER: Final = "nobody"
 #: Seconds the check that the children's user can run the interpreter may take.
 CHECK_TIMEOUT: Final = 120.0
 #: What the check reports.
@@ -76,24 +84,72 @@ def check_report_root_outside(report_root: Path, repo: Path) -> None:
         )
 
 
-def requested_user(name: str | None) -> tuple[ChildUser | None, str | None]:
-    """The children's user, and why containment is partial without one.
+def user_pool() -> UserPool | None:
+    """Where the runs get their users: a pool of locked user ids when root, else None."""
+    return UserPool() if os.geteuid() == 0 else None
 
-    :param name: ``--user`` (default ``nobody`` when root).
-    :raises OptionError: for an unknown user, or ``--user`` without root.
+
+def requested_user(
+    name: str | None, users: UserPool | None = None
+) -> tuple[ChildUser | None, str | None]:
+    """The scored session's user, held for the run, and why containment is partial without one.
+
+    :param name: ``--user`` (as root, default: a user id of the run's own from ``users``).
+    :param users: the evaluator's :func:`user_pool`.
+    :raises OptionError: for an unknown user, ``--user`` without root, or a user another run
+        holds now.
     """
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or users is None:
         if name is not None and name != getpass.getuser():
             raise OptionError(f"--user {name}: only root can run the tests as another user")
         return None, f"not run as root: the tests ran as the evaluator's user {getpass.getuser()}"
-    name = name or DEFAULT_USER
+    if name is None:
+        return users.take(), None
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
         raise OptionError(f"--user: there is no user named {name!r}") from None
     if entry.pw_uid == 0:
         return None, f"--user {name}: the repository's code runs as root, like the evaluator"
-    return ChildUser(name, entry.pw_uid, entry.pw_gid), None
+    user = ChildUser(name, entry.pw_uid, entry.pw_gid)
+    users.claim(user)
+    return user, None
+
+
+def make_runnable(runner: ChildRunner) -> str | None:
+    """Check that the children's users can run the interpreter with pytest; where one cannot
+    (pyenv's, under ``/root``), let the children run a copy they can. Why even that fails (the
+    children then run as the evaluator), or None.
+
+    The users checked: the session's, and a user id of the pool (the other runs' users).
+    """
+    problem = _users_cannot_run(runner)
+    if problem is None:
+        return None
+    try:
+        copy = interpreter_copy(runner.python, runner.environment)
+    except InterpreterCopyError as error:
+        return f"{problem}; no copy of it could be made: {error}"
+    named, environment = runner.python, dict(runner.environment)
+    runner.python = copy.python
+    runner.environment.update(copy.environment)
+    still = _users_cannot_run(runner)
+    if still is not None:
+        runner.python, runner.environment = named, environment
+        return f"{problem}; nor a copy of it ({still})"
+    return None
+
+
+def _users_cannot_run(runner: ChildRunner) -> str | None:
+    if runner.user is not None and (problem := user_cannot_run(runner)):
+        return problem
+    if runner.users is None or (runner.user is not None and runner.user.uid >= FIRST_UID):
+        return None  # a user id of the pool was checked, or there is no pool
+    other = runner.for_another_run("check-user")
+    try:
+        return user_cannot_run(other)
+    finally:
+        other.close()
 
 
 @dataclass(frozen=True)

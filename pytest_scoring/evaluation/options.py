@@ -181,23 +181,38 @@ def _short_flags_stop(letters: str) -> bool:
 
 
 #: ``--limit`` kinds and the :class:`Limits` field each sets.
-LIMIT_KINDS: Final = {"fsize": "file_size", "as": "address_space", "nofile": "open_files"}
-#: The children's limits unless ``--limit`` says otherwise (docs/cli.md).
-DEFAULT_LIMITS: Final = Limits(file_size=4 * 1024**3, address_space=None, open_files=4096)
+LIMIT_KINDS: Final = {
+    "fsize": "file_size",
+    "as": "address_space",
+    "data": "data",
+    "nofile": "open_files",
+    "nproc": "processes",
+    "disk": "disk",
+}
+#: The children's limits unless ``--limit`` says otherwise (docs/cli.md#limits).
+DEFAULT_LIMITS: Final = Limits(
+    file_size=4 * 1024**3,
+    address_space=None,
+    data=16 * 1024**3,
+    open_files=4096,
+    processes=4096,
+    disk=16 * 1024**3,
+)
 _UNITS: Final = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
 def parse_limits(values: Sequence[str]) -> Limits:
     """``--limit KIND=SIZE`` values over the defaults (``none`` lifts a limit).
 
-    :raises OptionError: naming the value that is not ``fsize``, ``as`` or ``nofile`` with a
-        size such as ``512M``.
+    :raises OptionError: naming the value whose kind is not one of :data:`LIMIT_KINDS`, or
+        whose size is not one such as ``512M``.
     """
     limits = DEFAULT_LIMITS
     for value in values:
         kind, _, size = value.partition("=")
         if kind not in LIMIT_KINDS:
-            raise OptionError(f"--limit {value!r}: the kind must be one of fsize, as, nofile")
+            kinds = ", ".join(LIMIT_KINDS)
+            raise OptionError(f"--limit {value!r}: the kind must be one of {kinds}")
         limits = replace(limits, **{LIMIT_KINDS[kind]: _size(value, size)})
     return limits
 

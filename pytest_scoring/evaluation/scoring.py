@@ -25,6 +25,7 @@ from typing import Protocol
 from typing import runtime_checkable
 
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
@@ -170,8 +171,10 @@ class Evaluation:
         #: Why scoring stopped before every scorer ran (Ctrl-C, the deadline), if it did.
         self.stopped: str | None = None
         #: Why every score is "N" although the run is complete: the evaluator's own files
-        #: changed during the run.
+        #: changed during the run, the repository passed a limit.
         self.withheld: str | None = None
+        #: What the report says caused :attr:`withheld` (``metadata.unscored``), when known.
+        self.withheld_as: str | None = None
         #: Private path → the name the report uses instead (``run``'s copy → REPO).
         self.names: dict[str, str] = {}
         self.result: SessionResult | None = None
@@ -298,7 +301,8 @@ class Evaluation:
             self._stoppable(lambda: outcome.append(run_scorer(scorer, self.context)))
             if outcome:
                 return outcome[0]
-        score = error_score(scorer.type, self.stopped or self.withheld or "")
+        cause = {UNSCORED_KEY: self.withheld_as} if self.withheld_as and not self.stopped else {}
+        score = error_score(scorer.type, self.stopped or self.withheld or "", **cause)
         self.context.scores[scorer.name] = score
         return score
 

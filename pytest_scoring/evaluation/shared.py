@@ -8,18 +8,18 @@ evaluator can read, fingerprints them, and hands them to every repository's run,
 the fingerprints before it scores, as a single run checks its own copies.
 
 Repositories scored at the same time never share a user: a repository's processes could
-otherwise signal, trace or write into those of the repository beside it.
+otherwise signal, trace or write into those of the repository beside it. Each job's user id is
+held for the whole batch (:mod:`pytest_scoring.process.users`); the other runs of each
+repository (its reference rerun) get user ids of their own in its worker.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
-from typing import Final
 
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.snapshot import Snapshot
@@ -31,12 +31,9 @@ from pytest_scoring.fs.guard import Fingerprints
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.environment import captured_environment
 from pytest_scoring.process.supervisor import ChildUser
+from pytest_scoring.process.users import UserPool
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.expected import ExpectedTests
-
-#: The user ids of a batch's further jobs when ``--user`` names none (root only): ids that no
-#: user database entry has, from a range that Linux distributions and systemd leave unused.
-JOB_UID_BASE: Final = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -72,6 +69,9 @@ class SharedWork:
     expected: ExpectedTests | None = None
     #: The reference's own tests run once (when a ``db_diff_change`` counts test changes).
     baseline: Baseline | None = None
+    #: The interpreter the children run, when it is a copy of ``--python`` that the jobs'
+    #: users can run (``environment`` has what it needs).
+    python: str | None = None
     #: Of the shared files, checked by every run before it scores.
     fingerprints: Fingerprints = field(default_factory=Fingerprints)
 
@@ -95,16 +95,17 @@ def share_reference(
     return SharedReference(reference, pristine, digest, initial)
 
 
-def job_users(jobs: int, names: Sequence[str]) -> list[JobUser]:
-    """One children's user per job (the first is ``--user``, by default ``nobody``).
+def job_users(jobs: int, names: Sequence[str], users: UserPool | None) -> list[JobUser]:
+    """One children's user per job, held from ``users`` for the whole batch.
 
-    As root, ``--user`` names every job's user or none; without it, jobs after the first run
-    as user ids from :data:`JOB_UID_BASE` on that have no user database entry. Not as root,
-    every job runs as the evaluator's user (partial containment).
+    As root, ``--user`` names every job's user or none; without it, each job gets a user id
+    of its own from the pool. Not as root, every job runs as the evaluator's user (partial
+    containment).
 
-    :raises OptionError: for an unknown user, too few users for the jobs, or one named twice.
+    :raises OptionError: for an unknown user, too few users for the jobs, one named twice, or
+        one that another run holds now.
     """
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 or users is None:
         return [JobUser(*requested_user(names[0] if names else None))] * jobs
     if names:
         if len(set(names)) < len(names):
@@ -114,19 +115,5 @@ def job_users(jobs: int, names: Sequence[str]) -> list[JobUser]:
                 f"--jobs {jobs}: repositories scored at the same time each need a user of "
                 f"their own: give --user {jobs} times, or not at all"
             )
-        return [JobUser(*requested_user(name)) for name in names[:jobs]]
-    users = [JobUser(*requested_user(None))]
-    uid = JOB_UID_BASE
-    while len(users) < jobs:
-        uid += 1
-        if not _has_entry(uid):
-            users.append(JobUser(ChildUser(str(uid), uid, uid)))
-    return users
-
-
-def _has_entry(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
+        return [JobUser(*requested_user(name, users)) for name in names[:jobs]]
+    return [JobUser(users.take()) for _ in range(jobs)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,12 +34,19 @@ def is_regular_file(path: Path) -> bool:
         return False
 
 
-def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
+def copy_tree(
+    source: Path,
+    dest: Path,
+    exclude: Sequence[Path] = (),
+    copy_file: Callable[[Path, Path], object] = clone_file,
+) -> None:
     """Copy ``source`` to the new folder ``dest`` without writing to ``source``.
 
     Copies what the one walk sees (:mod:`pytest_scoring.fs.walk`: all but version control and
     ``exclude``): folders, regular files (as reflinks where the file system allows), and
     symlinks that stay inside, as links.
+
+    :param copy_file: how a regular file is copied (``source``, ``target``).
     """
     source = source.resolve()
     dest.mkdir(parents=True, exist_ok=True)
@@ -49,4 +57,4 @@ def copy_tree(source: Path, dest: Path, exclude: Sequence[Path] = ()) -> None:
         elif entry.is_symlink:
             _copy_symlink(entry.path, source, target)
         elif entry.is_file:
-            clone_file(entry.path, target)
+            copy_file(entry.path, target)

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from pytest_scoring.fs.private import try_lock
+
 #: How often a new folder is made again when a sweep removed it before it was held.
 _ATTEMPTS: Final = 5
 
@@ -31,13 +33,7 @@ def hold(path: Path) -> int | None:
 
     :raises OSError: when ``path`` is not a folder that can be opened.
     """
-    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        return None
-    return descriptor
+    return try_lock(path, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def make_held(make: Callable[[], Path]) -> tuple[Path, int]:

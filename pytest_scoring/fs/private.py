@@ -1,4 +1,5 @@
-"""The evaluator's own files: its caches and a batch's samples (docs/security.md).
+"""The evaluator's own files and folders: its caches, a batch's samples, the locks of the runs'
+user ids, the copies of an interpreter (docs/security.md).
 
 A file or folder is the evaluator's only when its own user owns it, no one else may write it
 and it is not a symlink; a folder is kept where no one else can move it either (each folder
@@ -10,6 +11,7 @@ an old file or a link.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +32,14 @@ def private_problem(path: Path) -> str | None:
     except OSError as error:
         return f"{path}: {error.strerror or error}"
     return _problem(path, info)
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why ``path`` is not a folder that only the evaluator can write, or None when it is."""
+    problem = private_problem(path)
+    if problem is None and not path.is_dir():
+        return f"{path} is not a folder"
+    return problem
 
 
 def _problem(path: Path, info: os.stat_result) -> str | None:
@@ -106,3 +116,15 @@ def copy_hashed(source: Path, target: Path) -> str | None:
                 out.write(block)
         return digest.hexdigest()
     return None
+
+
+def try_lock(path: Path, flags: int, mode: int = 0o600) -> int | None:
+    """A descriptor of ``path`` (opened with ``flags``) holding an exclusive lock on it until
+    it is closed, or None when another process holds the lock."""
+    descriptor = os.open(path, flags | os.O_CLOEXEC, mode)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return None
+    return descriptor

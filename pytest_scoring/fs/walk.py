@@ -50,7 +50,7 @@ class TreeWalk:
     """Walk ``top`` (a folder inside ``root``) in name order, without following symlinks.
 
     Iterate it for the :class:`Entry` of every name, each folder before its contents. Folders
-    named in :data:`SKIPPED_DIRS` and the ``exclude`` folders are not entered; their relative
+    named in ``skipped_names`` and the ``exclude`` folders are not entered; their relative
     paths are collected in :attr:`skipped`, so that callers can tell the user what was left out.
     """
 
@@ -65,22 +65,29 @@ class TreeWalk:
     skip_folder: Callable[[str, Path], bool] | None = None
     #: Relative paths of the folders left out, filled while walking.
     skipped: list[str] = field(default_factory=list)
+    #: Folder names not entered (:data:`SKIPPED_DIRS`); empty to measure a whole tree, where
+    #: nothing may stay unseen.
+    skipped_names: frozenset[str] = SKIPPED_DIRS
 
     def __iter__(self) -> Iterator[Entry]:
         root = self.root.resolve()
         excluded = frozenset(Path(path).resolve() for path in self.exclude)
-        pending = [self.top.resolve() if self.top is not None else root]
+        top = self.top.resolve() if self.top is not None else root
+        # Each folder with its relative path: a child's is its parent's and its name (far
+        # cheaper than parsing every path again, which a large tree notices).
+        pending = [(top, top.relative_to(root).as_posix())]
         while pending:
-            folder = pending.pop()
-            subfolders: list[Path] = []
+            folder, folder_relpath = pending.pop()
+            prefix = "" if folder_relpath == "." else folder_relpath + "/"
+            subfolders: list[tuple[Path, str]] = []
             for item in _sorted_entries(folder):
-                path = Path(item.path)
-                relpath = path.relative_to(root).as_posix()
+                path, relpath = folder / item.name, prefix + item.name
                 if item.is_dir(follow_symlinks=False):
-                    if item.name in SKIPPED_DIRS or path in excluded or self._skips(relpath, path):
+                    skipped = item.name in self.skipped_names or path in excluded
+                    if skipped or self._skips(relpath, path):
                         self.skipped.append(relpath)
                     elif self.recursive:
-                        subfolders.append(path)
+                        subfolders.append((path, relpath))
                         yield Entry(relpath, path, is_symlink=False, is_file=False, is_dir=True)
                     continue
                 is_symlink = item.is_symlink()

@@ -5,6 +5,8 @@ children get, and keeps their folders: the launch kit (launcher, probe and deter
 copied where only the evaluator can write), a private home and temporary folder, logs. Every
 child goes through a supervisor: :meth:`ChildRunner.start_pytest` for a pytest session that
 streams its outcomes through the probe, :meth:`ChildRunner.run_command` for a shell command.
+Another run beside it (the reference rerun, the baseline) gets a runner of its own from
+:meth:`ChildRunner.for_another_run`: a user of its own, the same disk watch.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
 from pytest_scoring.kit.channel import KEY_BYTES
+from pytest_scoring.process.disk import DiskWatch
 from pytest_scoring.process.environment import captured_environment
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import StreamReader
@@ -39,6 +42,7 @@ from pytest_scoring.process.supervisor import ChildSpec
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.process.supervisor import Supervisor
+from pytest_scoring.process.users import UserPool
 from pytest_scoring.process.witness import ChildEnding
 
 #: Longest wait after SIGINT before a pytest child is killed.
@@ -143,10 +147,44 @@ class ChildRunner:
     guard: FileGuard | None = None
     #: How every child so far ended (their containment goes into the report).
     exits: list[ChildExit] = field(default_factory=list)
+    #: Where another run gets a user of its own (``run`` as root); None: it runs as ``user``.
+    users: UserPool | None = None
     _owned_area: bool = False
     _kit: Path | None = None
     _homes: tuple[Path, Path] | None = None
     _count: int = 0
+    #: The bound on what the children write, shared with the runners of other runs.
+    _disk: DiskWatch = field(init=False)
+    #: Made by :meth:`for_another_run`: its user goes back to the pool, the watch goes on.
+    _another_run: bool = False
+
+    def __post_init__(self) -> None:
+        self._disk = DiskWatch(self.limits.disk)
+
+    def for_another_run(self, name: str) -> ChildRunner:
+        """A runner for another run beside this one's (the reference rerun, the baseline, an
+        expected-tests folder): the same interpreter, environment, limits, guard and disk
+        watch, a folder ``name`` of its own in this runner's area, and a user of its own when
+        :attr:`users` has one. Its :meth:`close` removes the folder and gives the user back.
+        """
+        user = self.users.take() if self.users is not None else self.user
+        area = self.folder(name)
+        if user is not None and self.area is not None:
+            self.area.chmod(0o711)  # its user passes through to its own folders
+        runner = ChildRunner(
+            python=self.python,
+            user=user,
+            limits=self.limits,
+            environment=self.environment,
+            area=area,
+            private_folders=self.private_folders,
+            time_limit=self.time_limit,
+            guard=self.guard,
+            exits=self.exits,
+            users=self.users,
+        )
+        runner._disk, runner._owned_area, runner._another_run = self._disk, True, True
+        return runner
 
     def folder(self, name: str) -> Path:
         """A new folder only the evaluator can read (snapshots, logs, pristine copies)."""
@@ -165,6 +203,7 @@ class ChildRunner:
             # The area lets the children's user through, without listing it.
             self.area.chmod(0o711)
         self.give(folder)
+        self._disk.add(folder)
         return folder
 
     def give(self, tree: Path) -> None:
@@ -232,6 +271,7 @@ class ChildRunner:
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
+        self._disk.add(log.parent)
         read_end, write_end = os.pipe()
         key_end = _key_pipe(key)
         options = [f"{launch.STREAM_FD}{write_end}", f"{launch.KEY_FD}{key_end}"]
@@ -253,8 +293,9 @@ class ChildRunner:
                     user=self.user,
                     limits=self.limits,
                     pass_fds=[write_end, key_end],
+                    cgroup=self.user is not None,
                 )
-                supervisor = Supervisor(spec)
+                supervisor = self._start(spec)
         except BaseException:
             os.close(read_end)
             raise
@@ -263,7 +304,7 @@ class ChildRunner:
             os.close(key_end)
         state = ProbeState(root=cwd, key=key, tally=tally or OutcomeTally())
         reader = StreamReader(read_end, state)
-        return PytestChild(supervisor, reader, log, self.exits.append)
+        return PytestChild(supervisor, reader, log, lambda ended: self._ended(supervisor, ended))
 
     def run_command(
         self,
@@ -287,16 +328,30 @@ class ChildRunner:
             timeout=timeout,
             user=self.user,
             limits=self.limits,
+            cgroup=self.user is not None,
         )
-        supervisor = Supervisor(spec)
+        supervisor = self._start(spec)
         try:
             ended = supervisor.wait()
         except BaseException:  # Ctrl-C or the scoring deadline while the command runs
             supervisor.kill()
-            self.exits.append(supervisor.wait())
+            self._ended(supervisor, supervisor.wait())
             raise
-        self.exits.append(ended)
+        self._ended(supervisor, ended)
         return ended
+
+    def _start(self, spec: ChildSpec) -> Supervisor:
+        supervisor = Supervisor(spec)
+        self._disk.track(supervisor)  # killed at once when the disk bound is passed
+        return supervisor
+
+    def _ended(self, supervisor: Supervisor, ended: ChildExit) -> None:
+        self._disk.untrack(supervisor)
+        self.exits.append(ended)
+
+    def disk_exceeded(self) -> str | None:
+        """Why the children wrote more than ``--limit disk`` allows (measured now), or None."""
+        return self._disk.check()
 
     def containment_problems(self) -> list[str]:
         """Why some child was not fully contained (empty when every one was)."""
@@ -305,10 +360,15 @@ class ChildRunner:
         )
 
     def close(self) -> None:
-        """Remove the folders this runner made."""
+        """Remove the folders this runner made; give back a user of its own."""
+        if not self._another_run:
+            self._disk.stop()
         if self._owned_area and self.area is not None:
             shutil.rmtree(self.area, ignore_errors=True)
             self.area, self._owned_area, self._kit, self._homes = None, False, None, None
+        if self._another_run and self.users is not None and self.user is not None:
+            self.users.release(self.user)
+            self.user = None
 
 
 def _key_pipe(key: bytes) -> int:

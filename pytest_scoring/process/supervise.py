@@ -10,7 +10,9 @@ other children. It reads what to run as one JSON object on standard input, then:
    to init, so none can leave its tree;
 2. starts the child in a session of its own, as another user when asked (the evaluator runs as
    root), with its standard output and error on the descriptors it was given, and the resource
-   limits (file size, address space, open files) lowered for good;
+   limits (file size, address space, data, open files, processes) lowered for good; where
+   cgroup v2 allows (:mod:`.cgroup`), in a cgroup of its own whose ``pids.max`` and
+   ``memory.max`` bound the whole tree instead of the data and process limits;
 3. forwards SIGINT to the child's process group, and at the deadline sends SIGINT itself and
    SIGKILL after the grace period; SIGTERM kills at once;
 4. when the child has exited, SIGKILLs every process left in its tree and reaps them, looking
@@ -24,7 +26,8 @@ Its first line on standard output, once the child runs and signals are watched, 
 no signal before it.
 
 Elsewhere than on Linux it kills the child's process group at the end and says containment was
-partial. Standard library only: it starts fast and trusts nothing beside it.
+partial. Standard library only (with :mod:`.cgroup`, which is too): it starts fast and trusts
+nothing beside it.
 """
 
 from __future__ import annotations
@@ -44,13 +47,18 @@ from collections.abc import Iterable
 from typing import Any
 from typing import Final
 
+from pytest_scoring.process import cgroup
+from pytest_scoring.process.cgroup import RunCgroup
+
 PR_SET_PDEATHSIG: Final = 1
 PR_SET_CHILD_SUBREAPER: Final = 36
 #: Resource limits a specification may set, by key.
 LIMITS: Final = {
     "fsize": resource.RLIMIT_FSIZE,
     "as": resource.RLIMIT_AS,
+    "data": resource.RLIMIT_DATA,
     "nofile": resource.RLIMIT_NOFILE,
+    "nproc": resource.RLIMIT_NPROC,
 }
 #: How long the final sweep keeps killing (a process stuck in the kernel cannot die at once).
 SWEEP_LIMIT: Final = 30.0
@@ -91,6 +99,20 @@ def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
             _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
     return prepare
+
+
+def _run_cgroup(wanted: bool, limits: dict[str, int]) -> RunCgroup | None:
+    """A cgroup for the child's tree, when asked for and possible: it bounds the tree's
+    processes and memory instead of ``limits``' ``nproc`` and ``data``, taken out of them."""
+    if not wanted or cgroup.unavailable() is not None:
+        return None
+    try:
+        made = RunCgroup.make(limits.get("nproc"), limits.get("data"))
+    except OSError:  # no delegation here: the resource limits hold instead
+        return None
+    limits.pop("nproc", None)
+    limits.pop("data", None)
+    return made
 
 
 def descendants(pid: int) -> list[int]:
@@ -138,32 +160,43 @@ class Supervision:
         self._interrupted_at: float | None = None
         self._killed = False
         self.subreaper_problem: str | None = None
+        self.cgroup: RunCgroup | None = None
 
     def start(self, subreaper_problem: str | None) -> None:
         spec = self.spec
         user = spec.get("user") or {}
         passed = [int(fd) for fd in spec.get("pass_fds", [])]
         outputs = {int(spec["stdout_fd"]), int(spec["stderr_fd"])}
+        limits = dict(spec.get("limits") or {})
+        self.cgroup = _run_cgroup(bool(spec.get("cgroup")), limits)
+        entered = self.cgroup.entered() if self.cgroup else contextlib.nullcontext()
         try:
-            self.child = subprocess.Popen(
-                spec["argv"],
-                cwd=spec["cwd"],
-                env=spec["env"],
-                stdin=subprocess.DEVNULL,
-                stdout=int(spec["stdout_fd"]),
-                stderr=int(spec["stderr_fd"]),
-                pass_fds=passed,
-                start_new_session=True,
-                user=user.get("uid"),
-                group=user.get("gid"),
-                extra_groups=[] if user else None,
-                preexec_fn=_prepare_child(spec.get("limits") or {}),
-            )
+            with entered:
+                self.child = self._popen(spec, user, passed, limits)
         finally:
             for fd in {*passed, *outputs} - {0, 1, 2}:  # the child holds them now
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.subreaper_problem = subreaper_problem
+
+    @staticmethod
+    def _popen(
+        spec: dict[str, Any], user: dict[str, int], passed: list[int], limits: dict[str, int]
+    ) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            spec["argv"],
+            cwd=spec["cwd"],
+            env=spec["env"],
+            stdin=subprocess.DEVNULL,
+            stdout=int(spec["stdout_fd"]),
+            stderr=int(spec["stderr_fd"]),
+            pass_fds=passed,
+            start_new_session=True,
+            user=user.get("uid"),
+            group=user.get("gid"),
+            extra_groups=[] if user else None,
+            preexec_fn=_prepare_child(limits),
+        )
 
     def watch(self) -> None:
         """Wait for the child to exit, forwarding SIGINT and keeping the deadline."""
@@ -202,6 +235,8 @@ class Supervision:
             self._killed = True
             _signal_group(self.child.pid, signal.SIGKILL)
             _signal_all(descendants(os.getpid()) if _LIBC is not None else [], signal.SIGKILL)
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
 
     def _reap(self) -> bool:
         """Reap every exited child (orphans included); True once the main child is done."""
@@ -226,9 +261,13 @@ class Supervision:
             return 0
         give_up = time.monotonic() + SWEEP_LIMIT
         while True:
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
             self._reap()
             left = descendants(os.getpid())
             if not left or time.monotonic() > give_up:
+                if self.cgroup is not None:
+                    self.cgroup.remove()
                 return len(left)
             _signal_all(left, signal.SIGKILL)
             signal.sigtimedwait([signal.SIGCHLD], 0.05)

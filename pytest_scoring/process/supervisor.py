@@ -44,13 +44,39 @@ class Limits:
 
     #: Largest file it may write, in bytes (``RLIMIT_FSIZE``).
     file_size: int | None = None
-    #: Largest address space, in bytes (``RLIMIT_AS``).
+    #: Largest address space of one process, in bytes (``RLIMIT_AS``).
     address_space: int | None = None
+    #: Largest data segment of one process (its heap and private writable mappings), in bytes
+    #: (``RLIMIT_DATA``): bounds memory without the address space that runtimes reserve.
+    data: int | None = None
     #: Most open files (``RLIMIT_NOFILE``).
     open_files: int | None = None
+    #: Most processes and threads of the children's user (``RLIMIT_NPROC``, machine-wide).
+    processes: int | None = None
+    #: Most bytes on disk of everything the children can write (the runner's disk watch).
+    disk: int | None = None
 
-    def to_spec(self) -> dict[str, int]:
-        values = {"fsize": self.file_size, "as": self.address_space, "nofile": self.open_files}
+    def options(self) -> dict[str, int | None]:
+        """Every limit under its ``--limit`` kind (the report's options)."""
+        return {
+            "fsize": self.file_size,
+            "as": self.address_space,
+            "data": self.data,
+            "nofile": self.open_files,
+            "nproc": self.processes,
+            "disk": self.disk,
+        }
+
+    def to_spec(self, own_user: bool = True) -> dict[str, int]:
+        """The resource limits the supervisor sets, by kind.
+
+        :param own_user: the child runs as a user of its own; else ``nproc`` is left out, as
+            it would count the evaluator's own processes.
+        """
+        values = self.options()
+        del values["disk"]
+        if not own_user:
+            del values["nproc"]
         return {key: value for key, value in values.items() if value is not None}
 
 
@@ -104,6 +130,8 @@ class ChildSpec:
     limits: Limits = field(default_factory=Limits)
     #: Further descriptors the child inherits under the same numbers (the probe's channel).
     pass_fds: Sequence[int] = ()
+    #: A cgroup of its own for the child's tree where cgroup v2 allows (a user of its own).
+    cgroup: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,7 +144,8 @@ class ChildSpec:
             "timeout": self.timeout,
             "grace": self.grace,
             "user": None if self.user is None else {"uid": self.user.uid, "gid": self.user.gid},
-            "limits": self.limits.to_spec(),
+            "limits": self.limits.to_spec(own_user=self.user is not None),
+            "cgroup": self.cgroup,
         }
 
 

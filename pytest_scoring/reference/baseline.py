@@ -147,8 +147,8 @@ def baseline_for(
     :param folder: a private folder of the caller (the evaluator's alone) that receives the
         final databases; it must outlive every diff against them.
     :param timeout: seconds from this call until the run is killed.
-    :param like: a runner whose environment, limits and private ``HOME``/``TMPDIR`` the
-        run's child gets (never its user: the baseline runs as the evaluator).
+    :param like: the evaluation's runner: the run gets a runner of its own from it
+        (:meth:`~ChildRunner.for_another_run`: its environment and limits, a user of its own).
     :param cancel: set it to kill the run at once.
     :param wait_for: on a machine with few cores, start the run only once this is set (the
         reference rerun finished), rather than compete with it.
@@ -191,20 +191,15 @@ def _run(
     cancel: threading.Event | None,
 ) -> tuple[ChildRun, Snapshot | None]:
     """Copy the reference, run its tests there, snapshot its databases into ``folder``."""
-    work = folder / "run"
-    work.mkdir(mode=0o700)
+    owned = like is None
     like = like or ChildRunner()
-    runner = ChildRunner(
-        python=options.python,
-        limits=like.limits,
-        environment=like.environment,
-        area=work,
-        private_folders=like.private_folders,
-    )
+    runner = like.for_another_run("baseline-run")
+    runner.python = options.python
     try:
-        copy = runner.folder("checkout") / "checkout"
+        copy = runner.workspace("checkout") / "checkout"
         excluded = [reference / path for path in options.excluded]
         copy_tree(reference, copy, exclude=excluded)
+        runner.give(copy)
         listed = own_tests_arguments(copy) if options.tests_from else []
         run = run_child(
             runner,
@@ -223,7 +218,8 @@ def _run(
         return run, final
     finally:
         runner.close()
-        shutil.rmtree(work, ignore_errors=True)
+        if owned:
+            like.close()
 
 
 def from_run(

@@ -80,6 +80,7 @@ def normalise_id(nodeid: str) -> str:
 def load_expected_tests(
     path: Path,
     option: str = OPTION,
+    like: ChildRunner | None = None,
     *,
     route: CacheRoute = "in-process",
     never_inside: Sequence[Path] = (),
@@ -87,13 +88,15 @@ def load_expected_tests(
     """Read (or run) SOURCE.
 
     :param option: the option that named it, for messages.
+    :param like: the evaluation's runner, whose :meth:`~ChildRunner.for_another_run` runs a
+        folder (as a user of its own under ``run`` as root).
     :param route: the part of the evaluator's cache a folder's run is kept in.
     :param never_inside: folders a scored repository can write: no cache is kept there.
     :raises OptionError: naming the option and what is wrong with SOURCE.
     """
     if path.is_dir():
         cache = PrivateCache.open(CACHE_KIND, route, never_inside)
-        outcomes, dropped = run_source_folder(path, cache, option)
+        outcomes, dropped = run_source_folder(path, cache, option, like)
         return ExpectedTests(outcomes, str(path), dropped)
     try:
         text = path.read_text(encoding="utf-8")
@@ -163,10 +166,12 @@ def cache_key(folder: Path) -> str:
 
 
 def run_source_folder(
-    folder: Path, cache: PrivateCache, option: str = OPTION
+    folder: Path, cache: PrivateCache, option: str = OPTION, like: ChildRunner | None = None
 ) -> tuple[dict[str, ExpectedOutcome], list[str]]:
     """The expected outcomes of a source folder's tests and the ids left out, from ``cache``
     when it holds them, else run and kept there.
+
+    :param like: the evaluation's runner (None: the folder runs as the evaluator's user).
 
     :raises OptionError: when the run fails, times out or collects no test.
     """
@@ -175,10 +180,11 @@ def run_source_folder(
     found = _read_cache(cache, key)
     if found is not None:
         return found
-    children = ChildRunner()  # the evaluator's own folder: run as the evaluator's user
+    children = ChildRunner() if like is None else like.for_another_run("expected")
     try:
-        copy = children.folder("expected") / "copy"
+        copy = children.workspace("expected") / "copy"
         copy_tree(folder, copy)
+        children.give(copy)
         timeout = reference_timeout()
         run = run_child(children, copy, FOLDER_ARGS, timeout)
     finally:

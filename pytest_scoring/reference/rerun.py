@@ -11,8 +11,9 @@ Every diff streams its rows into a SQLite file (:mod:`pytest_scoring.db.diff_sto
 the diff-of-diffs is split; selectors read their part back row by row, so memory does not
 grow with the number of changed rows (issue 12).
 
-The rerun is a child of the evaluation's :class:`~pytest_scoring.process.children.ChildRunner`:
-supervised, as the children's user, in a copy that user owns.
+The rerun runs beside the session, so never as its user: it gets a runner of its own
+(:meth:`~pytest_scoring.process.children.ChildRunner.for_another_run`), supervised, as a user
+of its own under ``run`` as root, in a copy only that user owns.
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ class ReferenceRerun:
         self.baseline: BaselineRun | None = None
         #: The evaluator's files (the initial snapshot), and the copy the rerun may write.
         self._workdir = children.folder("reference")
-        self._checkout = children.workspace("reference-checkout")
+        self._runner = children.for_another_run("reference-run")
+        self._checkout = self._runner.workspace("checkout")
         self._store: DiffStore | None = None
         self._store_dir: Path | None = None
         self._side: ReferenceSide | None = None
@@ -157,7 +159,7 @@ class ReferenceRerun:
         # The report root and our own folders are never copied (a reference above /tmp…).
         reference = self.settings.reference
         excluded = self.settings.excluded_folders(reference)
-        own = [self.settings.report_root, workdir, copy.parent]
+        own = [self.settings.report_root, workdir, copy.parent, *self._areas()]
         copy_tree(reference, copy, exclude=[*own, *excluded])
         initial = self.initial
         if initial is None:
@@ -169,9 +171,9 @@ class ReferenceRerun:
         if self.settings.tests_from_is_reference():
             return ReferenceSide(initial, *self._baseline_run())
         tests, args = self._tests(copy)
-        self.children.give(copy)
+        self._runner.give(copy)
         run = run_child(
-            self.children,
+            self._runner,
             copy,
             [*args, *self.settings.selection],
             self.timeout,
@@ -181,6 +183,11 @@ class ReferenceRerun:
         self.child_done.set()
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
+
+    def _areas(self) -> list[Path]:
+        """The evaluation's private area, should the reference hold it (a checkout above
+        the temporary folder)."""
+        return [self.children.area] if self.children.area is not None else []
 
     def _tests(self, copy: Path) -> tuple[CopiedTests, list[str]]:
         """The tests the rerun runs, put into its copy, and their pytest arguments: PATH's
@@ -268,7 +275,7 @@ class ReferenceRerun:
         if self._thread.is_alive():
             self._thread.join()
         shutil.rmtree(self._workdir, ignore_errors=True)
-        shutil.rmtree(self._checkout, ignore_errors=True)
+        self._runner.close()
         if self._store is not None:
             self._store.close()
             self._store = None
