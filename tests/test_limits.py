@@ -73,8 +73,10 @@ def test_the_limits_have_defaults_and_each_kind_can_be_set_or_lifted() -> None:
         "nofile": 4096,
         "nproc": 4096,
         "disk": 16 * 1024**3,
+        "tests": 100_000,
     }
-    limits = parse_limits(["nproc=64", "disk=50M", "data=none", "as=8G"])
+    limits = parse_limits(["nproc=64", "disk=50M", "data=none", "as=8G", "tests=20"])
+    assert limits.tests == 20
     assert (limits.processes, limits.disk, limits.data) == (64, 50 * 1024**2, None)
     assert limits.address_space == 8 * 1024**3
     with pytest.raises(OptionError, match="the kind must be one of fsize, as, data, nofile"):
@@ -130,6 +132,33 @@ def test_a_fork_storm_meets_the_process_limit_and_the_run_is_scored(tmp_path: Pa
     assert report["containment"] == "full", report["containment_reason"]
     assert report["scores"]["percent_passing_tests"]["value"] == 100, report["tests"]
     assert report["complete"] is True
+
+
+#: Many trivial tests: the evaluator's memory grows with each test it records.
+MANY_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("number", range(40))
+def test_number(number):
+    assert number >= 0
+"""
+
+
+@pytest.mark.slow
+def test_tests_past_the_limit_are_left_out_and_the_test_scores_say_so(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_many.py").write_text(MANY_TESTS)
+    report_root = tmp_path / "out"
+    result = run_cli(repo, "--report", report_root, "--limit", "tests=25", TAMPERING_ONLY)
+    assert result.exit_code == 0, result.output
+    report = only_report(report_root)
+    assert len(report["tests"]["tests"]) == 25
+    score = report["scores"]["percent_passing_tests"]
+    assert score["value"] == "N"
+    assert score["metadata"]["unscored"] == "repository"
+    assert "the session ran more than 25 tests" in score["explanation"]
+    assert not {s["kind"] for s in report["integrity"]} & {"stream_forged", "exit_mismatch"}
 
 
 @pytest.mark.slow

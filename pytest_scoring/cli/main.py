@@ -368,8 +368,8 @@ class RunCommand(click.Command):
     "limits",
     multiple=True,
     metavar="KIND=SIZE",
-    help="Resource limit of the children: fsize, as, data, nofile, nproc or disk, e.g. "
-    "disk=20G; KIND=none lifts one (repeatable)",
+    help="Resource limit of the children: fsize, as, data, nofile, nproc, disk or tests, "
+    "e.g. disk=20G; KIND=none lifts one (repeatable)",
 )
 @click.pass_context
 @reports_user_errors

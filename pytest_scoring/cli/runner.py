@@ -399,6 +399,12 @@ def _run(
         evaluation.context.not_started = black_box_refusal(state.refused)
         kept = [signal for signal in integrity if signal["kind"] != "early_end"]
         evaluation.context.integrity = kept
+    if state.past_max_tests:
+        evaluation.context.not_started = NotStarted(
+            f"the session ran more than {runner.limits.tests:,} tests, the most the evaluator "
+            "records (--limit tests=N raises it)",
+            unscored="repository",
+        )
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
         evaluation.withheld = evaluation.withheld or _run_failure(

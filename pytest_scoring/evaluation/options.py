@@ -188,6 +188,7 @@ LIMIT_KINDS: Final = {
     "nofile": "open_files",
     "nproc": "processes",
     "disk": "disk",
+    "tests": "tests",
 }
 #: The children's limits unless ``--limit`` says otherwise (docs/cli.md#limits).
 DEFAULT_LIMITS: Final = Limits(
@@ -197,6 +198,7 @@ DEFAULT_LIMITS: Final = Limits(
     open_files=4096,
     processes=4096,
     disk=16 * 1024**3,
+    tests=100_000,
 )
 _UNITS: Final = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 

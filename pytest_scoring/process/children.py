@@ -303,6 +303,7 @@ class ChildRunner:
             os.close(write_end)  # the child holds it now: the stream ends when its tree does
             os.close(key_end)
         state = ProbeState(root=cwd, key=key, tally=tally or OutcomeTally())
+        state.max_tests = self.limits.tests
         reader = StreamReader(read_end, state)
         return PytestChild(supervisor, reader, log, lambda ended: self._ended(supervisor, ended))
 

@@ -168,8 +168,14 @@ class ProbeState:
     phases: int = 0
     #: Characters of ``user_properties`` the tally may still keep (:data:`MAX_PROPERTY_CHARS`).
     property_chars: int = MAX_PROPERTY_CHARS
+    #: Most tests recorded (``--limit tests``; None: no limit): the tests past it are left
+    #: out, and :attr:`past_max_tests` says so.
+    max_tests: int | None = None
+    past_max_tests: bool = False
     chain: ChainCheck = field(init=False)
     _done: set[str] = field(default_factory=set)
+    #: Every test id recorded, while a limit is set.
+    _recorded: set[str] = field(default_factory=set)
     _current: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -243,14 +249,28 @@ class ProbeState:
         nodeids = line.get("nodeids")
         if not isinstance(nodeids, list) or not all(isinstance(n, str) for n in nodeids):
             return False
-        self.tally.record_collected(nodeids)
         self.collected = (self.collected or 0) + len(nodeids)
+        self.tally.record_collected([nodeid for nodeid in nodeids if self._records(nodeid)])
+        return True
+
+    def _records(self, nodeid: str) -> bool:
+        """Whether the test ``nodeid`` is recorded: always, unless it would be one more than
+        :attr:`max_tests` (the evaluator's memory grows with each)."""
+        if self.max_tests is None or nodeid in self._recorded:
+            return True
+        if len(self._recorded) >= self.max_tests:
+            self.past_max_tests = True
+            return False
+        self._recorded.add(nodeid)
         return True
 
     def _phase(self, line: dict[str, Any]) -> bool:
         record = _phase_record(line)
         if record is None:
             return False
+        if not self._records(record["nodeid"]):
+            self.phases += 1  # it verified: the end record counts it
+            return True
         self._keep_properties(record)
         self.phases += 1
         self.tally.record_phase(record)

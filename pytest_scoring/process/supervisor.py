@@ -55,6 +55,9 @@ class Limits:
     processes: int | None = None
     #: Most bytes on disk of everything the children can write (the runner's disk watch).
     disk: int | None = None
+    #: Most tests of one session the evaluator records from the probe's stream (its memory
+    #: grows with each test: about 2 KB).
+    tests: int | None = None
 
     def options(self) -> dict[str, int | None]:
         """Every limit under its ``--limit`` kind (the report's options)."""
@@ -65,6 +68,7 @@ class Limits:
             "nofile": self.open_files,
             "nproc": self.processes,
             "disk": self.disk,
+            "tests": self.tests,
         }
 
     def to_spec(self, own_user: bool = True) -> dict[str, int]:
@@ -74,7 +78,7 @@ class Limits:
             it would count the evaluator's own processes.
         """
         values = self.options()
-        del values["disk"]
+        del values["disk"], values["tests"]
         if not own_user:
             del values["nproc"]
         return {key: value for key, value in values.items() if value is not None}
