@@ -42,7 +42,7 @@ def test_score_markdown_writes_the_score_table(pytester: pytest.Pytester) -> Non
         ["percent_failing_tests", "50"],
     ]
     assert rows[1][3] == "mean=50, stderr=0, accuracy_at_100=0"
-    assert "tests: 1 passed, 1 failed (total 2)" in html
+    assert "tests: 1 passed, 1 failed = 2 counted" in html
     assert "<code>test_score_markdown_writes_the_score_table.py::test_broken</code>" in html
     assert "assert 1 == 2" in html
 

@@ -33,6 +33,7 @@ from pytest_scoring.core.rule import phase_message
 from pytest_scoring.core.rule import phase_outcome
 from pytest_scoring.core.rule import worse
 from pytest_scoring.core.score import cap_text
+from pytest_scoring.text import tests_text
 
 
 class TestRecord(TypedDict):
@@ -327,6 +328,18 @@ class OutcomeTally:
     def _not_run(self) -> list[str]:
         finished = self._finished()
         return sorted(nodeid for nodeid in self.collected if nodeid not in finished)
+
+    def counted_not_run(self) -> int:
+        """How many of the tests counted in ``total`` never ran: every one without an
+        expected set (counted as ``failed``), those it lists with one (``missing``)."""
+        not_run = self.not_run()
+        if self.expected is None:
+            return len(not_run)
+        return sum(1 for nodeid in not_run if nodeid in self.expected)
+
+    def text(self) -> str:
+        """The counts in the views' one wording (:func:`pytest_scoring.text.tests_text`)."""
+        return tests_text(self.counts(), self.counted_not_run(), self.expected is not None)
 
     def missing(self) -> list[str]:
         """Expected tests with no final outcome (not collected, deselected, not run…)."""

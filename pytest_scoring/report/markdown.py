@@ -208,7 +208,7 @@ def score_markdown(content: Mapping[str, Any], report_folder: Path | None = None
     else:
         lines = [f"### Scores: {code(repository)}", ""]
         lines += _scores_table(content)
-        lines += ["", escape(counts_line(dict(content)))]
+        lines += ["", escape(counts_line(content))]
     if not content.get("complete", True):
         lines += ["", "**Incomplete**: the session was interrupted or a scorer crashed."]
     lines += _failing_tests(content) + _integrity(content) + _tests_modified(content)

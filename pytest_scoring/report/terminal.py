@@ -11,7 +11,7 @@ from typing import NamedTuple
 from pytest_scoring.core.score import is_tampering
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import signal_count
-from pytest_scoring.text import outcome_counts
+from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import plural
 from pytest_scoring.text import value_text
 
@@ -100,11 +100,11 @@ def samples_line(content: dict[str, Any]) -> str:
     return f"repositories: {len(samples)}" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def counts_line(content: dict[str, Any]) -> str:
-    """``tests: 3 passed, 1 failed, 2 errors (total 6)`` from a ``scores.json``."""
-    counts = dict((content.get("tests") or {}).get("counts") or {})
-    total = counts.pop("total", 0)
-    return f"tests: {outcome_counts(counts) or 'none'} (total {value_text(total)})"
+def counts_line(content: Mapping[str, Any]) -> str:
+    """``tests: 3 passed, 1 failed, 2 errors = 6 counted; not counted: 1 skipped`` from a
+    ``scores.json``, in the one wording of :func:`~pytest_scoring.text.tests_text`."""
+    tests = content.get("tests")
+    return f"tests: {report_tests_text(tests if isinstance(tests, dict) else {})}"
 
 
 class KindSummary(NamedTuple):

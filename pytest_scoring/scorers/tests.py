@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from typing import Final
-from typing import Literal
 from typing import final
 
 from pytest_scoring.core.metrics import Metric
@@ -16,7 +15,6 @@ from pytest_scoring.core.metrics import mean
 from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.metrics import threshold_accuracy
 from pytest_scoring.core.outcomes import OutcomeTally
-from pytest_scoring.core.rule import OUTCOMES
 from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INCORRECT
 from pytest_scoring.core.score import METADATA_LIST_CAP
@@ -31,7 +29,6 @@ from pytest_scoring.core.score import make_score
 from pytest_scoring.core.signals import tampering_kinds
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import value_text
 
 
@@ -145,21 +142,6 @@ def _missing_fixtures(context: ScoringContext) -> str | None:
     return missing_fixtures_note(installed.fixtures_gone, messages)
 
 
-#: The counts an explanation shows after the outcomes.
-_SET_COUNTS: Final[tuple[Literal["missing", "not_run", "extra"], ...]] = (
-    "missing",
-    "not_run",
-    "extra",
-)
-
-
-def _explain(tally: OutcomeTally) -> str:
-    counts = tally.counts()
-    shown: dict[str, int] = {outcome: counts[outcome] for outcome in OUTCOMES}
-    shown.update({name: counts[name] for name in _SET_COUNTS})
-    return outcome_counts(shown) or "no tests ran"
-
-
 def tampering(context: ScoringContext) -> list[str]:
     """The strict kinds among the session's signals that are not the evaluator's: when there
     is one, the test scores are ``"N"`` (docs/scoring.md#integrity)."""
@@ -191,7 +173,7 @@ class TestScorer:
         metadata = test_metadata(context)
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
-        explanation = _explain(context.tally)
+        explanation = context.tally.text()
         missing_fixtures = _missing_fixtures(context)
         if missing_fixtures is not None:
             explanation = f"{explanation}; {missing_fixtures}"
