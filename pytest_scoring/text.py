@@ -100,7 +100,9 @@ def report_tests_text(tests: Mapping[str, Any]) -> str:
     if not isinstance(missing, list):
         return tests_text(counts, _count(counts.get("not_run")), expected=False)
     not_run = tests.get("not_run")
-    never_ran = {nodeid for nodeid in not_run if isinstance(nodeid, str)} if isinstance(
-        not_run, list
-    ) else set()
+    never_ran = (
+        {nodeid for nodeid in not_run if isinstance(nodeid, str)}
+        if isinstance(not_run, list)
+        else set()
+    )
     return tests_text(counts, len(never_ran.intersection(map(str, missing))), expected=True)

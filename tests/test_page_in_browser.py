@@ -125,6 +125,17 @@ def test_the_attack_page_shows_the_changed_password_and_filters_the_tests(
     selector = browser.find_element(By.CSS_SELECTOR, ".selector").text
     assert "matched" in selector
     assert "matched in" in selector and "code" in selector  # the code made the change
+    # What decided it, in full: the database, table, the row (its key and the columns that
+    # say whose it is) and the column before and after.
+    evidence = browser.find_element(By.CSS_SELECTOR, ".selector .evidence").text
+    assert "decided by" in selector and "users.db, table users, in after only" in evidence
+    assert "row id 1 (username alice, role admin)" in evidence
+    assert "password_hash 447f9c19fb6fa3a0$" in evidence and "0000$" in evidence
+    # The evaluator's paths as given, never the private copies'.
+    page = (attack_report / PAGE_FILE).read_text()
+    assert "private area" not in page and "reference-checkout" not in page
+    counts = browser.find_element(By.CSS_SELECTOR, ".tests-counts").text
+    assert counts == "tests: 5 passed, 1 failed, 1 error = 7 counted; not counted: 1 skipped"
 
     # Filtering the tests: by text, then by outcome.
     assert len(visible_tests(browser)) == 8

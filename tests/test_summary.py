@@ -22,8 +22,8 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.text import number_text
 from pytest_scoring.text import outcome_counts
-from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import plural
+from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import value_text
 
 THREE_OF_FOUR = """
@@ -207,8 +207,8 @@ def test_one_database_and_one_changed_row_read_in_the_singular(pytester: pytest.
     result = pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(
         [
-            "db_change: C  (the session changed the databases "
-            "(1 database, 0 rows added, 0 rows removed, 1 row changed))"
+            "db_change: C  (the session changed the databases: app.db, table users, row id=1: "
+            "role 'user' → 'admin' (1 database, 1 row changed))"
         ]
     )
 

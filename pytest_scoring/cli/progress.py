@@ -1,9 +1,9 @@
 """``run``'s progress, read from the probe's stream: a spinner on a terminal, lines elsewhere.
 
 On a terminal one status line says how many tests are done out of those collected, how many
-passed, failed, errored and have not run yet, the elapsed time and the test running now. When the output is not a terminal (CI, a
-pipe) the same is printed as lines: when the tests are collected, every
-:data:`LINE_INTERVAL` seconds, and once they are over.
+passed, failed, errored and have not run yet, the elapsed time and the test running now. When
+the output is not a terminal (CI, a pipe) the same is printed as lines: when the tests are
+collected, every :data:`LINE_INTERVAL` seconds, and once they are over.
 """
 
 from __future__ import annotations

@@ -250,21 +250,33 @@ class Evaluation:
             self.context.errors.append({"scanner": "", "error": self.stopped, "traceback": ""})
         self._stoppable(self._close_resources)
         crashed = any(error["traceback"] for error in self.context.errors)
+        names = self._public_names()
         self.result = SessionResult(
             repository=str(self.settings.repository or self.settings.root),
             scorers=self.scorers,
-            scores=_renamed(scores, self.names),
-            tests=_renamed(self.tally.to_json(), self.names),
+            scores=_renamed(scores, names),
+            tests=_renamed(self.tally.to_json(), names),
             complete=not (self.interrupted or crashed or self.stopped),
-            errors=_renamed(self.context.errors, self.names),
-            files=_renamed(self.context.report_files, self.names),
-            integrity=_renamed(self.context.integrity, self.names),
-            provenance=_renamed(
-                session_provenance(self.settings, self._fingerprints()), self.names
-            ),
+            errors=_renamed(self.context.errors, names),
+            files=_renamed(self.context.report_files, names),
+            integrity=_renamed(self.context.integrity, names),
+            provenance=_renamed(session_provenance(self.settings, self._fingerprints()), names),
         )
         _last_result = self.result
         return self.result
+
+    def _public_names(self) -> dict[str, str]:
+        """:attr:`names`, after the copies of the reference that the reference rerun and the
+        baseline made: the report names each as the reference (issue 29), never by its
+        private folder."""
+        reference = self.settings.reference
+        copies: dict[str, str] = {}
+        if reference is not None:
+            for resource in self.context.resources.values():
+                if isinstance(resource, CopiesOfReference):
+                    for copy in resource.reference_copies():
+                        copies[str(copy)] = str(reference)
+        return {**copies, **self.names}
 
     def _stoppable(self, step: Callable[[], None]) -> None:
         """Run ``step``; Ctrl-C or the deadline during it stops the scoring."""
@@ -413,6 +425,15 @@ class Evaluation:
             text = fail_under_line(percent, threshold, fail_under_flag, complete, None, tampered)
             lines.append(SummaryLine(text, True))
         return lines
+
+
+@runtime_checkable
+class CopiesOfReference(Protocol):
+    """A resource that copied the reference (the reference rerun, the baseline)."""
+
+    def reference_copies(self) -> list[Path]:
+        """The folders holding its copies of the reference, as the report's paths name them."""
+        ...
 
 
 def _renamed(value: Any, names: Mapping[str, str]) -> Any:

@@ -11,12 +11,13 @@ from typing import NamedTuple
 from pytest_scoring.core.score import is_tampering
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import signal_count
-from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import plural
+from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import value_text
 
-#: How many characters of an explanation ``show`` prints.
-EXPLANATION_WIDTH: Final = 60
+#: How many characters of an explanation ``show`` prints, wrapped in its column (a verdict's
+#: sentence is about 200; longer texts are error messages).
+EXPLANATION_WIDTH: Final = 600
 #: How many characters of a signal's example detail a terminal line shows.
 DETAIL_WIDTH: Final = 100
 
@@ -44,15 +45,19 @@ def format_metrics(metrics: dict[str, Any]) -> str:
 
 def score_table(content: dict[str, Any]) -> Any:
     """A rich table of a ``scores.json``: scorer, value, explanation, metrics."""
+    from rich.table import Column
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table("scorer", "value", "explanation", "metrics", title="scores")
+    explanation = Column("explanation", overflow="fold", ratio=1)
+    table = Table("scorer", "value", explanation, "metrics", title="scores")
     metrics = content.get("metrics") or {}
     for name, score in (content.get("scores") or {}).items():
         table.add_row(
             name,
             value_text(score.get("value")),
-            shorten(str(score.get("explanation") or "")),
+            # Wrapped, never cut; the scored repository's text, never read as rich markup.
+            Text(_printable(shorten(str(score.get("explanation") or ""), EXPLANATION_WIDTH))),
             format_metrics(metrics.get(name) or {}),
         )
     return table

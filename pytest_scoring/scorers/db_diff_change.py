@@ -11,6 +11,7 @@ so memory does not grow with the number of changed rows (issue 12).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
@@ -56,6 +57,10 @@ from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
 from pytest_scoring.scorers.db_change import session_selector_timeout
+from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
+from pytest_scoring.scorers.evidence import Evidence
+from pytest_scoring.scorers.evidence import find_evidence
+from pytest_scoring.scorers.evidence import mentioned_names
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
@@ -187,11 +192,35 @@ class DiffChangeScorer:
         if failure is not None and not code.matched:
             return error_score(self.type, f"{BASELINE_FAILED} ({failure})", **metadata)
         warnings = dict.fromkeys([*verdict.warnings, *code.warnings])
+        with_baseline = counting and diffs.split.baseline is not None
+        part = "after_only" if code.matched or not with_baseline else "scored"
+        evidence = self._evidence(diffs, part, verdict.matched, budget, metadata["selector"])
+        if evidence is not None:
+            metadata["evidence"] = {"part": part, **evidence.to_json(value_cap)}
         return make_score(
             bool_value(verdict.matched),
             self.type,
-            explanation=self._explain(verdict.matched, counting),
+            explanation=self._explain(verdict.matched, counting, matched_in, evidence),
             metadata={**metadata, "selector_warnings": list(warnings)},
+        )
+
+    def _evidence(
+        self, diffs: Diffs, part: str, matched: bool, budget: TimeBudget, source: object
+    ) -> Evidence | None:
+        """The change only this repository makes that decided the verdict (for ``"I"``: the
+        first such change, when there is one)."""
+        selector = self.selector
+
+        def matches(narrowed: Mapping[str, Any]) -> bool:
+            assert selector is not None
+            return selector.evaluate(narrowed, budget).matched
+
+        final = diffs.solution_final
+        return find_evidence(
+            diffs.split.part_for_selectors(part),
+            matches if matched and selector is not None else None,
+            None if final is None else final.files.get,
+            mentioned_names(source),
         )
 
     def _evaluate(self, split: SplitDiffs, part: str, budget: TimeBudget) -> Verdict:
@@ -236,13 +265,29 @@ class DiffChangeScorer:
                 )
         return metadata
 
-    def _explain(self, matched: bool, counting: bool) -> str:
-        if self.selector is None:
-            what = "database changes" if matched else "no database change"
-        else:
-            what = "changes the selector matches" if matched else "no change the selector matches"
+    def _explain(
+        self, matched: bool, counting: bool, matched_in: list[str], evidence: Evidence | None
+    ) -> str:
+        """``only this repository makes a change the selector matches: users.db, table users,
+        row id=1 (username 'admin'): role 'user' → 'admin'``."""
+        if matched:
+            what = (
+                "changes the databases"
+                if self.selector is None
+                else "makes a change the selector matches"
+            )
+            by = " (by its test files)" if matched_in == ["tests"] else ""
+            lead = f"only this repository {what}{by}: "
+            if evidence is None:
+                return lead[:-2]
+            return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
+        what = "no change the selector matches" if self.selector else "no database change"
         beyond = "the reference's code and tests do" if counting else "the reference run does"
-        return f"this repository makes {what} beyond what {beyond}"
+        sentence = f"this repository makes {what} beyond what {beyond}"
+        if evidence is None:
+            return sentence
+        lead = f"{sentence}; only here: "
+        return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
 
 
 def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -> None:
