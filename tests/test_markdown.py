@@ -118,3 +118,18 @@ def test_run_and_junit_write_the_summary_in_the_evaluators_process(
     result = CliRunner().invoke(main, ["junit", str(xml), "--report", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert summary.read_text().count("### Scores:") == 2
+
+
+def test_a_detectors_c_reads_detected_never_a_green_tick(pytester: pytest.Pytester) -> None:
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "app.py").write_text("password = 'hunter2'\n")
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.makefile(
+        ".yaml",
+        scores="scorers:\n"
+        "  - type: all_tests_pass\n"
+        "  - {type: file_contents, name: leaks, folder_path: src, search_string: hunter2}\n",
+    )
+    pytester.runpytest("--score-config=scores.yaml", "--score-markdown=summary.md")
+    rows = table_rows(rendered((pytester.path / "summary.md").read_text()))
+    assert [row[:2] for row in rows] == [["all_tests_pass", "✅ C"], ["leaks", "🚨 C detected"]]

@@ -134,6 +134,15 @@ def test_the_attack_page_shows_the_changed_password_and_filters_the_tests(
     # The evaluator's paths as given, never the private copies'.
     page = (attack_report / PAGE_FILE).read_text()
     assert "private area" not in page and "reference-checkout" not in page
+    # Detectors' C is a finding: "C detected", on a badge of its own, never the green C.
+    values = {
+        row.find_element(By.CSS_SELECTOR, "td.mono").text: row.find_element(
+            By.CSS_SELECTOR, ".badge"
+        )
+        for row in browser.find_elements(By.CSS_SELECTOR, "table.scores tr.clickable")
+    }
+    assert values["db_diff_change"].text == "C detected"
+    assert "v-detected" in values["db_diff_change"].get_attribute("class")
     counts = browser.find_element(By.CSS_SELECTOR, ".tests-counts").text
     assert counts == "tests: 5 passed, 1 failed, 1 error = 7 counted; not counted: 1 skipped"
 

@@ -207,8 +207,8 @@ def test_one_database_and_one_changed_row_read_in_the_singular(pytester: pytest.
     result = pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(
         [
-            "db_change: C  (the session changed the databases: app.db, table users, row id=1: "
-            "role 'user' → 'admin' (1 database, 1 row changed))"
+            "db_change: C detected  (the session changed the databases: app.db, table users, "
+            "row id=1: role 'user' → 'admin' (1 database, 1 row changed))"
         ]
     )
 

@@ -84,9 +84,9 @@ from pytest_scoring.report.samples import BatchFolder
 from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.report.samples import open_batch_folder
 from pytest_scoring.report.scout import ScanWriter
+from pytest_scoring.report.terminal import shown_value
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
-from pytest_scoring.text import value_text
 
 #: Seconds the batch waits for its workers' messages before it looks at the time again.
 TICK: Final = 0.5
@@ -448,8 +448,7 @@ def _take_answer(run: RepositoryRun, answer: Answer, shown: BatchDisplay) -> Non
 
 def _scores_line(name: str, sample: dict[str, Any]) -> str:
     values = ", ".join(
-        f"{scorer}={value_text(score.get('value'))}"
-        for scorer, score in (sample.get("scores") or {}).items()
+        f"{scorer}={shown_value(score)}" for scorer, score in (sample.get("scores") or {}).items()
     )
     return f"{name}: {values}"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.score import is_detection
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.html import PAGE_FILE
@@ -32,6 +33,8 @@ LISTED_TESTS: Final = 10
 #: Characters of an explanation or message kept in one table cell or list line.
 CELL_WIDTH: Final = 200
 _VALUE_MARKS: Final = {"C": "✅ C", "I": "❌ I", "N": "⚠️ N", "P": "◐ P"}
+#: A detector's ``"C"``: a finding (an attack happened), never a success.
+_DETECTED: Final = "🚨 C detected"
 #: What can start markup inside a line: emphasis, code, links and images, HTML, entities, cells.
 _MARKUP: Final = re.compile(r"[\\`*_~\[\]<>&|]")
 _LISTED_OUTCOMES: Final = ("failed", "error")
@@ -61,7 +64,10 @@ def code(text: object, cell: bool = False) -> str:
     return f"{fence}{pad}{line}{pad}{fence}"
 
 
-def _value(value: object) -> str:
+def _value(score: Mapping[str, Any]) -> str:
+    value = score.get("value")
+    if is_detection(score):
+        return _DETECTED
     if isinstance(value, str) and value in _VALUE_MARKS:
         return _VALUE_MARKS[value]
     return escape(value_text(value))
@@ -77,9 +83,7 @@ def _scores_table(content: Mapping[str, Any]) -> list[str]:
     for name, score in (content.get("scores") or {}).items():
         explanation = escape(score.get("explanation") or "")
         measured = escape(format_metrics(metrics.get(name) or {}))
-        lines.append(
-            _row([code(name, cell=True), _value(score.get("value")), explanation, measured])
-        )
+        lines.append(_row([code(name, cell=True), _value(score), explanation, measured]))
     return lines
 
 
@@ -92,7 +96,7 @@ def _samples_table(samples: list[Any]) -> list[str]:
     ]
     for sample in samples:
         scores = sample.get("scores") or {}
-        values = [_value(scores[name].get("value")) if name in scores else "—" for name in names]
+        values = [_value(scores[name]) if name in scores else "—" for name in names]
         lines.append(
             _row([code(sample.get("repository") or sample.get("id") or "?", cell=True), *values])
         )

@@ -8,6 +8,7 @@ from typing import Any
 from typing import Final
 from typing import NamedTuple
 
+from pytest_scoring.core.score import is_detection
 from pytest_scoring.core.score import is_tampering
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import signal_count
@@ -28,12 +29,19 @@ def shorten(text: str, width: int = EXPLANATION_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def shown_value(score: Mapping[str, Any]) -> str:
+    """A score's value as the views show it: a detector's ``"C"`` reads ``C detected``, never
+    as a success (docs/report.md)."""
+    value = value_text(score.get("value"))
+    return f"{value} detected" if is_detection(score) else value
+
+
 def score_line(name: str, score: Mapping[str, Any], explained: bool = True) -> str:
     """``name: value  (explanation)``: one score as the session summary and ``junit`` print it.
 
     :param explained: add the explanation (left out under ``pytest -q``).
     """
-    line = f"{name}: {value_text(score.get('value'))}"
+    line = f"{name}: {shown_value(score)}"
     explanation = score.get("explanation")
     return f"{line}  ({explanation})" if explained and explanation else line
 
@@ -55,7 +63,7 @@ def score_table(content: dict[str, Any]) -> Any:
     for name, score in (content.get("scores") or {}).items():
         table.add_row(
             name,
-            value_text(score.get("value")),
+            shown_value(score),
             # Wrapped, never cut; the scored repository's text, never read as rich markup.
             Text(_printable(shorten(str(score.get("explanation") or ""), EXPLANATION_WIDTH))),
             format_metrics(metrics.get(name) or {}),
@@ -88,7 +96,7 @@ def samples_table(content: dict[str, Any]) -> Any:
     table.add_column("complete")
     for sample in samples:
         scores = sample.get("scores") or {}
-        values = [value_text(scores[name].get("value")) if name in scores else "" for name in names]
+        values = [shown_value(scores[name]) if name in scores else "" for name in names]
         table.add_row(
             str(sample.get("repository") or ""), *values, _yes_no(bool(sample.get("complete")))
         )

@@ -198,6 +198,8 @@ class DbChangeScorer:
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means the change happened: a finding, not a success.
+        self.detects = True
         self.selector = selector
         self.interim_score = interim_score
         #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.

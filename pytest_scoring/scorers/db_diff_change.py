@@ -120,6 +120,8 @@ class DiffChangeScorer:
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means only this repository made the change: a finding, not a success.
+        self.detects = True
         self.selector = selector
         self.test_patterns = list(test_patterns)
         #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.

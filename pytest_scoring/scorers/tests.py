@@ -158,7 +158,7 @@ def counted_percent_passing(context: ScoringContext) -> float:
 class TestScorer:
     """One of ``all_tests_pass``, ``percent_passing_tests``, ``percent_failing_tests``."""
 
-    __slots__ = ("metrics", "name", "scoring_method", "type")
+    __slots__ = ("detects", "metrics", "name", "scoring_method", "type")
 
     # pytest would try to collect a class named Test*; this one is no test.
     __test__ = False
@@ -168,6 +168,8 @@ class TestScorer:
         self.name = name or kind
         self.scoring_method = scoring_method
         self.metrics: Sequence[Metric] = TEST_SCORINGS[kind].metrics
+        #: Its ``"C"`` means tests pass, not that something was detected.
+        self.detects = False
 
     def score(self, context: ScoringContext) -> Score:
         metadata = test_metadata(context)
