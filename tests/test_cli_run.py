@@ -84,7 +84,7 @@ def test_a_missing_repository_is_bad_input(tmp_path: Path) -> None:
 def test_an_invalid_selector_is_bad_input_with_pytests_message(repo: Path, tmp_path: Path) -> None:
     result = run(repo, "--report", tmp_path / "out", "--selector", "{not json")
     assert result.exit_code == 2
-    assert "error: --score-selector: inline JSON: not valid JSON" in result.output
+    assert "error: --selector: inline JSON: not valid JSON" in result.output
     assert "Traceback" not in result.output
 
 

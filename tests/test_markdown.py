@@ -79,7 +79,12 @@ def test_an_unwritable_summary_is_said_and_the_report_is_still_written(
     (pytester.path / "taken").write_text("a file, not a folder")
     result = pytester.runpytest("--score-markdown=taken/summary.md")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["score summary NOT written: cannot write the score summary to *"])
+    result.stdout.fnmatch_lines(
+        [
+            "score summary NOT written: cannot write the score summary to "
+            f"{pytester.path}/taken/summary.md: {pytester.path}/taken is a file, not a folder"
+        ]
+    )
     assert list((pytester.path / "scores").glob("scan_id=*/scores.json"))
 
 

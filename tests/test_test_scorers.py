@@ -119,8 +119,10 @@ def test_a_session_without_tests_does_not_pass(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("x = 1")
     pytester.runpytest("--score")
     scores = read_scores(pytester)["scores"]
-    assert scores["all_tests_pass"]["value"] == "I"
-    assert scores["percent_passing_tests"]["value"] == 0
+    # No score to give, and counted as a failed sample: never a pass.
+    assert scores["all_tests_pass"]["value"] == "N"
+    assert scores["all_tests_pass"]["metadata"]["counted_as"] == "I"
+    assert scores["percent_passing_tests"]["metadata"]["counted_as"] == 0
 
 
 @pytest.mark.slow

@@ -43,6 +43,7 @@ from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
 from pytest_scoring.cli.runner import REFERENCE_SHARE
 from pytest_scoring.cli.runner import BatchJob
+from pytest_scoring.cli.runner import load_expected_set
 from pytest_scoring.cli.workers import Answer
 from pytest_scoring.cli.workers import Job
 from pytest_scoring.cli.workers import Worker
@@ -64,7 +65,6 @@ from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
-from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.rerun import compute_baseline
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.batch import BatchResult
@@ -219,7 +219,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             time_limit=REFERENCE_SHARE * template.timeout,
             guard=FileGuard(),
         )
-        shared = _shared_work(settings, scorers, runner, request.repositories)
+        shared = _shared_work(settings, scorers, runner, request)
         notices: list[str] = []
         users = _checked_users(users, runner, notices)
         options = _options_digest(request.template, parsed, settings)
@@ -255,7 +255,7 @@ def _shared_work(
     settings: ScoringSettings,
     scorers: Sequence[Scorer],
     runner: ChildRunner,
-    repositories: Sequence[Path],
+    request: BatchRequest,
 ) -> SharedWork:
     """What depends only on the reference and the options, made once for the batch: the
     reference copied and snapshotted, its baseline run, the expected set read."""
@@ -264,10 +264,10 @@ def _shared_work(
         snapshot = not settings.db_exclude  # with exclusions, the list depends on REPO
         reference = share_reference(runner, settings.reference, settings.db_patterns, snapshot)
         if any(isinstance(s, DiffChangeScorer) and s.count_test_changes for s in scorers):
-            baseline = _baseline(settings, runner, reference.pristine, repositories)
+            baseline = _baseline(settings, runner, reference.pristine, request.repositories)
     expected = None
     if settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_set(settings, request.template.expected_tests_drop_failing)
     assert runner.guard is not None
     return SharedWork(
         environment=runner.environment,

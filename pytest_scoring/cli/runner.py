@@ -76,6 +76,7 @@ from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.reference.expected import refuse_dropped
 from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
@@ -180,7 +181,9 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
-    tally = _tally(settings, job.shared.expected if job else None)
+    tally = _tally(
+        settings, job.shared.expected if job else None, request.expected_tests_drop_failing
+    )
     user, problem = (job.user.user, job.user.problem) if job else requested_user(request.user)
     area = new_area(settings.report_root, request.repo)
     runner = ChildRunner(
@@ -227,16 +230,19 @@ def run_repository(
             shutil.rmtree(area, ignore_errors=True)
 
 
-def _tally(settings: ScoringSettings, expected: ExpectedTests | None = None) -> OutcomeTally:
+def _tally(
+    settings: ScoringSettings, expected: ExpectedTests | None = None, drop_failing: bool = False
+) -> OutcomeTally:
     """The run's tally, with the expected set (``--expected-tests``) when one is given: a
     folder runs here, on the evaluator's side, never inside the scored repository's pytest.
 
     :param expected: the set, when a batch has read it already.
+    :param drop_failing: ``--expected-tests-drop-failing``.
     :raises OptionError: for a set that cannot be read or run.
     """
     tally = OutcomeTally()
     if expected is None and settings.expected_source is not None:
-        expected = load_expected_tests(settings.expected_source, "--expected-tests")
+        expected = load_expected_set(settings, drop_failing)
     if expected is not None:
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
     return tally
@@ -276,6 +282,19 @@ def _place_copies(
     settings.root, settings.repository = copy, request.repo
     settings.scratch = runner.folder("snapshots")
     return names, placed
+
+
+def load_expected_set(settings: ScoringSettings, drop_failing: bool) -> ExpectedTests:
+    """``--expected-tests``; with ``--tests-from``, a source folder's set may drop the tests
+    that fail there only with ``--expected-tests-drop-failing``.
+
+    :raises OptionError: for a set that cannot be read or run, or drops tests it may not.
+    """
+    assert settings.expected_source is not None
+    expected = load_expected_tests(settings.expected_source, "--expected-tests")
+    if settings.tests_from is not None and not drop_failing:
+        refuse_dropped(expected, "--expected-tests")
+    return expected
 
 
 def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:

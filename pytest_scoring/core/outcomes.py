@@ -321,6 +321,11 @@ class OutcomeTally:
         """The final outcome of one test, or None when none arrived."""
         return self._finished().get(nodeid)
 
+    def collected_nothing(self) -> bool:
+        """No test was collected, and no collector failed: pytest's exit status 5."""
+        self._fold_pending()
+        return not self.collected and not self._tests
+
     def not_run(self) -> list[str]:
         """Collected tests with no final outcome: the session ended before they ran."""
         return list(self._memoized("not_run", self._not_run))

@@ -22,6 +22,9 @@ NOANSWER: Final = "N"
 #: signal of a strict kind proved that the repository shaped its own outcomes.
 UNSCORED_KEY: Final = "unscored"
 TAMPERING: Final = "tampering"
+#: ... ``repository``: the repository gave nothing to score (pytest could not start on its
+#: configuration, or it has no test).
+REPOSITORY: Final = "repository"
 #: ``metadata.detects``: the scorer is a detector, its ``"C"`` a finding (docs/configuration.md).
 DETECTS_KEY: Final = "detects"
 #: ``metadata.counted_as`` of a ``"N"``: the value it counts as in every metric (a tampering

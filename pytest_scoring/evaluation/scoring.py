@@ -37,6 +37,7 @@ from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.terminal import dropped_line
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.terminal import signal_lines
@@ -402,7 +403,8 @@ class Evaluation:
             return []
         scores = self.result.scores
         lines = [score_line(name, score, explained) for name, score in scores.items()]
-        return lines + signal_lines(self.result.integrity, scores)
+        dropped = dropped_line(self.result.tests)
+        return lines + signal_lines(self.result.integrity, scores) + ([dropped] if dropped else [])
 
     def status_lines(self, fail_under_flag: str) -> list[SummaryLine]:
         """The report path, what went wrong writing it or its summaries, the gate.

@@ -22,6 +22,7 @@ from pytest_scoring.report.html import PAGE_FILE
 from pytest_scoring.report.terminal import KindSummary
 from pytest_scoring.report.terminal import batch_signals
 from pytest_scoring.report.terminal import counts_line
+from pytest_scoring.report.terminal import dropped_line
 from pytest_scoring.report.terminal import format_metrics
 from pytest_scoring.report.terminal import kind_summaries
 from pytest_scoring.report.terminal import shorten
@@ -213,6 +214,8 @@ def score_markdown(content: Mapping[str, Any], report_folder: Path | None = None
         lines = [f"### Scores: {code(repository)}", ""]
         lines += _scores_table(content)
         lines += ["", escape(counts_line(content))]
+        dropped = dropped_line(content.get("tests"))
+        lines += ["", f"⚠️ {escape(dropped)}"] if dropped else []
     if not content.get("complete", True):
         lines += ["", "**Incomplete**: the session was interrupted or a scorer crashed."]
     lines += _failing_tests(content) + _integrity(content) + _tests_modified(content)
@@ -241,6 +244,15 @@ def publish_markdown(
             with path.open(mode, encoding="utf-8") as stream:
                 stream.write(text if mode == "w" else f"{text}\n")
         except OSError as error:
-            problems.append(f"cannot write the score summary to {path}: {error.strerror}")
+            problems.append(f"cannot write the score summary to {path}: {_why(path, error)}")
     if problems:
         raise ReportError("; ".join(problems))
+
+
+def _why(path: Path, error: OSError) -> str:
+    """Why ``path`` cannot be written: a file where a folder of its path should be is named
+    (the system says only "File exists" or "Not a directory")."""
+    blocking = next((parent for parent in path.parents if parent.is_file()), None)
+    if blocking is not None:
+        return f"{blocking} is a file, not a folder"
+    return str(error.strerror or error)

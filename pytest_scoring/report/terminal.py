@@ -120,6 +120,23 @@ def counts_line(content: Mapping[str, Any]) -> str:
     return f"tests: {report_tests_text(tests if isinstance(tests, dict) else {})}"
 
 
+#: Test ids a line about dropped expected tests names.
+DROPPED_NAMED: Final = 3
+
+
+def dropped_line(tests: object) -> str | None:
+    """``2 expected tests dropped: they fail in the source folder (…)``, when a folder-derived
+    expected set (``tests.expected_tests.dropped``) left tests out; else None."""
+    source = tests.get("expected_tests") if isinstance(tests, Mapping) else None
+    dropped = source.get("dropped") if isinstance(source, Mapping) else None
+    if not isinstance(dropped, list) or not dropped:
+        return None
+    named = ", ".join(_printable(str(nodeid)) for nodeid in dropped[:DROPPED_NAMED])
+    more = ", …" if len(dropped) > DROPPED_NAMED else ""
+    count = plural(len(dropped), "expected test")
+    return f"{count} dropped: they fail in the source folder ({named}{more})"
+
+
 class KindSummary(NamedTuple):
     """What the views show of one kind of integrity signal that occurred."""
 

@@ -45,6 +45,7 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.fs.paths import overlap
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.copy import check_reference_dir
@@ -352,4 +353,10 @@ def check_reference_setting(settings: ScoringSettings) -> None:
     if settings.reference is None:
         raise ScoringError(NEEDS_REFERENCE)
     settings.reference = check_reference_dir(settings.reference)
+    repository = settings.root.resolve()
+    if (where := overlap(settings.reference, repository)) is not None:
+        raise OptionError(
+            f"--score-reference: {settings.reference} {where} ({repository}); give a checkout "
+            "apart from it (db_diff_change compares the two)"
+        )
     reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end

@@ -19,6 +19,7 @@ from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INCORRECT
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import REPOSITORY
 from pytest_scoring.core.score import TAMPERING
 from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
@@ -76,6 +77,9 @@ TEST_SCORINGS: Final[dict[str, _TestScoring]] = {
         _percent_failing, (mean, stderr, threshold_accuracy(0, inclusive=False, scale=100)), 100
     ),
 }
+
+#: The explanation of a test score of a session that collected no test.
+NO_TESTS: Final = "no tests collected"
 
 #: ``test_runner(scoring_method)`` values and the scorer each selects.
 SCORING_METHODS: Final = {
@@ -195,6 +199,11 @@ class TestScorer:
                 f"{value_text(failed)} ({explanation})"
             )
             return make_score(NOANSWER, self.type, withheld, None, metadata)
+        if context.tally.collected_nothing() and context.tally.expected is None:
+            # pytest exits 5 here: an empty suite is no score of 0, and no pass (issue 29).
+            failed = TEST_SCORINGS[self.type].failed
+            metadata.update({UNSCORED_KEY: REPOSITORY, COUNTED_AS_KEY: failed})
+            return make_score(NOANSWER, self.type, NO_TESTS, None, metadata)
         value = TEST_SCORINGS[self.type].value(context.tally)
         if self.type == "all_tests_pass" and not context.complete:
             value, explanation = INCORRECT, f"{explanation}; the session did not complete"
