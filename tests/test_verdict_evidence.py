@@ -13,20 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from runs import scored_session
+from test_db_change import TEST_UPDATE
 
 from pytest_scoring import parse_selector
 from pytest_scoring.cli.main import main
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
-
-USERS = """
-import sqlite3
-
-def test_work():
-    with sqlite3.connect("data/app.db") as db:
-        db.executescript({sql!r})
-    db.close()
-"""
 
 
 @pytest.fixture
@@ -47,7 +39,7 @@ def repo(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def db_change(pytester: pytest.Pytester, sql: str, chosen: object = None) -> dict[str, Any]:
-    pytester.makepyfile(test_work=USERS.format(sql=sql))
+    pytester.makepyfile(test_work=TEST_UPDATE.format(sql=sql))
     args = ["--score-db-diff", "-p", "no:cacheprovider"]
     if chosen is not None:
         args.append(f"--score-selector={json.dumps(chosen)}")
