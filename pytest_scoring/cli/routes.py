@@ -39,7 +39,8 @@ def run_one_route(request: RunRequest) -> None:
         sys.exit(EXIT_BAD_INPUT)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
-    empty = result.evaluation.tally.collected_nothing()
+    # A repository caught hiding its tests is scored N for that, not let off as empty.
+    empty = result.evaluation.tally.collected_nothing() and not result.tampered
     exit_if_empty(empty, request.allow_empty, str(request.repo))
     complete = result.evaluation.context.complete
     exit_if_below(result.percent_passing(), fail_under, complete, tampered=result.tampered)
@@ -73,7 +74,7 @@ def run_batch_route(
     if outcome.report is None:
         raise ScoringError(outcome.report_error or "no report was written")
     samples = outcome.result.samples
-    everywhere = all(collected_nothing(sample) for sample in samples)
+    everywhere = all(collected_nothing(s) and not tampered(s) for s in samples)
     exit_if_empty(everywhere, request.allow_empty, f"any of the {len(samples)} repositories")
     some_tampered = any(tampered(sample) for sample in samples)
     percent = mean_percent_passing(samples)

@@ -138,7 +138,7 @@ def find_evidence(
     :param mentioned: names the selector uses, preferred as the columns naming a row.
     """
     try:
-        found = _search(diff, matches or _changed)
+        found = _search(diff, matches or _changed, matched=matches is not None)
     except (SelectorTimeout, sqlite3.Error):  # the verdict stands; only its evidence is lost
         return None
     if found is not None and found.change == "changed" and locate is not None:
@@ -162,10 +162,17 @@ def mentioned_names(selector_source: object) -> frozenset[str]:
 # --- narrowing ---------------------------------------------------------------------------
 
 
-def _search(diff: Mapping[str, Any], matches: Matcher) -> Evidence | None:
-    for relpath, entry in _mapping(diff.get("comparisons")).items():
+def _search(diff: Mapping[str, Any], matches: Matcher, matched: bool) -> Evidence | None:
+    """The narrowest change that still matches.
+
+    :param matched: ``diff`` as a whole is known to match. A selector matches per database,
+        so a diff of one database then needs no second look at that level (a selector over
+        millions of rows is not evaluated twice).
+    """
+    databases = _mapping(diff.get("comparisons"))
+    for relpath, entry in databases.items():
         entry = _mapping(entry)
-        if matches(_with_entry(diff, relpath, entry)):
+        if (matched and len(databases) == 1) or matches(_with_entry(diff, relpath, entry)):
             return _in_database(diff, str(relpath), entry, matches)
     return None
 
@@ -176,12 +183,17 @@ def _in_database(
     planes = _mapping(entry.get("comparisons"))
     data = _mapping(_mapping(planes.get("data")).get("tables"))
     schema = _mapping(_mapping(planes.get("schema")).get("tables"))
-    for name in dict.fromkeys([*data, *schema]):
+    changed = [
+        name
+        for name in dict.fromkeys([*data, *schema])
+        if _status(_mapping(data.get(name))) != "unchanged"
+        or _status(_mapping(schema.get(name))) != "unchanged"
+    ]
+    for name in changed:
         rows, columns = _mapping(data.get(name)), _mapping(schema.get(name))
-        if _status(rows) == "unchanged" and _status(columns) == "unchanged":
-            continue
         narrowed = _only_table(entry, name)
-        if matches(_with_entry(diff, relpath, narrowed)):
+        # The only changed table is the one to name; its rows are still tested one by one.
+        if len(changed) == 1 or matches(_with_entry(diff, relpath, narrowed)):
             found = Evidence(relpath, str(name), _status(rows) if rows else _status(columns))
             return _in_table(
                 found, rows, columns, _table_matcher(diff, relpath, narrowed, name, matches)
