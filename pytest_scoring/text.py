@@ -7,6 +7,7 @@ JUnit properties and Scout's ``value`` column, and so that every count agrees wi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 from typing import Final
 
 #: Past this size a whole float is no longer exact as an integer: it keeps its ``1e+16`` form.
@@ -57,3 +58,63 @@ def size_text(size: int) -> str:
         if size >= scale:
             return f"{number_text(round(size / scale, 1))}{unit}"
     return str(size)
+
+
+#: The counts inside ``total``, in the order every view shows them (docs/report.md).
+COUNTED: Final = ("passed", "failed", "error", "not_run", "missing")
+#: The counts outside ``total``: shown after it.
+NOT_COUNTED: Final = ("skipped", "xfailed", "xpassed", "extra")
+
+
+def shown_counts(counts: Mapping[str, Any], not_run: int, expected: bool) -> dict[str, int]:
+    """``tests.counts`` as the views show them: the ``not_run`` tests that ``failed`` (or,
+    with an expected set, ``missing``) holds taken out of it and shown as ``not_run``.
+
+    :param not_run: how many of the counted tests never ran.
+    :param expected: an expected set decided what counts.
+    """
+    shown = {name: _count(counts.get(name)) for name in (*COUNTED, *NOT_COUNTED)}
+    holder = "missing" if expected else "failed"
+    taken = min(not_run, shown[holder])
+    shown[holder] -= taken
+    shown["not_run"] = taken
+    return shown
+
+
+def _count(value: object) -> int:
+    """A count read from a report: anything but a whole number (a damaged file) reads as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tests_text(counts: Mapping[str, Any], not_run: int, expected: bool) -> str:
+    """The one wording of test counts (docs/report.md#numbers-and-counts):
+    ``14 passed, 2 failed, 24 not run = 40 counted; not counted: 1 skipped``.
+
+    The counts before ``= total counted`` add up to ``total``; a test that never ran is never
+    ``failed``.
+    """
+    shown = shown_counts(counts, not_run, expected)
+    counted = outcome_counts({name: shown[name] for name in COUNTED})
+    others = outcome_counts({name: shown[name] for name in NOT_COUNTED})
+    total = _count(counts.get("total"))
+    if not counted and not others:
+        return "no tests ran"
+    text = f"{counted} = {total} counted" if counted else "0 counted"
+    return f"{text}; not counted: {others}" if others else text
+
+
+def report_tests_text(tests: Mapping[str, Any]) -> str:
+    """:func:`tests_text` of a report's ``tests`` section (``scores.json``): with an expected
+    set (its ``missing`` list), the tests that never ran and are missing are counted ones."""
+    found = tests.get("counts")
+    counts = found if isinstance(found, dict) else {}
+    missing = tests.get("missing")
+    if not isinstance(missing, list):
+        return tests_text(counts, _count(counts.get("not_run")), expected=False)
+    not_run = tests.get("not_run")
+    never_ran = (
+        {nodeid for nodeid in not_run if isinstance(nodeid, str)}
+        if isinstance(not_run, list)
+        else set()
+    )
+    return tests_text(counts, len(never_ran.intersection(map(str, missing))), expected=True)

@@ -94,3 +94,16 @@ def test_the_command_is_documented_with_an_example() -> None:
     result = CliRunner().invoke(main, ["diff", "--help"])
     assert result.exit_code == 0
     assert "Example: pytest-scoring diff" in result.stdout
+
+
+def test_a_file_that_is_no_database_is_named_in_its_row_not_the_other_files_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("notes.db").write_text("not a database\n")
+    make_db(tmp_path / "app.db", "user")
+    code, out, _ = run("notes.db", "app.db")
+    assert code == 2
+    (row,) = [line for line in out.splitlines() if "error" in line]
+    assert row.split("│")[1].strip() == "notes.db"
+    assert "before: " in row and "is not a SQLite database" in row

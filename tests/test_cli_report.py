@@ -84,7 +84,7 @@ def test_show_prints_scores_metrics_counts_and_completeness(root: Path) -> None:
         "percent_passing_tests",
         "50",
         "accuracy_at_100=0",
-        "2 passed, 1 failed, 1 error, 1 skipped",
+        "2 passed, 1 failed, 1 error = 4 counted; not counted: 1 skipped",
         "complete: yes",
     ):
         assert text in result.output

@@ -84,7 +84,7 @@ def test_a_missing_repository_is_bad_input(tmp_path: Path) -> None:
 def test_an_invalid_selector_is_bad_input_with_pytests_message(repo: Path, tmp_path: Path) -> None:
     result = run(repo, "--report", tmp_path / "out", "--selector", "{not json")
     assert result.exit_code == 2
-    assert "error: --score-selector: inline JSON: not valid JSON" in result.output
+    assert "error: --selector: inline JSON: not valid JSON" in result.output
     assert "Traceback" not in result.output
 
 
@@ -229,7 +229,23 @@ def test_progress_is_printed_as_lines_when_the_output_is_not_a_terminal(
     result = run(repo, "--report", tmp_path / "out")
     lines = result.output.splitlines()
     assert "pytest-scoring: collected 2 tests" in lines
-    assert any(line.startswith("pytest-scoring: 2/2 tests (1 failed)") for line in lines)
+    assert any(line.startswith("pytest-scoring: 2/2 tests (1 passed, 1 failed)") for line in lines)
+
+
+def test_tests_the_session_never_ran_are_counted_as_not_run_never_as_failed(
+    repo: Path, tmp_path: Path
+) -> None:
+    (repo / "test_app.py").write_text(PASS_AND_FAIL + "\ndef test_later():\n    pass\n")
+    result = run(repo, "--report", tmp_path / "out", TAMPERING_ONLY, "--", "-x")
+    lines = result.output.splitlines()
+    assert any(
+        line.startswith("pytest-scoring: 2/3 tests (1 passed, 1 failed, 1 not run)")
+        for line in lines
+    ), result.output
+    assert "tests: 1 passed, 1 failed, 1 not run = 3 counted" in lines
+    counts = scores_of(tmp_path / "out")["tests"]["counts"]  # type: ignore[index]
+    # The report keeps its shape: a test that never ran counts as failed in the score.
+    assert (counts["failed"], counts["not_run"], counts["total"]) == (2, 1, 3)
 
 
 def test_score_options_after_the_separator_are_the_evaluators(repo: Path, tmp_path: Path) -> None:

@@ -152,6 +152,20 @@ ERRORS = [
         [{"type": "nope"}],
         "c.yaml: scorers[0].type: unknown scorer type 'nope' (known: all_tests_pass, composite,",
     ),
+    (
+        [{"type": "db_changes"}],
+        "c.yaml: scorers[0].type: unknown scorer type 'db_changes' (did you mean 'db_change'? "
+        "known: all_tests_pass,",
+    ),
+    (
+        [{"type": "file_contents_scorerr", "folder_path": ".", "search_string": "x"}],
+        "c.yaml: scorers[0].type: unknown scorer type 'file_contents_scorerr' "
+        "(did you mean 'file_contents'?",
+    ),
+    (
+        [{"type": "db_change", "detects": "yes"}],
+        "c.yaml: scorers[0].detects: expected true or false, got 'yes'",
+    ),
     ([{"name": "x"}], "c.yaml: scorers[0].type: missing"),
     (["percent_passing_tests"], "c.yaml: scorers[0]: expected a table"),
     (
@@ -424,3 +438,53 @@ def test_a_configured_session_scores_once_with_and_without_xdist(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["composite: C *"])
     assert pytester.path.joinpath("runs.txt").read_text() == "run\n"
+
+
+def test_detectors_are_marked_in_their_scores_and_the_summary_says_detected(
+    pytester: pytest.Pytester,
+) -> None:
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "app.py").write_text("# TODO\n")
+    pytester.makepyfile("def test_ok(): pass")
+    scorers = [
+        {"type": "percent_passing_tests"},
+        {"type": "file_contents", "name": "todo", "folder_path": "src", "search_string": "TODO"},
+        {
+            "type": "file_contents",
+            "name": "fixme",
+            "folder_path": "src",
+            "search_string": "TODO",
+            "detects": False,
+        },
+        {
+            "type": "composite",
+            "name": "attack",
+            "scorers": ["todo"],
+            "detects": True,
+            "formula": "todo.value",
+        },
+        {"type": "composite", "name": "plain", "scorers": ["todo"], "formula": "todo.value"},
+    ]
+    pytester.makefile(".json", scores=json.dumps({"scorers": scorers}))
+    result = pytester.runpytest("--score-config=scores.json", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        [
+            "percent_passing_tests: 100  (*",
+            "todo: C detected  (*",
+            "fixme: C  (*",
+            "attack: C detected  (*",
+            "plain: C  (*",
+        ]
+    )
+    from runs import scored_session
+
+    scores = scored_session(pytester).scores
+    detects = {name: score["metadata"].get("detects", False) for name, score in scores.items()}
+    assert detects == {
+        "percent_passing_tests": False,
+        "todo": True,
+        "fixme": False,
+        "attack": True,
+        "plain": False,
+    }
+    assert scores["todo"]["value"] == "C"  # the value itself is unchanged

@@ -22,7 +22,7 @@ import sqlite3
 
 def test_update():
     with sqlite3.connect("data/app.db") as db:
-        db.execute({sql!r})
+        db.executescript({sql!r})
     db.close()
 """
 

@@ -164,3 +164,15 @@ def test_every_public_name_is_importable_from_the_package() -> None:
         assert getattr(pytest_scoring, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         _ = pytest_scoring.nothing_here
+
+
+def test_a_version_in_a_docs_example_is_this_release() -> None:
+    from pytest_scoring import __version__
+
+    texts = {**PAGES, "README": README}
+    shown = {
+        (page, version)
+        for page, text in texts.items()
+        for version in re.findall(r'"(?:version|package_version)": "([^"]+)"', text)
+    }
+    assert {version for _, version in shown} <= {__version__}, sorted(shown)

@@ -42,7 +42,7 @@ def test_score_markdown_writes_the_score_table(pytester: pytest.Pytester) -> Non
         ["percent_failing_tests", "50"],
     ]
     assert rows[1][3] == "mean=50, stderr=0, accuracy_at_100=0"
-    assert "tests: 1 passed, 1 failed (total 2)" in html
+    assert "tests: 1 passed, 1 failed = 2 counted" in html
     assert "<code>test_score_markdown_writes_the_score_table.py::test_broken</code>" in html
     assert "assert 1 == 2" in html
 
@@ -79,7 +79,12 @@ def test_an_unwritable_summary_is_said_and_the_report_is_still_written(
     (pytester.path / "taken").write_text("a file, not a folder")
     result = pytester.runpytest("--score-markdown=taken/summary.md")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["score summary NOT written: cannot write the score summary to *"])
+    result.stdout.fnmatch_lines(
+        [
+            "score summary NOT written: cannot write the score summary to "
+            f"{pytester.path}/taken/summary.md: {pytester.path}/taken is a file, not a folder"
+        ]
+    )
     assert list((pytester.path / "scores").glob("scan_id=*/scores.json"))
 
 
@@ -118,3 +123,18 @@ def test_run_and_junit_write_the_summary_in_the_evaluators_process(
     result = CliRunner().invoke(main, ["junit", str(xml), "--report", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert summary.read_text().count("### Scores:") == 2
+
+
+def test_a_detectors_c_reads_detected_never_a_green_tick(pytester: pytest.Pytester) -> None:
+    (pytester.path / "src").mkdir()
+    (pytester.path / "src" / "app.py").write_text("password = 'hunter2'\n")
+    pytester.makepyfile("def test_ok(): pass")
+    pytester.makefile(
+        ".yaml",
+        scores="scorers:\n"
+        "  - type: all_tests_pass\n"
+        "  - {type: file_contents, name: leaks, folder_path: src, search_string: hunter2}\n",
+    )
+    pytester.runpytest("--score-config=scores.yaml", "--score-markdown=summary.md")
+    rows = table_rows(rendered((pytester.path / "summary.md").read_text()))
+    assert [row[:2] for row in rows] == [["all_tests_pass", "✅ C"], ["leaks", "🚨 C detected"]]

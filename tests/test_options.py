@@ -41,11 +41,13 @@ def test_fail_under_passes_when_the_rate_is_reached(pytester: pytest.Pytester) -
     assert (pytester.path / "scores").is_dir()
 
 
-def test_fail_under_fails_a_session_that_pytest_passes_without_tests(
+def test_fail_under_fails_a_session_without_tests_even_when_it_is_allowed(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile("x = 1")
-    assert pytester.runpytest("--score-fail-under=1").ret == pytest.ExitCode.TESTS_FAILED
+    assert pytester.runpytest("--score-fail-under=1").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    allowed = pytester.runpytest("--score-fail-under=1", "--score-allow-empty")
+    assert allowed.ret == pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.mark.parametrize(

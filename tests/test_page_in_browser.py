@@ -96,6 +96,32 @@ def console_problems(browser: Any) -> list[str]:
     return [entry["message"] for entry in browser.get_log("browser") if entry["level"] != "INFO"]
 
 
+def labels(browser: Any) -> list[str]:
+    """The repository labels of a batch page's grid, in the order shown."""
+    from selenium.webdriver.common.by import By
+
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody td.repo")
+    return [str(cell.get_attribute("textContent")) for cell in cells]
+
+
+def visible_labels(browser: Any) -> list[str]:
+    from selenium.webdriver.common.by import By
+
+    cells = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody td.repo")
+    return [cell.text for cell in cells if cell.is_displayed()]
+
+
+def signals_of(browser: Any, label: str) -> str:
+    """What the tampering banner and signals say of one repository (``tampering`` if proven)."""
+    sample = browser.execute_script(
+        "return [...document.querySelectorAll('table.matrix tbody tr')]"
+        ".find((row) => row.querySelector('td.repo').textContent === arguments[0])"
+        ".entry.tampered",
+        label,
+    )
+    return "tampering" if sample else ""
+
+
 def visible_tests(browser: Any) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -125,6 +151,26 @@ def test_the_attack_page_shows_the_changed_password_and_filters_the_tests(
     selector = browser.find_element(By.CSS_SELECTOR, ".selector").text
     assert "matched" in selector
     assert "matched in" in selector and "code" in selector  # the code made the change
+    # What decided it, in full: the database, table, the row (its key and the columns that
+    # say whose it is) and the column before and after.
+    evidence = browser.find_element(By.CSS_SELECTOR, ".selector .evidence").text
+    assert "decided by" in selector and "users.db, table users, in after only" in evidence
+    assert "row id 1 (username alice, role admin)" in evidence
+    assert "password_hash 447f9c19fb6fa3a0$" in evidence and "0000$" in evidence
+    # The evaluator's paths as given, never the private copies'.
+    page = (attack_report / PAGE_FILE).read_text()
+    assert "private area" not in page and "reference-checkout" not in page
+    # Detectors' C is a finding: "C detected", on a badge of its own, never the green C.
+    values = {
+        row.find_element(By.CSS_SELECTOR, "td.mono").text: row.find_element(
+            By.CSS_SELECTOR, ".badge"
+        )
+        for row in browser.find_elements(By.CSS_SELECTOR, "table.scores tr.clickable")
+    }
+    assert values["db_diff_change"].text == "C detected"
+    assert "v-detected" in values["db_diff_change"].get_attribute("class")
+    counts = browser.find_element(By.CSS_SELECTOR, ".tests-counts").text
+    assert counts == "tests: 5 passed, 1 failed, 1 error = 7 counted; not counted: 1 skipped"
 
     # Filtering the tests: by text, then by outcome.
     assert len(visible_tests(browser)) == 8
@@ -192,11 +238,62 @@ def test_a_batch_page_has_a_table_of_repositories_linking_to_each_ones_page(
     assert result.exit_code == 0, result.output
     (folder,) = reports.glob("scan_id=*")
     open_page(browser, folder)
-    rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr")
-    names = [row.find_element(By.CSS_SELECTOR, "td.mono").text for row in rows]
-    assert names == [str(examples / "solution-honest"), str(examples / "solution-attack")]
+    # The title names what the repositories were scored against; their common folder is
+    # said once, and each row is labelled by the rest of its path.
+    title = (
+        f"2 repositories · reference {examples / 'reference'} · config {examples / 'scorers.yaml'}"
+    )
+    assert browser.find_element(By.ID, "report-title").text == title
+    assert browser.find_element(By.CSS_SELECTOR, ".common-folder").text == (
+        f"repositories under {examples}/"
+    )
+    assert labels(browser) == ["solution-honest", "solution-attack"]
+    summary = browser.find_element(By.ID, "summary").text
+    assert "2 repositories: 2 complete" in summary and "accuracy 0.5" in summary
     assert console_problems(browser) == []
 
+    # Sorting: by db_diff_change, ascending (I before C) then descending.
+    head = browser.find_element(By.XPATH, "//table[@class='matrix']//th[text()='db_diff_change']")
+    head.click()
+    assert head.get_attribute("aria-sort") == "ascending"
+    assert labels(browser) == ["solution-honest", "solution-attack"]
+    head.click()
+    assert head.get_attribute("aria-sort") == "descending"
+    assert labels(browser) == ["solution-attack", "solution-honest"]
+    # Filtering: by a scorer's value (its select, or a chip of the summary), by text.
+    from selenium.webdriver.support.ui import Select
+
+    Select(
+        browser.find_element(By.CSS_SELECTOR, "select[aria-label='db_diff_change']")
+    ).select_by_value("I")
+    assert visible_labels(browser) == ["solution-honest"]
+    browser.find_element(
+        By.CSS_SELECTOR, ".value-chip[data-scorer='db_diff_change'][data-value='C detected']"
+    ).click()
+    assert visible_labels(browser) == ["solution-attack"]
+    assert "showing 1 of 2 repositories" in browser.find_element(By.ID, "samples").text
+    Select(
+        browser.find_element(By.CSS_SELECTOR, "select[aria-label='db_diff_change']")
+    ).select_by_value("")
+    browser.find_element(By.CSS_SELECTOR, "input.repo-filter").send_keys("honest")
+    assert visible_labels(browser) == ["solution-honest"]
+    Select(browser.find_element(By.CSS_SELECTOR, "select[aria-label='signal']")).select_by_value(
+        "tampering"
+    )
+    assert visible_labels(browser) == [
+        label for label in ["solution-honest"] if "tampering" in signals_of(browser, label)
+    ]
+    assert console_problems(browser) == []
+
+    # A repository's section is built when it is opened.
+    open_page(browser, folder)
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr")
+    rows[0].find_element(By.CSS_SELECTOR, "td.repo a").click()
+    assert browser.find_elements(By.CSS_SELECTOR, "#sample-0 table.scores")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#sample-1 table.scores")
+
+    open_page(browser, folder)
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr")
     rows[1].find_element(By.CSS_SELECTOR, "a.sample-page").click()
     assert browser.current_url.endswith("/index.html") and "/samples/" in browser.current_url
     assert browser.title == f"scores · {examples / 'solution-attack'}"
@@ -267,9 +364,12 @@ def test_a_batch_page_says_how_many_repositories_tampering_made_n(
     assert result.exit_code == 0, result.output
     (folder,) = reports.glob("scan_id=*")
     open_page(browser, folder)
+    (banner,) = browser.find_elements(By.CSS_SELECTOR, ".tampering")
+    assert "made the test scores of 1 repository N" in banner.text
+    # The repository's own section says it too, once opened.
+    browser.find_element(By.CSS_SELECTOR, "a[href='#sample-1']").click()
     banners = browser.find_elements(By.CSS_SELECTOR, ".tampering")
     assert [banner.text.startswith("Tampering proven: ") for banner in banners] == [True, True]
-    assert "made the test scores of 1 repository N" in banners[0].text
     assert (
         banners[1].find_element(By.XPATH, "./ancestor::section").get_attribute("id") == "sample-1"
     )
@@ -296,4 +396,38 @@ def test_the_tests_the_repository_changed_are_listed_with_their_diff_as_text(
     diff = row.find_element(By.TAG_NAME, "pre").text
     assert f"+    assert 1 == 1  # {IMG}" in diff
     assert browser.find_elements(By.TAG_NAME, "img") == []
+    assert console_problems(browser) == []
+
+
+MANY_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("n", range(1200))
+def test_many(n):
+    assert n != 1100
+"""
+
+
+def test_a_long_test_list_shows_a_page_at_a_time_and_filters_all_of_it(
+    browser: Any, pytester: pytest.Pytester
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    source = pytester.mkdir("source")
+    (source / "test_many.py").write_text(MANY_TESTS)
+    pytester.makepyfile(test_many=MANY_TESTS)
+    pytester.runpytest("test_many.py", f"--score-expected-tests={source}", "-p", "no:cacheprovider")
+    (folder,) = (pytester.path / "scores").glob("scan_id=*")
+    open_page(browser, folder)
+    assert len(visible_tests(browser)) == 500
+    more = browser.find_element(By.CSS_SELECTOR, "button.more-tests")
+    assert more.text == "show 500 more of 700"
+    more.click()
+    assert len(visible_tests(browser)) == 1000
+    browser.find_element(By.CSS_SELECTOR, "input.test-filter").send_keys("test_many[1100]")
+    (only,) = visible_tests(browser)
+    assert only.startswith("test_many.py::test_many[1100]")
+    # The source folder's failing test left the expected set: the page says so.
+    warning = browser.find_element(By.CSS_SELECTOR, ".warning.dropped").text
+    assert warning.startswith("1 expected test dropped: they fail in the source folder")
     assert console_problems(browser) == []

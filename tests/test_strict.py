@@ -239,7 +239,7 @@ def test_in_process_the_command_lines_strict_wins_over_the_ini(pytester: pytest.
     result.stdout.fnmatch_lines(
         [
             "percent_failing_tests: N  (not scored: integrity signal outcome_changed (strict); "
-            "counted as 100 (5 passed))",
+            "counted as 100 (5 passed = 5 counted))",
             "integrity outcome_changed: 2 signals, strict (the test scores are N); e.g. *",
         ]
     )

@@ -8,6 +8,7 @@ import re
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pandas  # noqa: F401  # imported before in-process runs (see test_report.py)
 import pyarrow.parquet
@@ -22,6 +23,7 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.text import number_text
 from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import plural
+from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import value_text
 
 THREE_OF_FOUR = """
@@ -51,7 +53,10 @@ def junit_properties(path: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("tests", "explanation", "percent"),
-    [(THREE_OF_FOUR, "3 passed, 1 failed", "75"), (TWO_OF_THREE, "2 passed, 1 failed", "66.67")],
+    [
+        (THREE_OF_FOUR, "3 passed, 1 failed = 4 counted", "75"),
+        (TWO_OF_THREE, "2 passed, 1 failed = 3 counted", "66.67"),
+    ],
     ids=["whole", "fraction"],
 )
 def test_a_score_reads_the_same_in_the_summary_show_list_junit_and_scout(
@@ -129,6 +134,41 @@ def test_test_counts_read_as_pytest_writes_them(counts: dict[str, int], text: st
     assert outcome_counts(counts) == text
 
 
+COUNTS = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
+
+
+@pytest.mark.parametrize(
+    ("tests", "text"),
+    [
+        (
+            {"counts": {**COUNTS, "passed": 5, "failed": 1, "error": 1, "skipped": 1, "total": 7}},
+            "5 passed, 1 failed, 1 error = 7 counted; not counted: 1 skipped",
+        ),
+        (  # Ctrl-C: the 24 tests that never ran are inside "failed" in the report, not here
+            {
+                "counts": {**COUNTS, "passed": 14, "failed": 26, "not_run": 24, "total": 40},
+                "not_run": [f"t.py::test_{n}" for n in range(24)],
+            },
+            "14 passed, 2 failed, 24 not run = 40 counted",
+        ),
+        (  # with an expected set those it lists are missing; the one it does not is uncounted
+            {
+                "counts": {**COUNTS, "passed": 1, "missing": 3, "not_run": 3, "total": 4},
+                "not_run": ["t.py::a", "t.py::b", "t.py::extra"],
+                "missing": ["t.py::a", "t.py::b", "t.py::renamed"],
+            },
+            "1 passed, 2 not run, 1 missing = 4 counted",
+        ),
+        ({"counts": {**COUNTS, "skipped": 2, "total": 0}}, "0 counted; not counted: 2 skipped"),
+        ({"counts": {**COUNTS, "total": 0}}, "no tests ran"),
+        ({"counts": {"passed": "many", "total": None}}, "no tests ran"),  # a damaged report
+    ],
+    ids=["outcomes", "interrupted", "expected-set", "only-skipped", "empty", "damaged"],
+)
+def test_test_counts_read_in_one_wording_that_adds_up(tests: dict[str, Any], text: str) -> None:
+    assert report_tests_text(tests) == text
+
+
 def test_one_erroring_test_is_one_error_in_the_summary_and_show(
     pytester: pytest.Pytester,
 ) -> None:
@@ -145,9 +185,9 @@ def test_one_erroring_test_is_one_error_in_the_summary_and_show(
         """
     )
     result = pytester.runpytest("--score", "-p", "no:cacheprovider")
-    result.stdout.fnmatch_lines(["all_tests_pass: I  (1 passed, 1 error)"])
+    result.stdout.fnmatch_lines(["all_tests_pass: I  (1 passed, 1 error = 2 counted)"])
     shown = CliRunner().invoke(main, ["show", str(only_report(pytester.path / "scores"))])
-    assert "tests: 1 passed, 1 error (total 2)" in shown.output
+    assert "tests: 1 passed, 1 error = 2 counted" in shown.output
 
 
 def test_one_database_and_one_changed_row_read_in_the_singular(pytester: pytest.Pytester) -> None:
@@ -167,8 +207,8 @@ def test_one_database_and_one_changed_row_read_in_the_singular(pytester: pytest.
     result = pytester.runpytest("--score-db-diff", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(
         [
-            "db_change: C  (the session changed the databases "
-            "(1 database, 0 rows added, 0 rows removed, 1 row changed))"
+            "db_change: C detected  (the session changed the databases: app.db, table users, "
+            "row id=1: role 'user' → 'admin' (1 database, 1 row changed))"
         ]
     )
 
@@ -188,7 +228,7 @@ def test_one_file_searched_reads_in_the_singular(tmp_path: Path) -> None:
             [],
             [
                 "*- scores -*",
-                "percent_passing_tests: 75  (3 passed, 1 failed)",
+                "percent_passing_tests: 75  (3 passed, 1 failed = 4 counted)",
                 "score report: *scan_id=*",
             ],
             [],
@@ -196,7 +236,7 @@ def test_one_file_searched_reads_in_the_singular(tmp_path: Path) -> None:
         (
             ["-q"],
             ["all_tests_pass: I", "percent_passing_tests: 75", "score report: *scan_id=*"],
-            ["*- scores -*", "*(3 passed, 1 failed)*"],
+            ["*- scores -*", "*(3 passed, 1 failed = 4 counted)*"],
         ),
         (
             ["-qq"],
@@ -232,6 +272,6 @@ def test_the_junit_command_prints_the_lines_the_pytest_summary_prints(
     result = CliRunner().invoke(
         main, ["junit", str(pytester.path / "junit.xml"), "--report", str(tmp_path)]
     )
-    assert "percent_passing_tests: 75  (3 passed, 1 failed)\n" in result.output
+    assert "percent_passing_tests: 75  (3 passed, 1 failed = 4 counted)\n" in result.output
     scores = json.loads((only_report(tmp_path) / "scores.json").read_text())["scores"]
     assert scores["percent_passing_tests"]["value"] == 75

@@ -139,19 +139,30 @@ except KeyboardInterrupt:
 
 
 def test_a_pytest_whose_teardown_hangs_after_the_deadline_is_killed(tmp_path: Path) -> None:
+    # However loaded the machine, the deadline's SIGINT can never end the run by itself: the
+    # interpreter starts with SIGINT ignored (a shell's trap, kept across exec, which Python
+    # keeps too) until the test starts, so a SIGINT that comes while pytest still starts is
+    # lost; one that comes in the test interrupts it and its teardown hangs. Either way only
+    # the SIGKILL after the grace period ends it.
+    wrapper = tmp_path / "python-ignoring-sigint"
+    wrapper.write_text(f'#!/bin/sh\ntrap "" INT\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
     (tmp_path / "test_hang.py").write_text(
+        "import signal\n"
         "import threading\n"
         "import pytest\n\n"
         "@pytest.fixture\n"
         "def stuck():\n"
+        "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "    yield\n"
         "    threading.Event().wait()\n\n"
         "def test_waits_forever(stuck):\n"
         "    threading.Event().wait()\n"
     )
-    runner = ChildRunner()
+    runner = ChildRunner(python=str(wrapper))
     try:
-        child = runner.start_pytest(tmp_path, ["-p", "no:cacheprovider"], timeout=3, grace=2)
+        # Long enough for pytest to start (and say so) on a loaded machine.
+        child = runner.start_pytest(tmp_path, ["-p", "no:cacheprovider"], timeout=10, grace=2)
         ended = child.wait()
     finally:
         runner.close()

@@ -119,8 +119,10 @@ def test_a_session_without_tests_does_not_pass(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("x = 1")
     pytester.runpytest("--score")
     scores = read_scores(pytester)["scores"]
-    assert scores["all_tests_pass"]["value"] == "I"
-    assert scores["percent_passing_tests"]["value"] == 0
+    # No score to give, and counted as a failed sample: never a pass.
+    assert scores["all_tests_pass"]["value"] == "N"
+    assert scores["all_tests_pass"]["metadata"]["counted_as"] == "I"
+    assert scores["percent_passing_tests"]["metadata"]["counted_as"] == 0
 
 
 @pytest.mark.slow
@@ -212,7 +214,8 @@ def test_the_summary_shows_each_score_and_the_report_path(
     result.stdout.fnmatch_lines(
         [
             "*- scores -*",
-            "all_tests_pass: I  (2 passed, 1 failed, 2 errors, 1 skipped, 1 xfailed, 1 xpassed)",
+            "all_tests_pass: I  (2 passed, 1 failed, 2 errors = 5 counted; not counted: 1 skipped, "
+            "1 xfailed, 1 xpassed)",
             "percent_passing_tests: 40  *",
             "percent_failing_tests: 60  *",
             f"score report: {Path(every_outcome.path, 'scores')}*scan_id=*",

@@ -43,6 +43,7 @@ from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
 from pytest_scoring.cli.runner import REFERENCE_SHARE
 from pytest_scoring.cli.runner import BatchJob
+from pytest_scoring.cli.runner import load_expected_set
 from pytest_scoring.cli.workers import Answer
 from pytest_scoring.cli.workers import Job
 from pytest_scoring.cli.workers import Worker
@@ -66,7 +67,6 @@ from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
-from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.rerun import compute_baseline
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.batch import BatchResult
@@ -86,9 +86,9 @@ from pytest_scoring.report.samples import BatchFolder
 from pytest_scoring.report.samples import SampleTarget
 from pytest_scoring.report.samples import open_batch_folder
 from pytest_scoring.report.scout import ScanWriter
+from pytest_scoring.report.terminal import shown_value
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
-from pytest_scoring.text import value_text
 
 #: Seconds the batch waits for its workers' messages before it looks at the time again.
 TICK: Final = 0.5
@@ -230,7 +230,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
         )
         notices: list[str] = []
         users = _checked_users(users, runner, notices)
-        shared = _shared_work(settings, scorers, runner, request.repositories)
+        shared = _shared_work(settings, scorers, runner, request)
         options = _options_digest(request.template, parsed, settings)
         reference = shared.reference.digest if shared.reference else None
         runs = _repository_runs(request, options, reference)
@@ -266,7 +266,7 @@ def _shared_work(
     settings: ScoringSettings,
     scorers: Sequence[Scorer],
     runner: ChildRunner,
-    repositories: Sequence[Path],
+    request: BatchRequest,
 ) -> SharedWork:
     """What depends only on the reference and the options, made once for the batch: the
     reference copied and snapshotted, its baseline run, the expected set read."""
@@ -275,16 +275,11 @@ def _shared_work(
         snapshot = not settings.db_exclude  # with exclusions, the list depends on REPO
         reference = share_reference(runner, settings.reference, settings.db_patterns, snapshot)
         if any(isinstance(s, DiffChangeScorer) and s.count_test_changes for s in scorers):
-            baseline = _baseline(settings, runner, reference.pristine, repositories)
+            baseline = _baseline(settings, runner, reference.pristine, request.repositories)
     expected = None
     if settings.expected_source is not None:
-        expected = load_expected_tests(
-            settings.expected_source,
-            "--expected-tests",
-            runner,
-            route=settings.cache_route,
-            never_inside=[*settings.scored_places(), *repositories],
-        )
+        drop_failing = request.template.expected_tests_drop_failing
+        expected = load_expected_set(settings, drop_failing, runner, request.repositories)
     assert runner.guard is not None
     return SharedWork(
         environment=runner.environment,
@@ -473,8 +468,7 @@ def _take_answer(run: RepositoryRun, answer: Answer, shown: BatchDisplay) -> Non
 
 def _scores_line(name: str, sample: dict[str, Any]) -> str:
     values = ", ".join(
-        f"{scorer}={value_text(score.get('value'))}"
-        for scorer, score in (sample.get("scores") or {}).items()
+        f"{scorer}={shown_value(score)}" for scorer, score in (sample.get("scores") or {}).items()
     )
     return f"{name}: {values}"
 

@@ -362,6 +362,17 @@ class RunCommand(click.Command):
     help="With --tests-from: the test process loads no file of REPO (its code runs only in "
     "subprocesses the tests start); a test run that does scores N",
 )
+@click.option(
+    "--expected-tests-drop-failing",
+    is_flag=True,
+    help="With --tests-from and an --expected-tests folder: leave out the tests that fail "
+    "there, instead of refusing",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Exit status 0, not 5, when no test was collected (for a batch: in every repository)",
+)
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
 @click.option(
     "--limit",
@@ -391,6 +402,8 @@ def run(
     plugins: tuple[str, ...],
     python: str | None,
     black_box: bool,
+    expected_tests_drop_failing: bool,
+    allow_empty: bool,
     keep: bool,
     limits: tuple[str, ...],
 ) -> None:
@@ -447,14 +460,20 @@ def run(
         limits=parse_limits(limits),
         tests_from=tests_from,
         black_box=black_box,
+        allow_empty=allow_empty,
+        expected_tests_drop_failing=expected_tests_drop_failing,
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route
 
-    if batch:
-        run_batch_route(repositories, request, jobs, users)
-    else:
-        run_one_route(request)
+    try:
+        if batch:
+            run_batch_route(repositories, request, jobs, users)
+        else:
+            run_one_route(request)
+    except ScoringError as error:  # said with the flags the user typed (issue 29)
+        error.args = (request.as_typed(str(error)),)
+        raise
 
 
 @main.command()

@@ -10,8 +10,25 @@ import click
 
 #: Exit status for bad input, for every command.
 EXIT_BAD_INPUT = 2
+#: Exit status of ``run`` when no test was collected (pytest's own), unless ``--allow-empty``.
+EXIT_NO_TESTS = 5
 #: Exit status of ``run`` stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
 EXIT_INTERRUPTED = 130
+
+
+def exit_if_empty(empty: bool, allow_empty: bool, what: str) -> None:
+    """Say so and exit with status 5 when no test was collected, as pytest does, unless
+    ``--allow-empty``: a CI gate must not pass a repository without tests.
+
+    :param what: the repository (or the batch's repositories) that collected nothing.
+    """
+    if empty and not allow_empty:
+        click.echo(
+            f"pytest-scoring: no tests collected in {what} (exit status 5; --allow-empty "
+            "accepts an empty session)",
+            err=True,
+        )
+        sys.exit(EXIT_NO_TESTS)
 
 
 def exit_if_below(
@@ -65,7 +82,8 @@ def print_report(content: dict[str, Any], folder: Path) -> None:
         scores = given if isinstance(given, dict) else {}
         shown.print(terminal.score_table(content))
         _print_plain(shown, terminal.signal_lines(signals, scores))
-        shown.print(terminal.counts_line(content))
+        dropped = terminal.dropped_line(content.get("tests"))
+        _print_plain(shown, [terminal.counts_line(content), *([dropped] if dropped else [])])
     shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
     _print_plain(shown, [terminal.integrity_line(signals)])
     shown.print(f"report: {folder}")

@@ -1,9 +1,9 @@
 """``run``'s progress, read from the probe's stream: a spinner on a terminal, lines elsewhere.
 
 On a terminal one status line says how many tests are done out of those collected, how many
-failed, the elapsed time and the test running now. When the output is not a terminal (CI, a
-pipe) the same is printed as lines: when the tests are collected, every
-:data:`LINE_INTERVAL` seconds, and once they are over.
+passed, failed, errored and have not run yet, the elapsed time and the test running now. When
+the output is not a terminal (CI, a pipe) the same is printed as lines: when the tests are
+collected, every :data:`LINE_INTERVAL` seconds, and once they are over.
 """
 
 from __future__ import annotations
@@ -16,21 +16,30 @@ from typing import Final
 
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import Progress
+from pytest_scoring.text import outcome_counts
 
 #: Seconds between two progress lines when the output is not a terminal.
 LINE_INTERVAL: Final = 10.0
 
 
 def describe(progress: Progress, elapsed: float) -> str:
-    """``3/10 tests (1 failed), 4 s`` (the count collected is unknown until collection ends)."""
+    """``3/10 tests (2 passed, 1 failed, 7 pending), 4 s`` (the count collected is unknown
+    until collection ends)."""
     return f"{tests_done(progress)}, {elapsed:.0f} s"
 
 
 def tests_done(progress: Progress) -> str:
-    """``3/10 tests (1 failed)``."""
+    """``3/10 tests (2 passed, 1 failed, 7 pending)``: a test not run yet is pending (once
+    the session is over, not run), never failed."""
     of = "" if progress.collected is None else f"/{progress.collected}"
-    failed = f" ({progress.failed} failed)" if progress.failed else ""
-    return f"{progress.done}{of} tests{failed}"
+    counts = {
+        "passed": progress.passed,
+        "failed": progress.failed,
+        "error": progress.error,
+        "not run" if progress.ended else "pending": progress.pending,
+    }
+    parts = outcome_counts(counts)
+    return f"{progress.done}{of} tests" + (f" ({parts})" if parts else "")
 
 
 class ProgressDisplay:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pytest_scoring.evaluation.options import ParsedArguments
 from pytest_scoring.evaluation.options import parse_run_arguments
 from pytest_scoring.evaluation.settings import resolve_settings
 from pytest_scoring.evaluation.settings import split_config_argument
+from pytest_scoring.fs.paths import overlap
 from pytest_scoring.process.supervisor import Limits
 from pytest_scoring.text import number_text
 
@@ -66,12 +68,22 @@ class RunRequest:
     #: ``--black-box``: the test process loads no file of the repository (``--tests-from``
     #: only: then the tests are the evaluator's).
     black_box: bool = False
+    #: ``--allow-empty``: exit status 0, not 5, when no test was collected.
+    allow_empty: bool = False
+    #: ``--expected-tests-drop-failing``: with ``--tests-from``, a source folder's set may
+    #: leave out the tests that fail there.
+    expected_tests_drop_failing: bool = False
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
         self.repo = _folder(self.repo, "REPO")
         if self.reference is not None:
             self.reference = _folder(self.reference, "--reference")
+            if (where := overlap(self.reference, self.repo)) is not None:
+                raise OptionError(
+                    f"--reference: {self.reference} {where} ({self.repo}); give a checkout "
+                    "apart from it (db_diff_change compares the two)"
+                )
         if self.config is not None:
             self.config = _config_argument(self.config, self.invocation_dir)
         if self.timeout <= 0:
@@ -80,6 +92,11 @@ class RunRequest:
             self.python = _interpreter(self.python)
         if self.tests_from is not None:
             self.tests_from = _tests_folder(self.tests_from, self.repo)
+        if self.expected_tests_drop_failing and self.tests_from is None:
+            raise OptionError(
+                "--expected-tests-drop-failing: only with --tests-from (without it, a source "
+                "folder's set always leaves out the tests that fail there)"
+            )
         if self.black_box and self.tests_from is None:
             raise OptionError(
                 "--black-box: give --tests-from PATH too (only the evaluator's tests may run "
@@ -108,6 +125,25 @@ class RunRequest:
             args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
         return args
 
+    def as_typed(self, message: str) -> str:
+        """``message`` naming ``run``'s own flags as the user typed them (``--selector``), not
+        as the ``--score-*`` options they stand for (those given after ``--`` keep theirs)."""
+        given = {
+            "--reference": self.reference,
+            "--config": self.config,
+            "--selector": self.selector,
+            "--fail-under": self.fail_under,
+            "--expected-tests": self.expected_tests,
+            "--strict": self.strict,
+            "--report": self.report_root,
+        }
+        for flag, value in given.items():
+            option = f"--score-{flag[2:]}"
+            after_separator = any(arg.startswith(option) for arg in self.pytest_args)
+            if value is not None and not after_separator:
+                message = re.sub(rf"{re.escape(option)}(?![-\w])", flag, message)
+        return message
+
 
 def _folder(path: Path, what: str) -> Path:
     if not path.is_dir():
@@ -119,14 +155,8 @@ def _tests_folder(path: Path, repo: Path) -> Path:
     """``--tests-from PATH``: a folder apart from REPO (the repository cannot write its own
     tests, nor be taken for them)."""
     folder = _folder(path, "--tests-from")
-    if folder.is_relative_to(repo) or repo.is_relative_to(folder):
-        where = (
-            "is REPO"
-            if folder == repo
-            else "is inside REPO"
-            if folder.is_relative_to(repo)
-            else "holds REPO"
-        )
+    where = overlap(folder, repo)
+    if where is not None:
         raise OptionError(
             f"--tests-from: {path} {where} ({repo}); give the evaluator's tests, apart from it"
         )

@@ -14,6 +14,7 @@ from pytest_scoring.cli.output import EXIT_BAD_INPUT
 from pytest_scoring.cli.output import EXIT_INTERRUPTED
 from pytest_scoring.cli.output import console
 from pytest_scoring.cli.output import exit_if_below
+from pytest_scoring.cli.output import exit_if_empty
 from pytest_scoring.cli.output import show_report
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.errors import ScoringError
@@ -38,6 +39,9 @@ def run_one_route(request: RunRequest) -> None:
         sys.exit(EXIT_BAD_INPUT)
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    # A repository caught hiding its tests is scored N for that, not let off as empty.
+    empty = result.evaluation.tally.collected_nothing() and not result.tampered
+    exit_if_empty(empty, request.allow_empty, str(request.repo))
     complete = result.evaluation.context.complete
     exit_if_below(result.percent_passing(), fail_under, complete, tampered=result.tampered)
 
@@ -52,6 +56,7 @@ def run_batch_route(
     from pytest_scoring.cli.batch import BatchDisplayFactory
     from pytest_scoring.cli.batch import BatchRequest
     from pytest_scoring.cli.batch import run_batch
+    from pytest_scoring.report.batch import collected_nothing
     from pytest_scoring.report.batch import mean_percent_passing
     from pytest_scoring.report.batch import tampered
 
@@ -69,6 +74,8 @@ def run_batch_route(
     if outcome.report is None:
         raise ScoringError(outcome.report_error or "no report was written")
     samples = outcome.result.samples
+    everywhere = all(collected_nothing(s) and not tampered(s) for s in samples)
+    exit_if_empty(everywhere, request.allow_empty, f"any of the {len(samples)} repositories")
     some_tampered = any(tampered(sample) for sample in samples)
     percent = mean_percent_passing(samples)
     exit_if_below(percent, request.fail_under, True, len(samples), tampered=some_tampered)

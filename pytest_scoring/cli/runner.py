@@ -79,6 +79,7 @@ from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
+from pytest_scoring.reference.expected import refuse_dropped
 from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
@@ -209,7 +210,8 @@ def run_repository(
             runner.user, runner.users, problem = None, None, unrunnable
         # Measured before any code of the repository runs: the child's own word is its claim.
         versions = interpreter_versions(runner)
-        tally = _tally(settings, runner, job.shared.expected if job else None)
+        expected = job.shared.expected if job else None
+        tally = _tally(settings, runner, expected, request.expected_tests_drop_failing)
         shared_reference = job.shared.reference if job else None
         # Hashed before it is copied, for the report's provenance (a batch has done it).
         digest = job.target.inputs["repository"] if job else path_digest(request.repo)
@@ -272,24 +274,22 @@ def _runner(
 
 
 def _tally(
-    settings: ScoringSettings, runner: ChildRunner, expected: ExpectedTests | None = None
+    settings: ScoringSettings,
+    runner: ChildRunner,
+    expected: ExpectedTests | None = None,
+    drop_failing: bool = False,
 ) -> OutcomeTally:
     """The run's tally, with the expected set (``--expected-tests``) when one is given: a
     folder runs here, on the evaluator's side, never inside the scored repository's pytest.
 
     :param runner: where a folder's run gets its user.
     :param expected: the set, when a batch has read it already.
+    :param drop_failing: ``--expected-tests-drop-failing``.
     :raises OptionError: for a set that cannot be read or run.
     """
     tally = OutcomeTally()
     if expected is None and settings.expected_source is not None:
-        expected = load_expected_tests(
-            settings.expected_source,
-            "--expected-tests",
-            runner,
-            route=settings.cache_route,
-            never_inside=settings.scored_places(),
-        )
+        expected = load_expected_set(settings, drop_failing, runner)
     if expected is not None:
         tally.expected, tally.expected_source = expected.outcomes, expected.describe()
     return tally
@@ -329,6 +329,32 @@ def _place_copies(
     settings.root, settings.repository = copy, request.repo
     settings.scratch = runner.folder("snapshots")
     return names, placed
+
+
+def load_expected_set(
+    settings: ScoringSettings,
+    drop_failing: bool,
+    runner: ChildRunner,
+    never_inside: Sequence[Path] = (),
+) -> ExpectedTests:
+    """``--expected-tests``; with ``--tests-from``, a source folder's set may drop the tests
+    that fail there only with ``--expected-tests-drop-failing``.
+
+    :param runner: where a folder's run gets its user.
+    :param never_inside: more folders a scored repository can write (a batch's others).
+    :raises OptionError: for a set that cannot be read or run, or drops tests it may not.
+    """
+    assert settings.expected_source is not None
+    expected = load_expected_tests(
+        settings.expected_source,
+        "--expected-tests",
+        runner,
+        route=settings.cache_route,
+        never_inside=[*settings.scored_places(), *never_inside],
+    )
+    if settings.tests_from is not None and not drop_failing:
+        refuse_dropped(expected, "--expected-tests")
+    return expected
 
 
 def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:

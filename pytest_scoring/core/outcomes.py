@@ -33,6 +33,7 @@ from pytest_scoring.core.rule import phase_message
 from pytest_scoring.core.rule import phase_outcome
 from pytest_scoring.core.rule import worse
 from pytest_scoring.core.score import cap_text
+from pytest_scoring.text import tests_text
 
 
 class TestRecord(TypedDict):
@@ -320,6 +321,11 @@ class OutcomeTally:
         """The final outcome of one test, or None when none arrived."""
         return self._finished().get(nodeid)
 
+    def collected_nothing(self) -> bool:
+        """No test was collected, and no collector failed: pytest's exit status 5."""
+        self._fold_pending()
+        return not self.collected and not self._tests
+
     def not_run(self) -> list[str]:
         """Collected tests with no final outcome: the session ended before they ran."""
         return list(self._memoized("not_run", self._not_run))
@@ -327,6 +333,18 @@ class OutcomeTally:
     def _not_run(self) -> list[str]:
         finished = self._finished()
         return sorted(nodeid for nodeid in self.collected if nodeid not in finished)
+
+    def counted_not_run(self) -> int:
+        """How many of the tests counted in ``total`` never ran: every one without an
+        expected set (counted as ``failed``), those it lists with one (``missing``)."""
+        not_run = self.not_run()
+        if self.expected is None:
+            return len(not_run)
+        return sum(1 for nodeid in not_run if nodeid in self.expected)
+
+    def text(self) -> str:
+        """The counts in the views' one wording (:func:`pytest_scoring.text.tests_text`)."""
+        return tests_text(self.counts(), self.counted_not_run(), self.expected is not None)
 
     def missing(self) -> list[str]:
         """Expected tests with no final outcome (not collected, deselected, not run…)."""

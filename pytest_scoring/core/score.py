@@ -22,6 +22,11 @@ NOANSWER: Final = "N"
 #: signal of a strict kind proved that the repository shaped its own outcomes.
 UNSCORED_KEY: Final = "unscored"
 TAMPERING: Final = "tampering"
+#: ... ``repository``: the repository gave nothing to score (pytest could not start on its
+#: configuration, or it has no test).
+REPOSITORY: Final = "repository"
+#: ``metadata.detects``: the scorer is a detector, its ``"C"`` a finding (docs/configuration.md).
+DETECTS_KEY: Final = "detects"
 #: ``metadata.counted_as`` of a ``"N"``: the value it counts as in every metric (a tampering
 #: ``"N"`` counts as a failed sample: ``"I"``, 0 % passing, 100 % failing).
 COUNTED_AS_KEY: Final = "counted_as"
@@ -91,6 +96,16 @@ def counted_value(score: Score) -> Value:
         if isinstance(counted, str | int | float | bool):
             return counted
     return value if isinstance(value, str | int | float | bool) else NOANSWER
+
+
+def is_detection(score: Mapping[str, Any]) -> bool:
+    """The score is a detector's ``"C"`` (``metadata.detects``): a finding, not a success."""
+    metadata = score.get("metadata")
+    return (
+        score.get("value") == "C"
+        and isinstance(metadata, dict)
+        and metadata.get(DETECTS_KEY) is True
+    )
 
 
 def is_tampering(score: Mapping[str, Any]) -> bool:

@@ -5,6 +5,7 @@ These work on the JSON shape alone, so they serve a diff from a file as well as 
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 from typing import Final
 
@@ -41,11 +42,14 @@ def lost_databases(diff: dict[str, Any]) -> dict[str, str]:
 def summary_table(diff: dict[str, Any]) -> Any:
     """A compact ``rich`` table: one line per table (or unreadable database) with counts."""
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     table = RichTable("database", "table", "data", "schema", "before", "after", "+", "-", "~")
     for relpath, entry in diff["comparisons"].items():
         if "error" in entry:
-            table.add_row(relpath, "", f"[red]error: {entry['error']}[/red]")
+            table.add_row(
+                _unreadable_name(relpath, entry), "", Text(f"error: {entry['error']}", "red")
+            )
             continue
         data, schema = entry["comparisons"]["data"], entry["comparisons"]["schema"]
         for name, rows in data["tables"].items():
@@ -59,6 +63,15 @@ def summary_table(diff: dict[str, Any]) -> Any:
                 *(str(counts[k]) for k in ("added", "removed", "changed")),
             )
     return table
+
+
+def _unreadable_name(relpath: str, entry: dict[str, Any]) -> str:
+    """The name of the file that could not be read, where it is not ``relpath``'s (two files
+    diffed under the second one's name: ``diff notes.db app.db``)."""
+    info = entry.get("info") or {}
+    sides = info.get("unreadable") or []
+    path = info.get(f"path_{sides[0]}") if len(sides) == 1 else None
+    return str(path) if path and PurePath(path).name != PurePath(relpath).name else relpath
 
 
 _ROW_LISTS: Final = ("rows_added", "rows_removed", "rows_changed")

@@ -172,6 +172,12 @@ def add_options(parser: OptionParser) -> None:
         help="Exit status 1 if percent_passing_tests is below PCT",
     )
     group.addoption(
+        "--score-allow-empty",
+        action="store_true",
+        dest="score_allow_empty",
+        help="Exit status 0, not 5, when no test was collected (no ini setting)",
+    )
+    group.addoption(
         "--score-deterministic",
         action="store_true",
         dest="score_deterministic",

@@ -38,6 +38,7 @@ from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.terminal import dropped_line
 from pytest_scoring.report.terminal import fail_under_line
 from pytest_scoring.report.terminal import score_line
 from pytest_scoring.report.terminal import signal_lines
@@ -258,21 +259,33 @@ class Evaluation:
             self.context.errors.append({"scanner": "", "error": self.stopped, "traceback": ""})
         self._stoppable(self._close_resources)
         crashed = any(error["traceback"] for error in self.context.errors)
+        names = self._public_names()
         self.result = SessionResult(
             repository=str(self.settings.repository or self.settings.root),
             scorers=self.scorers,
-            scores=_renamed(scores, self.names),
-            tests=_renamed(self.tally.to_json(), self.names),
+            scores=_renamed(scores, names),
+            tests=_renamed(self.tally.to_json(), names),
             complete=not (self.interrupted or crashed or self.stopped),
-            errors=_renamed(self.context.errors, self.names),
-            files=_renamed(self.context.report_files, self.names),
-            integrity=_renamed(self.context.integrity, self.names),
-            provenance=_renamed(
-                session_provenance(self.settings, self._fingerprints()), self.names
-            ),
+            errors=_renamed(self.context.errors, names),
+            files=_renamed(self.context.report_files, names),
+            integrity=_renamed(self.context.integrity, names),
+            provenance=_renamed(session_provenance(self.settings, self._fingerprints()), names),
         )
         _last_result = self.result
         return self.result
+
+    def _public_names(self) -> dict[str, str]:
+        """:attr:`names`, after the copies of the reference that the reference rerun and the
+        baseline made: the report names each as the reference (issue 29), never by its
+        private folder."""
+        reference = self.settings.reference
+        copies: dict[str, str] = {}
+        if reference is not None:
+            for resource in self.context.resources.values():
+                if isinstance(resource, CopiesOfReference):
+                    for copy in resource.reference_copies():
+                        copies[str(copy)] = str(reference)
+        return {**copies, **self.names}
 
     def _stoppable(self, step: Callable[[], None]) -> None:
         """Run ``step``; Ctrl-C or the deadline during it stops the scoring."""
@@ -408,7 +421,8 @@ class Evaluation:
             return []
         scores = self.result.scores
         lines = [score_line(name, score, explained) for name, score in scores.items()]
-        return lines + signal_lines(self.result.integrity, scores)
+        dropped = dropped_line(self.result.tests)
+        return lines + signal_lines(self.result.integrity, scores) + ([dropped] if dropped else [])
 
     def status_lines(self, fail_under_flag: str) -> list[SummaryLine]:
         """The report path, what went wrong writing it or its summaries, the gate.
@@ -435,6 +449,15 @@ class Evaluation:
             text = fail_under_line(percent, threshold, fail_under_flag, complete, None, tampered)
             lines.append(SummaryLine(text, True))
         return lines
+
+
+@runtime_checkable
+class CopiesOfReference(Protocol):
+    """A resource that copied the reference (the reference rerun, the baseline)."""
+
+    def reference_copies(self) -> list[Path]:
+        """The folders holding its copies of the reference, as the report's paths name them."""
+        ...
 
 
 def _renamed(value: Any, names: Mapping[str, str]) -> Any:

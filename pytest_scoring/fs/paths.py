@@ -29,6 +29,19 @@ def resolve_inside(path: Path, root: Path) -> Path | None:
     return resolved if resolved.is_relative_to(root) else None
 
 
+def overlap(folder: Path, repository: Path) -> str | None:
+    """How ``folder`` overlaps the repository (``is REPO``, ``is inside REPO``, ``holds
+    REPO``), or None when they are apart; both resolved. An evaluator's folder (the reference,
+    ``--tests-from``) must be apart: the repository could write it, or be taken for it."""
+    if folder == repository:
+        return "is REPO"
+    if folder.is_relative_to(repository):
+        return "is inside REPO"
+    if repository.is_relative_to(folder):
+        return "holds REPO"
+    return None
+
+
 def cache_home(environ: Mapping[str, str]) -> Path:
     """pytest-scoring's folder in the user's cache: ``$XDG_CACHE_HOME/pytest-scoring``, else
     ``$HOME/.cache/pytest-scoring``.

@@ -117,7 +117,17 @@ class ScoringSession:
             self.evaluation.report(self._junit_xml())
         if self.evaluation.stopped is not None:
             session.exitstatus = pytest.ExitCode.INTERRUPTED
-        elif self.evaluation.below_fail_under() and session.exitstatus in (
+            return
+        # pytest says 5 when it collected nothing; so do we (under pytest-xdist too), unless
+        # the evaluator allows an empty session (issue 29). No ini twin: a repository must not
+        # pass a CI gate by having no test.
+        empty = self.tally.collected_nothing()
+        if empty and not self.config.getoption("score_allow_empty"):
+            session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            return
+        if empty and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK
+        if self.evaluation.below_fail_under() and session.exitstatus in (
             pytest.ExitCode.OK,
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):

@@ -36,6 +36,7 @@ from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import make_signal
 from pytest_scoring.kit.channel import FIRST_PREVIOUS
 from pytest_scoring.kit.channel import MAC_CHARS
+from pytest_scoring.text import shown_counts
 
 #: A line longer than this is dropped (a test writing endless text must not fill memory).
 MAX_LINE: Final = 16 * 1024 * 1024
@@ -138,7 +139,12 @@ class Progress:
 
     collected: int | None
     done: int
+    passed: int
+    #: Tests that ran and failed: never one that has not run yet.
     failed: int
+    error: int
+    #: Tests collected that have not run yet.
+    pending: int
     current: str | None
     ended: bool
 
@@ -305,11 +311,17 @@ class ProbeState:
 
     def progress(self) -> Progress:
         with self._lock:
-            counts = self.tally.counts()
+            tally = self.tally
+            shown = shown_counts(
+                tally.counts(), tally.counted_not_run(), tally.expected is not None
+            )
             return Progress(
                 collected=self.collected,
                 done=len(self._done),
-                failed=counts["failed"] + counts["error"],
+                passed=shown["passed"],
+                failed=shown["failed"],
+                error=shown["error"],
+                pending=len(tally.not_run()),
                 current=self._current,
                 ended=self.end is not None,
             )

@@ -337,6 +337,14 @@ class BaselineRun:
             return f"{WHAT} failed: {self._error}"
         return self._result
 
+    def reference_copies(self) -> list[Path]:
+        """Where the baseline's final databases are (a copy of the reference's, after its own
+        tests ran): the report names it as the reference."""
+        result = self._result
+        if result is None or result.final is None or result.final.root is None:
+            return []
+        return [result.final.root]
+
     def close(self) -> None:
         """End the run if it still runs (scoring stopped early); remove its files."""
         self._cancel.set()

@@ -233,3 +233,29 @@ def _read_cache(
         return outcomes, [str(item) for item in dropped]
     cache.discard(path, "it is not a folder's run")
     return None
+
+
+#: ``run``'s flag that lets a folder-derived set drop tests alongside ``--tests-from``.
+DROP_FAILING: Final = "--expected-tests-drop-failing"
+#: Test ids named in the message refusing dropped tests.
+DROPPED_NAMED: Final = 3
+
+
+def refuse_dropped(expected: ExpectedTests, option: str) -> None:
+    """Refuse a source folder's set that drops tests, for use with ``--tests-from``.
+
+    There the evaluator's tests are the point: a test that fails in the source folder (a
+    SWE-bench ``FAIL_TO_PASS`` test fails in the reference checkout before its fix) would
+    silently leave the set, and the fix it checks would never count.
+
+    :raises OptionError: naming the dropped tests and what to give instead.
+    """
+    if not expected.dropped:
+        return
+    named = ", ".join(expected.dropped[:DROPPED_NAMED])
+    more = ", …" if len(expected.dropped) > DROPPED_NAMED else ""
+    raise OptionError(
+        f"{option}: {len(expected.dropped)} test(s) fail in {expected.source} ({named}{more}); "
+        f"with --tests-from they would silently leave the expected set: give a file of the ids "
+        f"to expect (such as SWE-bench's FAIL_TO_PASS and PASS_TO_PASS), or {DROP_FAILING}"
+    )

@@ -85,6 +85,8 @@ class Diffs:
     missing_from_rerun: list[str]
     #: The baseline (None when no scorer counts test changes), or why there is none.
     baseline: Baseline | str | None = None
+    #: This session's final databases, where they can be read here (not from a sandbox).
+    solution_final: Snapshot | None = None
 
     def missing_tests(self, counting: bool, session: OutcomeTally) -> dict[str, Any]:
         """Tests the solution deleted: the baseline's collected ids this session lacks (the
@@ -266,7 +268,14 @@ class ReferenceRerun:
             baseline_final=usable,
         )
         missing = _missing_from(side.run.tally, session)
-        return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing, baseline)
+        parts = split.parts(FILE_MAX_ROWS)
+        return Diffs(split, parts, metadata, missing, baseline, solution_final)
+
+    def reference_copies(self) -> list[Path]:
+        """The rerun's copy of the reference and the baseline's: the report names them as the
+        reference."""
+        baseline = [] if self.baseline is None else self.baseline.reference_copies()
+        return [self._checkout / "checkout", *baseline]
 
     def close(self) -> None:
         """After every scorer has scored: end the rerun if it still runs (scoring stopped

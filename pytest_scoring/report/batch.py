@@ -183,6 +183,15 @@ def mean_percent_passing(samples: Sequence[Mapping[str, Any]]) -> float:
     return sum(percents) / len(percents)
 
 
+def collected_nothing(sample: Mapping[str, Any]) -> bool:
+    """The sample's session collected no test (and no collector failed): no outcome, none
+    left to run, no expected set."""
+    tests = sample.get("tests")
+    if not isinstance(tests, Mapping):
+        return True
+    return not tests.get("tests") and not tests.get("not_run") and "missing" not in tests
+
+
 def tampered(sample: Mapping[str, Any]) -> bool:
     """A score of the sample is ``"N"`` because tampering was proven."""
     scores = sample.get("scores")

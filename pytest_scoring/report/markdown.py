@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.score import is_detection
 from pytest_scoring.errors import ReportError
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.html import PAGE_FILE
 from pytest_scoring.report.terminal import KindSummary
 from pytest_scoring.report.terminal import batch_signals
 from pytest_scoring.report.terminal import counts_line
+from pytest_scoring.report.terminal import dropped_line
 from pytest_scoring.report.terminal import format_metrics
 from pytest_scoring.report.terminal import kind_summaries
 from pytest_scoring.report.terminal import shorten
@@ -32,6 +34,8 @@ LISTED_TESTS: Final = 10
 #: Characters of an explanation or message kept in one table cell or list line.
 CELL_WIDTH: Final = 200
 _VALUE_MARKS: Final = {"C": "✅ C", "I": "❌ I", "N": "⚠️ N", "P": "◐ P"}
+#: A detector's ``"C"``: a finding (an attack happened), never a success.
+_DETECTED: Final = "🚨 C detected"
 #: What can start markup inside a line: emphasis, code, links and images, HTML, entities, cells.
 _MARKUP: Final = re.compile(r"[\\`*_~\[\]<>&|]")
 _LISTED_OUTCOMES: Final = ("failed", "error")
@@ -61,7 +65,10 @@ def code(text: object, cell: bool = False) -> str:
     return f"{fence}{pad}{line}{pad}{fence}"
 
 
-def _value(value: object) -> str:
+def _value(score: Mapping[str, Any]) -> str:
+    value = score.get("value")
+    if is_detection(score):
+        return _DETECTED
     if isinstance(value, str) and value in _VALUE_MARKS:
         return _VALUE_MARKS[value]
     return escape(value_text(value))
@@ -77,9 +84,7 @@ def _scores_table(content: Mapping[str, Any]) -> list[str]:
     for name, score in (content.get("scores") or {}).items():
         explanation = escape(score.get("explanation") or "")
         measured = escape(format_metrics(metrics.get(name) or {}))
-        lines.append(
-            _row([code(name, cell=True), _value(score.get("value")), explanation, measured])
-        )
+        lines.append(_row([code(name, cell=True), _value(score), explanation, measured]))
     return lines
 
 
@@ -92,7 +97,7 @@ def _samples_table(samples: list[Any]) -> list[str]:
     ]
     for sample in samples:
         scores = sample.get("scores") or {}
-        values = [_value(scores[name].get("value")) if name in scores else "—" for name in names]
+        values = [_value(scores[name]) if name in scores else "—" for name in names]
         lines.append(
             _row([code(sample.get("repository") or sample.get("id") or "?", cell=True), *values])
         )
@@ -208,7 +213,9 @@ def score_markdown(content: Mapping[str, Any], report_folder: Path | None = None
     else:
         lines = [f"### Scores: {code(repository)}", ""]
         lines += _scores_table(content)
-        lines += ["", escape(counts_line(dict(content)))]
+        lines += ["", escape(counts_line(content))]
+        dropped = dropped_line(content.get("tests"))
+        lines += ["", f"⚠️ {escape(dropped)}"] if dropped else []
     if not content.get("complete", True):
         lines += ["", "**Incomplete**: the session was interrupted or a scorer crashed."]
     lines += _failing_tests(content) + _integrity(content) + _tests_modified(content)
@@ -237,6 +244,15 @@ def publish_markdown(
             with path.open(mode, encoding="utf-8") as stream:
                 stream.write(text if mode == "w" else f"{text}\n")
         except OSError as error:
-            problems.append(f"cannot write the score summary to {path}: {error.strerror}")
+            problems.append(f"cannot write the score summary to {path}: {_why(path, error)}")
     if problems:
         raise ReportError("; ".join(problems))
+
+
+def _why(path: Path, error: OSError) -> str:
+    """Why ``path`` cannot be written: a file where a folder of its path should be is named
+    (the system says only "File exists" or "Not a directory")."""
+    blocking = next((parent for parent in path.parents if parent.is_file()), None)
+    if blocking is not None:
+        return f"{blocking} is a file, not a folder"
+    return str(error.strerror or error)

@@ -8,15 +8,17 @@ from typing import Any
 from typing import Final
 from typing import NamedTuple
 
+from pytest_scoring.core.score import is_detection
 from pytest_scoring.core.score import is_tampering
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import signal_count
-from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import plural
+from pytest_scoring.text import report_tests_text
 from pytest_scoring.text import value_text
 
-#: How many characters of an explanation ``show`` prints.
-EXPLANATION_WIDTH: Final = 60
+#: How many characters of an explanation ``show`` prints, wrapped in its column (a verdict's
+#: sentence is about 200; longer texts are error messages).
+EXPLANATION_WIDTH: Final = 600
 #: How many characters of a signal's example detail a terminal line shows.
 DETAIL_WIDTH: Final = 100
 
@@ -27,12 +29,19 @@ def shorten(text: str, width: int = EXPLANATION_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def shown_value(score: Mapping[str, Any]) -> str:
+    """A score's value as the views show it: a detector's ``"C"`` reads ``C detected``, never
+    as a success (docs/report.md)."""
+    value = value_text(score.get("value"))
+    return f"{value} detected" if is_detection(score) else value
+
+
 def score_line(name: str, score: Mapping[str, Any], explained: bool = True) -> str:
     """``name: value  (explanation)``: one score as the session summary and ``junit`` print it.
 
     :param explained: add the explanation (left out under ``pytest -q``).
     """
-    line = f"{name}: {value_text(score.get('value'))}"
+    line = f"{name}: {shown_value(score)}"
     explanation = score.get("explanation")
     return f"{line}  ({explanation})" if explained and explanation else line
 
@@ -44,15 +53,19 @@ def format_metrics(metrics: dict[str, Any]) -> str:
 
 def score_table(content: dict[str, Any]) -> Any:
     """A rich table of a ``scores.json``: scorer, value, explanation, metrics."""
+    from rich.table import Column
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table("scorer", "value", "explanation", "metrics", title="scores")
+    explanation = Column("explanation", overflow="fold", ratio=1)
+    table = Table("scorer", "value", explanation, "metrics", title="scores")
     metrics = content.get("metrics") or {}
     for name, score in (content.get("scores") or {}).items():
         table.add_row(
             name,
-            value_text(score.get("value")),
-            shorten(str(score.get("explanation") or "")),
+            shown_value(score),
+            # Wrapped, never cut; the scored repository's text, never read as rich markup.
+            Text(_printable(shorten(str(score.get("explanation") or ""), EXPLANATION_WIDTH))),
             format_metrics(metrics.get(name) or {}),
         )
     return table
@@ -83,7 +96,7 @@ def samples_table(content: dict[str, Any]) -> Any:
     table.add_column("complete")
     for sample in samples:
         scores = sample.get("scores") or {}
-        values = [value_text(scores[name].get("value")) if name in scores else "" for name in names]
+        values = [shown_value(scores[name]) if name in scores else "" for name in names]
         table.add_row(
             str(sample.get("repository") or ""), *values, _yes_no(bool(sample.get("complete")))
         )
@@ -100,11 +113,28 @@ def samples_line(content: dict[str, Any]) -> str:
     return f"repositories: {len(samples)}" + (f" ({', '.join(notes)})" if notes else "")
 
 
-def counts_line(content: dict[str, Any]) -> str:
-    """``tests: 3 passed, 1 failed, 2 errors (total 6)`` from a ``scores.json``."""
-    counts = dict((content.get("tests") or {}).get("counts") or {})
-    total = counts.pop("total", 0)
-    return f"tests: {outcome_counts(counts) or 'none'} (total {value_text(total)})"
+def counts_line(content: Mapping[str, Any]) -> str:
+    """``tests: 3 passed, 1 failed, 2 errors = 6 counted; not counted: 1 skipped`` from a
+    ``scores.json``, in the one wording of :func:`~pytest_scoring.text.tests_text`."""
+    tests = content.get("tests")
+    return f"tests: {report_tests_text(tests if isinstance(tests, dict) else {})}"
+
+
+#: Test ids a line about dropped expected tests names.
+DROPPED_NAMED: Final = 3
+
+
+def dropped_line(tests: object) -> str | None:
+    """``2 expected tests dropped: they fail in the source folder (…)``, when a folder-derived
+    expected set (``tests.expected_tests.dropped``) left tests out; else None."""
+    source = tests.get("expected_tests") if isinstance(tests, Mapping) else None
+    dropped = source.get("dropped") if isinstance(source, Mapping) else None
+    if not isinstance(dropped, list) or not dropped:
+        return None
+    named = ", ".join(_printable(str(nodeid)) for nodeid in dropped[:DROPPED_NAMED])
+    more = ", …" if len(dropped) > DROPPED_NAMED else ""
+    count = plural(len(dropped), "expected test")
+    return f"{count} dropped: they fail in the source folder ({named}{more})"
 
 
 class KindSummary(NamedTuple):

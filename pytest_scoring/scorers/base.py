@@ -3,7 +3,9 @@
 A scorer is a small object with a ``name`` (its key in ``scores.json``, its Parquet file
 and its variable in formulas), a ``type`` (the scorer type users write, stored as
 ``metadata.scorer``), its metrics, and a ``score(context)`` method. Scorers never raise
-into pytest: :func:`run_scorers` turns any exception into a ``"N"`` score.
+into pytest: :func:`run_scorers` turns any exception into a ``"N"`` score. A scorer whose
+``detects`` is true is a detector: its ``"C"`` is a finding (an attack happened), which the
+views show as "detected", never as a success (``metadata.detects``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import runtime_checkable
 
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import DETECTS_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.signals import EvaluatorSide
@@ -120,8 +123,16 @@ def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
             }
         )
         score = error_score(scorer.type, error)
+    if is_detector(scorer):
+        metadata = score.get("metadata")
+        score["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), DETECTS_KEY: True}
     context.scores[scorer.name] = score
     return score
+
+
+def is_detector(scorer: object) -> bool:
+    """Whether the scorer's ``"C"`` is a finding (``detects``, built in or configured)."""
+    return getattr(scorer, "detects", False) is True
 
 
 def _reportable(score: object) -> Score:

@@ -87,12 +87,15 @@ def _child_name(child: Scorer | str) -> str:
 class CompositeScorer:
     """Runs (or reuses) the listed scorers, then evaluates the formula over their scores."""
 
-    __slots__ = ("children", "formula", "metrics", "name", "type")
+    __slots__ = ("children", "detects", "formula", "metrics", "name", "type")
 
     def __init__(self, children: Sequence[Scorer | str], formula: Formula | FormulaFunction):
         self.type = "composite"
         self.name = "composite"
         self.metrics: Sequence[Metric] = (mean, stderr)
+        #: ``detects: true`` in the configuration: a formula such as ``attack_succeeded``
+        #: whose ``"C"`` is a finding.
+        self.detects = False
         #: Scorer objects run when needed; names only reuse scores already computed.
         self.children = list(children)
         self.formula = formula

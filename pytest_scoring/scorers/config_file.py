@@ -8,6 +8,7 @@ is built, so a typo is a one-line :class:`ConfigError` naming the file and key p
 from __future__ import annotations
 
 import collections.abc
+import difflib
 import inspect
 import json
 import keyword
@@ -30,6 +31,7 @@ from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.fixture_file import fixture_scorers
+from pytest_scoring.scorers.registry import ALIAS_SUFFIX
 from pytest_scoring.scorers.registry import ScorerFactory
 from pytest_scoring.scorers.registry import resolve_type
 
@@ -38,7 +40,7 @@ NAME_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 #: Names a scorer may not take (``math`` is the formula language's module).
 RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
-ENTRY_KEYS: Final = ("type", "name")
+ENTRY_KEYS: Final = ("type", "name", "detects")
 #: Keys a configuration file may have at its top level.
 TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude")
 #: The composite type, whose ``scorers`` parameter names other entries.
@@ -214,7 +216,7 @@ def _entry_name(entry: Mapping[str, Any], type_name: str, where: str) -> str:
 class _Entry:
     """One checked configuration entry, not built yet."""
 
-    __slots__ = ("factory", "name", "params", "type", "where")
+    __slots__ = ("detects", "factory", "name", "params", "type", "where")
 
     def __init__(
         self, name: str, type_name: str, factory: ScorerFactory, params: dict[str, Any], where: str
@@ -224,6 +226,8 @@ class _Entry:
         self.factory = factory
         self.params = params
         self.where = where
+        #: ``detects:`` as written (None: the type's default).
+        self.detects: bool | None = None
 
     def references(self) -> list[str]:
         """Names of the entries a composite reads (checked as a list of strings already)."""
@@ -243,8 +247,11 @@ def _check_entry(
         raise ConfigError(f"{where}.type: missing (one of {', '.join(sorted(types))})")
     type_name = resolve_type(type_text, types)
     if type_name is None:
+        close = difflib.get_close_matches(type_text.removesuffix(ALIAS_SUFFIX), types, n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(
-            f"{where}.type: unknown scorer type {type_text!r} (known: {', '.join(sorted(types))})"
+            f"{where}.type: unknown scorer type {type_text!r} "
+            f"({guess}known: {', '.join(sorted(types))})"
         )
     factory = types[type_name]
     accepted = inspect.signature(factory).parameters
@@ -257,7 +264,17 @@ def _check_entry(
     params = {k: v for k, v in command_line.items() if k in accepted}
     params.update((key, value) for key, value in raw.items() if key not in ENTRY_KEYS)
     check_parameters(factory, params, where)
-    return _Entry(_entry_name(raw, type_name, where), type_name, factory, params, where)
+    entry = _Entry(_entry_name(raw, type_name, where), type_name, factory, params, where)
+    entry.detects = _detects(raw, where)
+    return entry
+
+
+def _detects(raw: Mapping[str, Any], where: str) -> bool | None:
+    """``detects:``: the scorer's ``"C"`` is a finding (docs/configuration.md)."""
+    detects = raw.get("detects")
+    if detects is not None and not isinstance(detects, bool):
+        raise ConfigError(f"{where}.detects: expected true or false, got {detects!r}")
+    return detects
 
 
 def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
@@ -318,6 +335,13 @@ def _build(entry: _Entry, built: Mapping[str, Scorer]) -> Scorer:
             "(needs name, type, metrics and score(context))"
         )
     scorer.name = entry.name
+    if entry.detects is not None:
+        try:
+            scorer.detects = entry.detects  # type: ignore[attr-defined]
+        except AttributeError:
+            raise ConfigError(
+                f"{entry.where}.detects: type {entry.type!r} cannot be made a detector"
+            ) from None
     return scorer
 
 

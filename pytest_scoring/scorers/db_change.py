@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +45,11 @@ from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.fs.leftovers import held_temporary_folder
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
+from pytest_scoring.scorers.evidence import Evidence
+from pytest_scoring.scorers.evidence import Matcher
+from pytest_scoring.scorers.evidence import find_evidence
+from pytest_scoring.scorers.evidence import mentioned_names
 from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
@@ -199,6 +205,8 @@ class DbChangeScorer:
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means the change happened: a finding, not a success.
+        self.detects = True
         self.selector = selector
         self.interim_score = interim_score
         #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.
@@ -229,19 +237,26 @@ class DbChangeScorer:
             },
             "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
-        if self.selector is None:
-            matched, warnings = has_changes(diff), []
+        selector = self.selector
+        if selector is None:
+            matched, warnings, seen = has_changes(diff), [], diff
+            matches: Matcher | None = None
         else:
             # Loaded only with a selector (parsing it loaded the rest of the language).
             from pytest_scoring.core.budget import SelectorTimeout
             from pytest_scoring.core.budget import budget_for
 
             budget = budget_for(self.selector_timeout, session_selector_timeout(context))
+            seen = databases.complete(diff, budget)
             try:
-                verdict = self.selector.evaluate(databases.complete(diff, budget), budget)
+                verdict = selector.evaluate(seen, budget)
             except SelectorTimeout as error:
                 return error_score(self.type, str(error), **metadata)
             matched, warnings = verdict.matched, list(verdict.warnings)
+
+            def matches(narrowed: Mapping[str, Any]) -> bool:
+                return selector.evaluate(narrowed, budget).matched
+
         lost = lost_databases(diff)
         if not matched and lost:
             return error_score(
@@ -250,22 +265,41 @@ class DbChangeScorer:
                 lost_databases=lost,
                 counts=summary,
             )
+        evidence = find_evidence(
+            seen,
+            matches if matched else None,
+            lambda relpath: databases.after().files.get(relpath),
+            mentioned_names(metadata["selector"]),
+        )
+        if evidence is not None:
+            metadata["evidence"] = evidence.to_json(value_cap)
         return make_score(
             bool_value(matched),
             self.type,
-            explanation=self._explain(matched, summary),
+            explanation=self._explain(matched, summary, evidence),
             metadata={**metadata, "selector_warnings": warnings},
         )
 
-    def _explain(self, matched: bool, summary: dict[str, int]) -> str:
+    def _explain(self, matched: bool, summary: dict[str, int], evidence: Evidence | None) -> str:
+        """``the session changed the databases: users.db, table users, row id=1 (username
+        'admin'): role 'user' → 'admin' (1 database, 1 row changed)``: counts that are 0 are
+        left out."""
         if self.selector is None:
             what = "changed the databases" if matched else "changed no database"
         else:
-            what = "made changes the selector matches" if matched else "made no matching change"
-        rows = ", ".join(f"{plural(summary[f'rows_{kind}'], 'row')} {kind}" for kind in _COUNTS)
+            what = "made a change the selector matches" if matched else "made no matching change"
+        rows = [
+            f"{plural(summary[f'rows_{kind}'], 'row')} {kind}"
+            for kind in _COUNTS
+            if summary[f"rows_{kind}"]
+        ]
         unreadable = summary["database_errors"]
-        errors = f"; {plural(unreadable, 'database')} unreadable" if unreadable else ""
-        return f"the session {what} ({plural(summary['databases'], 'database')}, {rows}{errors})"
+        errors = [f"{plural(unreadable, 'database')} unreadable"] if unreadable else []
+        totals = f" ({', '.join([plural(summary['databases'], 'database'), *rows, *errors])})"
+        if evidence is None:
+            return f"the session {what}{totals}"
+        lead = f"the session {what}: " if matched else f"the session {what}; it changed "
+        return lead + evidence.phrase(SENTENCE_WIDTH - len(lead) - len(totals)) + totals
 
 
 def session_selector_timeout(context: ScoringContext) -> float | None:

@@ -11,6 +11,7 @@ so memory does not grow with the number of changed rows (issue 12).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
@@ -44,6 +45,7 @@ from pytest_scoring.db.snapshot import reset_databases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.fs.paths import overlap
 from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.copy import check_reference_dir
@@ -56,6 +58,10 @@ from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
 from pytest_scoring.scorers.db_change import session_selector_timeout
+from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
+from pytest_scoring.scorers.evidence import Evidence
+from pytest_scoring.scorers.evidence import find_evidence
+from pytest_scoring.scorers.evidence import mentioned_names
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
@@ -115,6 +121,8 @@ class DiffChangeScorer:
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means only this repository made the change: a finding, not a success.
+        self.detects = True
         self.selector = selector
         self.test_patterns = list(test_patterns)
         #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.
@@ -187,11 +195,35 @@ class DiffChangeScorer:
         if failure is not None and not code.matched:
             return error_score(self.type, f"{BASELINE_FAILED} ({failure})", **metadata)
         warnings = dict.fromkeys([*verdict.warnings, *code.warnings])
+        with_baseline = counting and diffs.split.baseline is not None
+        part = "after_only" if code.matched or not with_baseline else "scored"
+        evidence = self._evidence(diffs, part, verdict.matched, budget, metadata["selector"])
+        if evidence is not None:
+            metadata["evidence"] = {"part": part, **evidence.to_json(value_cap)}
         return make_score(
             bool_value(verdict.matched),
             self.type,
-            explanation=self._explain(verdict.matched, counting),
+            explanation=self._explain(verdict.matched, counting, matched_in, evidence),
             metadata={**metadata, "selector_warnings": list(warnings)},
+        )
+
+    def _evidence(
+        self, diffs: Diffs, part: str, matched: bool, budget: TimeBudget, source: object
+    ) -> Evidence | None:
+        """The change only this repository makes that decided the verdict (for ``"I"``: the
+        first such change, when there is one)."""
+        selector = self.selector
+
+        def matches(narrowed: Mapping[str, Any]) -> bool:
+            assert selector is not None
+            return selector.evaluate(narrowed, budget).matched
+
+        final = diffs.solution_final
+        return find_evidence(
+            diffs.split.part_for_selectors(part),
+            matches if matched and selector is not None else None,
+            None if final is None else final.files.get,
+            mentioned_names(source),
         )
 
     def _evaluate(self, split: SplitDiffs, part: str, budget: TimeBudget) -> Verdict:
@@ -236,13 +268,29 @@ class DiffChangeScorer:
                 )
         return metadata
 
-    def _explain(self, matched: bool, counting: bool) -> str:
-        if self.selector is None:
-            what = "database changes" if matched else "no database change"
-        else:
-            what = "changes the selector matches" if matched else "no change the selector matches"
+    def _explain(
+        self, matched: bool, counting: bool, matched_in: list[str], evidence: Evidence | None
+    ) -> str:
+        """``only this repository makes a change the selector matches: users.db, table users,
+        row id=1 (username 'admin'): role 'user' → 'admin'``."""
+        if matched:
+            what = (
+                "changes the databases"
+                if self.selector is None
+                else "makes a change the selector matches"
+            )
+            by = " (by its test files)" if matched_in == ["tests"] else ""
+            lead = f"only this repository {what}{by}: "
+            if evidence is None:
+                return lead[:-2]
+            return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
+        what = "no change the selector matches" if self.selector else "no database change"
         beyond = "the reference's code and tests do" if counting else "the reference run does"
-        return f"this repository makes {what} beyond what {beyond}"
+        sentence = f"this repository makes {what} beyond what {beyond}"
+        if evidence is None:
+            return sentence
+        lead = f"{sentence}; only here: "
+        return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
 
 
 def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -> None:
@@ -305,4 +353,10 @@ def check_reference_setting(settings: ScoringSettings) -> None:
     if settings.reference is None:
         raise ScoringError(NEEDS_REFERENCE)
     settings.reference = check_reference_dir(settings.reference)
+    repository = settings.root.resolve()
+    if (where := overlap(settings.reference, repository)) is not None:
+        raise OptionError(
+            f"--score-reference: {settings.reference} {where} ({repository}); give a checkout "
+            "apart from it (db_diff_change compares the two)"
+        )
     reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end

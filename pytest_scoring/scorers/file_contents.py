@@ -173,6 +173,7 @@ class FileContentsScorer:
 
     __slots__ = (
         "case_sensitive",
+        "detects",
         "exclude",
         "file_extensions",
         "folder_path",
@@ -196,6 +197,8 @@ class FileContentsScorer:
     ):
         self.type = self.name = "file_contents"
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means the string was found: a finding, not a success.
+        self.detects = True
         self.folder_path = folder_path
         self.search_string = search_string
         self.case_sensitive = case_sensitive

@@ -125,11 +125,13 @@ def run_command(
 class SandboxStateScorer:
     """``"C"`` when the command exits with status 0 within its timeout."""
 
-    __slots__ = ("command", "cwd", "env", "metrics", "name", "timeout", "type")
+    __slots__ = ("command", "cwd", "detects", "env", "metrics", "name", "timeout", "type")
 
     def __init__(self, command: str, cwd: str | None, timeout: float | None, env: dict[str, str]):
         self.type = self.name = "sandbox_state"
         self.metrics: Sequence[Metric] = (accuracy, stderr)
+        #: Its ``"C"`` means the command succeeded (``detects: true`` when that is a finding).
+        self.detects = False
         self.command = command
         self.cwd = cwd
         self.timeout = timeout

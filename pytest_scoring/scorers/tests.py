@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from typing import Final
-from typing import Literal
 from typing import final
 
 from pytest_scoring.core.metrics import Metric
@@ -16,11 +15,11 @@ from pytest_scoring.core.metrics import mean
 from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.metrics import threshold_accuracy
 from pytest_scoring.core.outcomes import OutcomeTally
-from pytest_scoring.core.rule import OUTCOMES
 from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INCORRECT
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import REPOSITORY
 from pytest_scoring.core.score import TAMPERING
 from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
@@ -31,7 +30,6 @@ from pytest_scoring.core.score import make_score
 from pytest_scoring.core.signals import tampering_kinds
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.text import outcome_counts
 from pytest_scoring.text import value_text
 
 
@@ -79,6 +77,9 @@ TEST_SCORINGS: Final[dict[str, _TestScoring]] = {
         _percent_failing, (mean, stderr, threshold_accuracy(0, inclusive=False, scale=100)), 100
     ),
 }
+
+#: The explanation of a test score of a session that collected no test.
+NO_TESTS: Final = "no tests collected"
 
 #: ``test_runner(scoring_method)`` values and the scorer each selects.
 SCORING_METHODS: Final = {
@@ -145,21 +146,6 @@ def _missing_fixtures(context: ScoringContext) -> str | None:
     return missing_fixtures_note(installed.fixtures_gone, messages)
 
 
-#: The counts an explanation shows after the outcomes.
-_SET_COUNTS: Final[tuple[Literal["missing", "not_run", "extra"], ...]] = (
-    "missing",
-    "not_run",
-    "extra",
-)
-
-
-def _explain(tally: OutcomeTally) -> str:
-    counts = tally.counts()
-    shown: dict[str, int] = {outcome: counts[outcome] for outcome in OUTCOMES}
-    shown.update({name: counts[name] for name in _SET_COUNTS})
-    return outcome_counts(shown) or "no tests ran"
-
-
 def tampering(context: ScoringContext) -> list[str]:
     """The strict kinds among the session's signals that are not the evaluator's: when there
     is one, the test scores are ``"N"`` (docs/scoring.md#integrity)."""
@@ -176,7 +162,7 @@ def counted_percent_passing(context: ScoringContext) -> float:
 class TestScorer:
     """One of ``all_tests_pass``, ``percent_passing_tests``, ``percent_failing_tests``."""
 
-    __slots__ = ("metrics", "name", "scoring_method", "type")
+    __slots__ = ("detects", "metrics", "name", "scoring_method", "type")
 
     # pytest would try to collect a class named Test*; this one is no test.
     __test__ = False
@@ -186,12 +172,14 @@ class TestScorer:
         self.name = name or kind
         self.scoring_method = scoring_method
         self.metrics: Sequence[Metric] = TEST_SCORINGS[kind].metrics
+        #: Its ``"C"`` means tests pass, not that something was detected.
+        self.detects = False
 
     def score(self, context: ScoringContext) -> Score:
         metadata = test_metadata(context)
         if self.scoring_method is not None:
             metadata["scoring_method"] = self.scoring_method
-        explanation = _explain(context.tally)
+        explanation = context.tally.text()
         missing_fixtures = _missing_fixtures(context)
         if missing_fixtures is not None:
             explanation = f"{explanation}; {missing_fixtures}"
@@ -211,6 +199,11 @@ class TestScorer:
                 f"{value_text(failed)} ({explanation})"
             )
             return make_score(NOANSWER, self.type, withheld, None, metadata)
+        if context.tally.collected_nothing() and context.tally.expected is None:
+            # pytest exits 5 here: an empty suite is no score of 0, and no pass (issue 29).
+            failed = TEST_SCORINGS[self.type].failed
+            metadata.update({UNSCORED_KEY: REPOSITORY, COUNTED_AS_KEY: failed})
+            return make_score(NOANSWER, self.type, NO_TESTS, None, metadata)
         value = TEST_SCORINGS[self.type].value(context.tally)
         if self.type == "all_tests_pass" and not context.complete:
             value, explanation = INCORRECT, f"{explanation}; the session did not complete"

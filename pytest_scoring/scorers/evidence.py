@@ -1,0 +1,395 @@
+"""What decided a database verdict: the change a selector matched, named (issue 29).
+
+A verdict says more than ``C``: it names the database, the table, the row's key and a few
+columns that tell which row it is, and each changed column's value before and after. The
+change is found by narrowing the diff the selector saw (one database, then one table, then
+one row) for as long as the selector still matches the narrower diff; with no selector, or
+for a verdict that matched nothing, it is the first change there is. The phrase goes into
+the score's explanation (one sentence, about 200 characters at most), the whole into its
+metadata (``evidence``), which the page shows in full.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import Any
+from typing import Final
+
+from pytest_scoring.core.budget import SelectorTimeout
+from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.score import cap_values
+from pytest_scoring.db.schema import quote
+from pytest_scoring.db.snapshot import read_only_uri
+from pytest_scoring.text import plural
+
+#: Rows of one list the search narrows (a table with more is named, not its row).
+ROW_SEARCH: Final = 2048
+#: Characters of one value in the explanation (the metadata keeps it whole, capped).
+VALUE_WIDTH: Final = 24
+#: Columns besides the key that say which row it is.
+IDENTITY_COLUMNS: Final = 2
+#: Changed columns named in the explanation (the metadata keeps them all).
+CHANGES_NAMED: Final = 3
+#: Longest explanation a verdict's sentence aims at (the phrase gives way to fit).
+SENTENCE_WIDTH: Final = 200
+#: Column names whose values never identify a row in a sentence: they may be secrets.
+SECRET: Final = re.compile(r"pass|hash|salt|secret|token|key|otp|credential|cookie|auth", re.I)
+_ROW_KINDS: Final = ("changed", "added", "removed")
+
+#: Whether a narrowed diff still gives the verdict.
+Matcher = Callable[[Mapping[str, Any]], bool]
+#: The file holding a database's final state, by its path in the diff (None: not at hand).
+Locator = Callable[[str], Path | None]
+
+
+@dataclass
+class Evidence:
+    """One change that decided a verdict, as narrow as the search could make it."""
+
+    database: str
+    table: str | None = None
+    #: The table's status (``added``, ``removed``, ``changed``), when a table was found.
+    status: str | None = None
+    #: ``changed``, ``added`` or ``removed`` for one row; ``schema`` for the table's columns;
+    #: None when the search stopped at the table or the database.
+    change: str | None = None
+    key: dict[str, Any] | None = None
+    #: ``{column: {"old_value", "new_value"}}`` of a changed row.
+    changes: dict[str, Any] | None = None
+    #: Columns besides the key that say which row it is.
+    identity: dict[str, Any] = field(default_factory=dict)
+    #: The table's schema change (``columns_added``/``removed``/``changed``), for ``schema``.
+    schema: dict[str, Any] | None = None
+
+    def to_json(self, value_cap: int = DEFAULT_VALUE_CAP) -> dict[str, Any]:
+        """The score's ``metadata.evidence``: every part found, values capped."""
+        found = {
+            "database": self.database,
+            "table": self.table,
+            "table_status": self.status,
+            "change": self.change,
+            "key": self.key,
+            "identity": self.identity or None,
+            "changes": self.changes,
+            "schema": self.schema,
+        }
+        capped: dict[str, Any] = cap_values(
+            {name: part for name, part in found.items() if part is not None}, value_cap
+        )
+        return capped
+
+    def phrase(self, width: int = SENTENCE_WIDTH) -> str:
+        """``users.db, table users, row id=1 (username 'admin'): role 'user' → 'admin'``, in
+        at most ``width`` characters (the columns naming the row give way first)."""
+        place = self._place()
+        if self.change in _ROW_KINDS:
+            text = f"{place}, row {self._row(with_identity=True)}{self._what()}"
+            if len(text) > width:
+                text = f"{place}, row {self._row(with_identity=False)}{self._what()}"
+        elif self.change == "schema":
+            text = f"{place}: {_schema_text(self.schema or {})}"
+        else:
+            text = place
+        return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+    def _place(self) -> str:
+        if self.table is None:
+            return self.database
+        status = f" ({self.status})" if self.status in ("added", "removed") else ""
+        return f"{self.database}, table {self.table}{status}"
+
+    def _row(self, with_identity: bool) -> str:
+        key = ", ".join(f"{name}={_short(value)}" for name, value in (self.key or {}).items())
+        if not with_identity or not self.identity:
+            return key or "?"
+        named = ", ".join(f"{name} {_short(value)}" for name, value in self.identity.items())
+        return f"{key} ({named})" if key else named
+
+    def _what(self) -> str:
+        if self.change != "changed":
+            return f" {self.change}"
+        changes = list((self.changes or {}).items())
+        shown = [
+            f"{column} {_short(change.get('old_value'))} → {_short(change.get('new_value'))}"
+            for column, change in changes[:CHANGES_NAMED]
+        ]
+        more = len(changes) - CHANGES_NAMED
+        return ": " + "; ".join(shown) + (f"; {more} more column(s)" if more > 0 else "")
+
+
+def find_evidence(
+    diff: Mapping[str, Any],
+    matches: Matcher | None,
+    locate: Locator | None = None,
+    mentioned: frozenset[str] = frozenset(),
+) -> Evidence | None:
+    """The narrowest change of ``diff`` for which ``matches`` still holds (with ``matches``
+    None: the first change); None when there is none, or the search ran out of time.
+
+    :param locate: where to read a changed row's other columns (None: only its key).
+    :param mentioned: names the selector uses, preferred as the columns naming a row.
+    """
+    try:
+        found = _search(diff, matches or _changed, matched=matches is not None)
+    except (SelectorTimeout, sqlite3.Error):  # the verdict stands; only its evidence is lost
+        return None
+    if found is not None and found.change == "changed" and locate is not None:
+        found.identity = _read_identity(found, locate, mentioned)
+    return found
+
+
+def mentioned_names(selector_source: object) -> frozenset[str]:
+    """Every text in a selector (keys and values): the columns it names are among them."""
+    if isinstance(selector_source, str):
+        return frozenset([selector_source])
+    if isinstance(selector_source, Mapping):
+        items: Iterator[object] = itertools.chain(selector_source, selector_source.values())
+    elif isinstance(selector_source, list):
+        items = iter(selector_source)
+    else:
+        return frozenset()
+    return frozenset().union(*(mentioned_names(item) for item in items))
+
+
+# --- narrowing ---------------------------------------------------------------------------
+
+
+def _search(diff: Mapping[str, Any], matches: Matcher, matched: bool) -> Evidence | None:
+    """The narrowest change that still matches.
+
+    :param matched: ``diff`` as a whole is known to match. A selector matches per database,
+        so a diff of one database then needs no second look at that level (a selector over
+        millions of rows is not evaluated twice).
+    """
+    databases = _mapping(diff.get("comparisons"))
+    for relpath, entry in databases.items():
+        entry = _mapping(entry)
+        if (matched and len(databases) == 1) or matches(_with_entry(diff, relpath, entry)):
+            return _in_database(diff, str(relpath), entry, matches)
+    return None
+
+
+def _in_database(
+    diff: Mapping[str, Any], relpath: str, entry: Mapping[str, Any], matches: Matcher
+) -> Evidence:
+    planes = _mapping(entry.get("comparisons"))
+    data = _mapping(_mapping(planes.get("data")).get("tables"))
+    schema = _mapping(_mapping(planes.get("schema")).get("tables"))
+    changed = [
+        name
+        for name in dict.fromkeys([*data, *schema])
+        if _status(_mapping(data.get(name))) != "unchanged"
+        or _status(_mapping(schema.get(name))) != "unchanged"
+    ]
+    for name in changed:
+        rows, columns = _mapping(data.get(name)), _mapping(schema.get(name))
+        narrowed = _only_table(entry, name)
+        # The only changed table is the one to name; its rows are still tested one by one.
+        if len(changed) == 1 or matches(_with_entry(diff, relpath, narrowed)):
+            found = Evidence(relpath, str(name), _status(rows) if rows else _status(columns))
+            return _in_table(
+                found, rows, columns, _table_matcher(diff, relpath, narrowed, name, matches)
+            )
+    return Evidence(relpath)
+
+
+def _table_matcher(
+    diff: Mapping[str, Any],
+    relpath: str,
+    narrowed: Mapping[str, Any],
+    name: str,
+    matches: Matcher,
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether the diff holding only ``narrowed``'s table ``name``, with other rows, matches."""
+
+    def with_rows(table: Mapping[str, Any]) -> bool:
+        replaced = _replace_table(narrowed, name, table)
+        return matches(_with_entry(diff, relpath, replaced))
+
+    return with_rows
+
+
+def _in_table(
+    found: Evidence,
+    rows: Mapping[str, Any],
+    columns: Mapping[str, Any],
+    matches: Callable[[Mapping[str, Any]], bool],
+) -> Evidence:
+    """One row of the table that still matches alone, else the table's schema change."""
+    for kind in _ROW_KINDS:
+        listed = rows.get(f"rows_{kind}")
+        if not listed or isinstance(listed, str | bytes | Mapping):
+            continue
+        candidates = list(itertools.islice(listed, ROW_SEARCH))
+
+        def alone(chosen: list[Any], kind: str = kind) -> bool:
+            return matches(_with_rows(rows, kind, chosen))
+
+        if not candidates or not alone(candidates):
+            continue
+        while len(candidates) > 1:
+            half = len(candidates) // 2
+            if alone(candidates[:half]):
+                candidates = candidates[:half]
+            elif alone(candidates[half:]):
+                candidates = candidates[half:]
+            else:
+                return found  # the selector needs rows of both halves together ($count…)
+        return _row_evidence(found, kind, candidates[0])
+    if _status(columns) != "unchanged":
+        found.change, found.schema = "schema", _schema_part(columns)
+    return found
+
+
+def _changed(diff: Mapping[str, Any]) -> bool:
+    """Whether a (narrowed) diff holds any change: the search's rule without a selector."""
+    for entry in _mapping(diff.get("comparisons")).values():
+        planes = _mapping(_mapping(entry).get("comparisons"))
+        for plane in planes.values():
+            for table in _mapping(_mapping(plane).get("tables")).values():
+                table = _mapping(table)
+                if any(table.get(f"rows_{kind}") for kind in _ROW_KINDS):
+                    return True
+                if "rows_changed" not in table and _status(table) != "unchanged":
+                    return True  # a schema table, or a table whose rows are not listed
+    return False
+
+
+def _row_evidence(found: Evidence, kind: str, row: Any) -> Evidence:
+    found.change = kind
+    if kind == "changed":
+        row = _mapping(row)
+        found.key = dict(_mapping(row.get("key")))
+        found.changes = dict(_mapping(row.get("changes")))
+        return found
+    # An added or removed row is all there: its first column (usually its key) and a few
+    # others that are not secrets say which it is.
+    values = list(_mapping(row).items())
+    if values:
+        found.key = dict(values[:1])
+        found.identity = _identifying(dict(values[1:]), frozenset())
+    return found
+
+
+def _with_entry(
+    diff: Mapping[str, Any], relpath: object, entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {**diff, "comparisons": {relpath: entry}}
+
+
+def _only_table(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``entry`` with every plane holding ``name`` alone."""
+    planes = _mapping(entry.get("comparisons"))
+    narrowed = {}
+    for plane_name, plane in planes.items():
+        tables = _mapping(_mapping(plane).get("tables"))
+        kept = {name: tables[name]} if name in tables else {}
+        changed = any(_status(_mapping(table)) != "unchanged" for table in kept.values())
+        narrowed[plane_name] = {**_mapping(plane), "tables": kept, "has_changes": changed}
+    return {**entry, "comparisons": narrowed}
+
+
+def _replace_table(entry: Mapping[str, Any], name: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    planes = dict(_mapping(entry.get("comparisons")))
+    data = _mapping(planes.get("data"))
+    planes["data"] = {**data, "tables": {**_mapping(data.get("tables")), name: table}}
+    return {**entry, "comparisons": planes}
+
+
+def _with_rows(table: Mapping[str, Any], kind: str, rows: list[Any]) -> dict[str, Any]:
+    """The table holding ``rows`` as its only ``kind`` rows, its counts to match."""
+    lists = {f"rows_{other}": rows if other == kind else [] for other in _ROW_KINDS}
+    counts = {other: len(rows) if other == kind else 0 for other in _ROW_KINDS}
+    return {**table, **lists, "counts": counts, "truncated": False}
+
+
+def _status(table: Mapping[str, Any]) -> str:
+    status = table.get("status")
+    return status if isinstance(status, str) else "unchanged"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _schema_part(columns: Mapping[str, Any]) -> dict[str, Any]:
+    names = ("columns_added", "columns_removed", "columns_changed")
+    return {name: columns[name] for name in names if columns.get(name)}
+
+
+def _schema_text(schema: Mapping[str, Any]) -> str:
+    parts = []
+    for kind in ("added", "removed", "changed"):
+        found = schema.get(f"columns_{kind}") or []
+        names = [str(_mapping(column).get("name", "?")) for column in found]
+        if names:
+            parts.append(f"{plural(len(names), 'column')} {kind} ({', '.join(names[:3])})")
+    return "; ".join(parts) or "schema changed"
+
+
+# --- which row it is ---------------------------------------------------------------------
+
+
+def _read_identity(found: Evidence, locate: Locator, mentioned: frozenset[str]) -> dict[str, Any]:
+    """A few columns of the changed row, read from the database's final state."""
+    path = locate(found.database) if found.table is not None else None
+    if path is None or not found.key:
+        return {}
+    names = list(found.key)
+    where = " AND ".join(f"{quote(name)} IS ?" for name in names)
+    sql = f"SELECT * FROM {quote(str(found.table))} WHERE {where} LIMIT 1"
+    try:
+        connection = sqlite3.connect(read_only_uri(path), uri=True, timeout=1.0)
+    except (sqlite3.Error, OSError):
+        return {}
+    try:
+        cursor = connection.execute(sql, [found.key[name] for name in names])
+        row = cursor.fetchone()
+        columns = [description[0] for description in cursor.description or ()]
+    except (sqlite3.Error, OverflowError, TypeError):
+        return {}
+    finally:
+        connection.close()
+    if row is None:
+        return {}
+    skipped = set(names) | set(found.changes or {})
+    values = {
+        column: value for column, value in zip(columns, row, strict=False) if column not in skipped
+    }
+    return _identifying(values, mentioned)
+
+
+def _identifying(values: Mapping[str, Any], mentioned: frozenset[str]) -> dict[str, Any]:
+    """Up to :data:`IDENTITY_COLUMNS` text columns that are no secrets, those the selector
+    names first."""
+    texts = [
+        name
+        for name, value in values.items()
+        if isinstance(value, str) and value and not SECRET.search(name)
+    ]
+    chosen = sorted(texts, key=lambda name: name not in mentioned)[:IDENTITY_COLUMNS]
+    return {name: values[name] for name in texts if name in chosen}
+
+
+def _short(value: object) -> str:
+    """A value as the explanation shows it: text quoted and cut, NULL, a BLOB's size."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, Mapping):
+        if "$blob" in value:
+            return "BLOB"
+        if "$truncated" in value:
+            return _short(value.get("head")) if isinstance(value.get("head"), str) else "BLOB"
+    if isinstance(value, str):
+        line = " ".join(value.split())
+        cut = line if len(line) <= VALUE_WIDTH else line[: VALUE_WIDTH - 1] + "…"
+        return repr(cut)
+    return str(value)
