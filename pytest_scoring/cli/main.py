@@ -375,6 +375,14 @@ class RunCommand(click.Command):
 )
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
 @click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Set a variable of the children's environment, over the pinned one (TZ=UTC, "
+    "LC_ALL=C.UTF-8, PYTHONHASHSEED=0…) (repeatable)",
+)
+@click.option(
     "--limit",
     "limits",
     multiple=True,
@@ -405,6 +413,7 @@ def run(
     expected_tests_drop_failing: bool,
     allow_empty: bool,
     keep: bool,
+    env: tuple[str, ...],
     limits: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
@@ -428,6 +437,7 @@ def run(
     Example: pytest-scoring run REPO --tests-from reference/ --expected-tests ids.txt
     """
     from pytest_scoring.cli.request import RunRequest
+    from pytest_scoring.core.determinism import env_assignments
     from pytest_scoring.evaluation.options import parse_limits
 
     strict_kinds(strict)
@@ -462,6 +472,7 @@ def run(
         black_box=black_box,
         allow_empty=allow_empty,
         expected_tests_drop_failing=expected_tests_drop_failing,
+        env=env_assignments(env, "--env"),
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route

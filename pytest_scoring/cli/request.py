@@ -9,6 +9,7 @@ import os
 import pkgutil
 import re
 import shutil
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -73,6 +74,8 @@ class RunRequest:
     #: ``--expected-tests-drop-failing``: with ``--tests-from``, a source folder's set may
     #: leave out the tests that fail there.
     expected_tests_drop_failing: bool = False
+    #: ``--env NAME=VALUE``: variables the children get over the pinned environment.
+    env: Mapping[str, str] = field(default_factory=dict)
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:

@@ -35,6 +35,8 @@ from typing import Final
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
+from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
+from pytest_scoring.core.determinism import PINNED_UMASK
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import EvaluatorSide
@@ -266,6 +268,7 @@ def _runner(
         guard=FileGuard(job.shared.fingerprints if job else None),
         # The session as the evaluator (--user root): the other runs are the evaluator's too.
         users=users if user is not None else None,
+        pinned={**settings.environment, **request.env},  # --env wins over the configuration
     )
     if job is not None:  # the interpreter the jobs' users can run, and its environment
         runner.environment = dict(job.shared.environment)
@@ -586,6 +589,20 @@ def _run_section(
         "cpu_time": ended.cpu_time,
         "probe_lines_rejected": state.rejected,
         "child_claimed": {key: start.get(key) for key in versions} if state.start else None,
+        **pinned_section(runner),
+    }
+
+
+def pinned_section(runner: ChildRunner) -> dict[str, Any]:
+    """What the children's environment was pinned to (``run.pinned``, ``run.umask``) and
+    the names the evaluator set (``run.env``: their values may be secrets, never written)."""
+    if runner.pinned is None:
+        return {}
+    environment = runner.child_environment()
+    return {
+        "pinned": {name: environment[name] for name in PINNED_ENVIRONMENT},
+        "umask": f"{PINNED_UMASK:04o}",
+        "env": sorted(runner.pinned),
     }
 
 

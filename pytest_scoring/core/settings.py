@@ -105,6 +105,9 @@ class ScoringSettings:
     #: The part of the evaluator's caches this session uses (default: the one ``run`` never
     #: reads; ``run`` sets its own).
     cache_route: CacheRoute = "in-process"
+    #: The configuration's ``env:`` table: variables ``run``'s children get over the pinned
+    #: environment (``--env`` wins over it).
+    environment: dict[str, str] = field(default_factory=dict)
 
     def scored_places(self) -> list[Path]:
         """The repository, its copy, the reference and the report root: folders a scored

@@ -229,7 +229,7 @@ def copy_repository(
     :raises OptionError: when REPO cannot be copied (an unreadable file, a full disk), or
         PATH's tests cannot be put in.
     """
-    copy = runner.workspace("repo") / repo.name
+    copy = runner.workspace("repo", numbered=False) / repo.name
     _copy(repo, copy, "REPO")
     placed = None if tests_from is None else _put_tests(*tests_from, copy)
     runner.give(copy)

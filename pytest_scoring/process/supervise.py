@@ -85,10 +85,12 @@ def become_subreaper() -> str | None:
     return None
 
 
-def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
+def _prepare_child(limits: dict[str, int], umask: int | None) -> Callable[[], None]:
     """What runs in the child between fork and exec (after the user was switched)."""
 
     def prepare() -> None:
+        if umask is not None:
+            os.umask(umask)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would be inherited
         for key, value in limits.items():
@@ -195,7 +197,7 @@ class Supervision:
             user=user.get("uid"),
             group=user.get("gid"),
             extra_groups=[] if user else None,
-            preexec_fn=_prepare_child(limits),
+            preexec_fn=_prepare_child(limits, spec.get("umask")),
         )
 
     def watch(self) -> None:
