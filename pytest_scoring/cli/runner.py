@@ -75,7 +75,10 @@ from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.users import UserPool
 from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import INTERNAL_ERROR
 from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.process.witness import internal_error
+from pytest_scoring.process.witness import internal_error_line
 from pytest_scoring.process.witness import not_started
 from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
@@ -416,7 +419,9 @@ def _run(
         state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
-    evaluation.context.not_started = _renamed_reason(not_started(state, ending), evaluation.names)
+    evaluation.context.not_started = _renamed_reason(
+        not_started(state, ending) or _internal_error(state, ending), evaluation.names
+    )
     # The evaluator's own stop (its -x) leaves tests unrun: the run is not complete either.
     stopped_by_evaluator = any(signal["kind"] == "early_end" for signal in side.caused)
     evaluation.interrupted = not session_complete(ended, state) or stopped_by_evaluator
@@ -461,6 +466,18 @@ def _run(
         notices=_notices(runner, state),
         pytest_error=pytest_error,
     )
+
+
+def _internal_error(state: ProbeState, ending: ChildEnding) -> NotStarted | None:
+    """pytest ended its session with an INTERNALERROR (its exit status and the probe's end
+    record both say 3): the session is incomplete and the test scores ``"N"``, as by every
+    route."""
+    if ending.exit_code != INTERNAL_ERROR or state.exit_status() not in (INTERNAL_ERROR, None):
+        return None
+    if state.start is None:
+        return None
+    state.tally.broken = True
+    return internal_error(internal_error_line(ending.output))
 
 
 def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:

@@ -106,6 +106,12 @@ class RunReport(Protocol):
     def longrepr(self) -> object: ...
 
 
+def _finished(state: TestState) -> bool:
+    """The test's attempt is over: its teardown reported, it errored in setup, or its outcome
+    was given whole (JUnit)."""
+    return state.finished or state.direct is not None or state.setup == "error"
+
+
 def short_longrepr(longrepr: object) -> str | None:
     """The short text of a pytest ``longrepr``, capped: for a failure its crash line, for a
     skip (``(path, line, reason)``) its reason."""
@@ -174,6 +180,9 @@ class OutcomeTally:
     expected: Mapping[str, ExpectedOutcome] | None = None
     #: What the report says about the set's source (``{"source", "tests", "dropped"}``).
     expected_source: dict[str, Any] | None = None
+    #: The session broke off (an INTERNALERROR): a test whose teardown never reported did
+    #: not finish and counts as not run, whichever hook saw its last phase first.
+    broken: bool = False
     #: Put before every id: the rootdir's path relative to the repository root (``"sub/"``),
     #: so that ids do not move when a repository moves pytest's rootdir with an ini file.
     id_prefix: str = ""
@@ -363,7 +372,10 @@ class OutcomeTally:
         return finished
 
     def _final_outcomes(self) -> dict[str, Outcome]:
-        finals = ((nodeid, state.final()) for nodeid, state in self._tests.items())
+        states = self._tests.items()
+        if self.broken:
+            states = [(key, state) for key, state in states if _finished(state)]
+        finals = ((nodeid, state.final()) for nodeid, state in states)
         return {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
 
     def _memoized(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -374,7 +386,13 @@ class OutcomeTally:
         folded in, test id collected or expected set given makes every answer stale.
         """
         self._fold_pending()
-        state = (self._changes, len(self._tests), len(self.collected), id(self.expected))
+        state = (
+            self._changes,
+            len(self._tests),
+            len(self.collected),
+            id(self.expected),
+            self.broken,
+        )
         if state != self._memo_state:
             self._memo, self._memo_state = {}, state
         if name not in self._memo:

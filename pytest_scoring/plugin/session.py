@@ -33,6 +33,7 @@ from pytest_scoring.kit.integrity import ini_signals
 from pytest_scoring.kit.integrity import relative_inside
 from pytest_scoring.kit.integrity import repository_root
 from pytest_scoring.kit.integrity import stop_reason
+from pytest_scoring.process.witness import internal_error
 from pytest_scoring.scorers.base import Scorer
 
 if TYPE_CHECKING:
@@ -103,6 +104,14 @@ class ScoringSession:
         interrupted = not isinstance(excinfo.value, pytest.Session.Interrupted)
         self.evaluation.interrupted = interrupted
         self.stopped_by = excinfo if interrupted else None
+
+    @pytest.hookimpl
+    def pytest_internalerror(self, excrepr: object) -> None:
+        """pytest's session ends with an INTERNALERROR: it did not complete, and the test
+        scores are ``"N"`` saying so, as by every route (docs/scoring.md#broken-sessions)."""
+        lines = [line.strip() for line in str(excrepr).splitlines() if line.strip()]
+        self.evaluation.interrupted = self.tally.broken = True
+        self.evaluation.context.not_started = internal_error(lines[-1] if lines else None)
 
     # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
     @pytest.hookimpl(trylast=True)
