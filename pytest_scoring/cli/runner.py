@@ -74,8 +74,8 @@ from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.users import UserPool
-from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import INTERNAL_ERROR
+from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import NotStarted
 from pytest_scoring.process.witness import internal_error
 from pytest_scoring.process.witness import internal_error_line

@@ -372,9 +372,11 @@ class OutcomeTally:
         return finished
 
     def _final_outcomes(self) -> dict[str, Outcome]:
-        states = self._tests.items()
-        if self.broken:
-            states = [(key, state) for key, state in states if _finished(state)]
+        states = [
+            (key, state)
+            for key, state in self._tests.items()
+            if not self.broken or _finished(state)
+        ]
         finals = ((nodeid, state.final()) for nodeid, state in states)
         return {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
 

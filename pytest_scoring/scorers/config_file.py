@@ -97,7 +97,7 @@ def _env_table(raw: Any, source: str) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
-        raise ConfigError(f"{source}: env: expected a table of NAME = \"value\" (text values)")
+        raise ConfigError(f'{source}: env: expected a table of NAME = "value" (text values)')
     try:
         return env_assignments((f"{name}={value}" for name, value in raw.items()), "env")
     except OptionError as error:
