@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Final
 
 import pytest_scoring
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import FlakyRule
+from pytest_scoring.core.determinism import check_retries
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import DEFAULT_STRICT
@@ -76,6 +79,10 @@ class RunRequest:
     expected_tests_drop_failing: bool = False
     #: ``--env NAME=VALUE``: variables the children get over the pinned environment.
     env: Mapping[str, str] = field(default_factory=dict)
+    #: ``--retries N``: how many times a test that did not pass runs again.
+    retries: int = 0
+    #: ``--flaky``: how a test whose attempts differ counts.
+    flaky: FlakyRule = DEFAULT_FLAKY
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
@@ -93,6 +100,7 @@ class RunRequest:
             raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
         if self.python is not None:
             self.python = _interpreter(self.python)
+        check_retries(self.retries, "--retries")
         if self.tests_from is not None:
             self.tests_from = _tests_folder(self.tests_from, self.repo)
         if self.expected_tests_drop_failing and self.tests_from is None:
@@ -221,6 +229,7 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
             "puts PATH's tests into the copy itself"
         )
     settings.tests_from = request.tests_from
+    settings.retries, settings.flaky = request.retries, request.flaky
     # Nothing of the repository runs in this process: its caches are never an in-process
     # session's (docs/security.md#keeping-the-caches-clean).
     settings.cache_route = "evaluator"

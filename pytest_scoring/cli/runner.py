@@ -35,6 +35,9 @@ from typing import Final
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
+from pytest_scoring.cli.reruns import Rerun
+from pytest_scoring.cli.reruns import RerunPlan
+from pytest_scoring.cli.reruns import rerun_failures
 from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
 from pytest_scoring.core.determinism import PINNED_UMASK
 from pytest_scoring.core.outcomes import OutcomeTally
@@ -293,7 +296,7 @@ def _tally(
     :param drop_failing: ``--expected-tests-drop-failing``.
     :raises OptionError: for a set that cannot be read or run.
     """
-    tally = OutcomeTally()
+    tally = OutcomeTally(flaky_rule=settings.flaky)
     if expected is None and settings.expected_source is not None:
         expected = load_expected_set(settings, drop_failing, runner)
     if expected is not None:
@@ -418,6 +421,10 @@ def _run(
     integrity, side = _integrity(
         state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
+    reruns = 0
+    if request.retries and session_complete(ended, state) and exceeded is None:
+        if state.refused is None and not state.past_max_tests:
+            reruns, integrity, side = _rerun(request, parsed, evaluation, deadline, integrity, side)
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
     evaluation.context.not_started = _renamed_reason(
         not_started(state, ending) or _internal_error(state, ending), evaluation.names
@@ -453,6 +460,8 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(request.python or sys.executable, runner, ended, state, measured.versions),
     )
+    if request.retries:
+        result.extra["run"].update(retries=request.retries, reruns=reruns, flaky=request.flaky)
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
     result.provenance["inputs"] = {**result.provenance["inputs"], "repository": measured.digest}
@@ -478,6 +487,52 @@ def _internal_error(state: ProbeState, ending: ChildEnding) -> NotStarted | None
         return None
     state.tally.broken = True
     return internal_error(internal_error_line(ending.output))
+
+
+def _rerun(
+    request: RunRequest,
+    parsed: ParsedArguments,
+    evaluation: Evaluation,
+    deadline: float,
+    integrity: list[Signal],
+    side: EvaluatorSide,
+) -> tuple[int, list[Signal], EvaluatorSide]:
+    """``--retries``: the tests that did not pass, run again in fresh copies; every rerun's
+    signals join the session's (docs/scoring.md#reruns).
+
+    :returns: how many reruns ran, and the signals and the evaluator's side with theirs.
+    """
+    settings, found, caused = evaluation.settings, list(integrity), list(side.caused)
+
+    def take(rerun: Rerun) -> None:
+        signals, its_side = _integrity(
+            rerun.state,
+            rerun.ended,
+            rerun.ending,
+            rerun.state.tally,
+            [],
+            parsed.stops_early,
+            rerun.trusted,
+            rerun.witnessed,
+        )
+        found.extend(signals)
+        caused.extend(its_side.caused)
+
+    tests_from = None
+    if settings.tests_from is not None:
+        path = settings.tests_from
+        tests_from = (path, evaluation.names.get(str(path), str(path)))
+    plan = RerunPlan(
+        request.repo,
+        parsed.pytest_args,
+        tests_from,
+        request.black_box,
+        deadline - grace_period(request.timeout),
+        parsed.ignored,
+    )
+    done = rerun_failures(evaluation, plan, request.retries, take)
+    side = EvaluatorSide(paths=side.paths, caused=tuple(caused))
+    return done, cap_signals(found, side), side
 
 
 def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:

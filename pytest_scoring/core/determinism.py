@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Final
 from typing import Literal
 from typing import get_args
 
+from pytest_scoring.core.rule import Outcome
+from pytest_scoring.core.rule import worse
 from pytest_scoring.errors import OptionError
 
 #: The variables every child of ``run`` (and of the Inspect scorers) gets, whatever the
@@ -84,3 +87,28 @@ def check_retries(value: int, what: str) -> int:
     if value < 0:
         raise OptionError(f"{what}: {value} is not a number of reruns (0 or more)")
     return value
+
+
+def is_flaky(attempts: Sequence[Outcome]) -> bool:
+    """The attempts of one test did not all end alike."""
+    return len(set(attempts)) > 1
+
+
+def flaky_outcome(attempts: Sequence[Outcome], rule: FlakyRule) -> Outcome | None:
+    """How a test with these attempts (the session's first) counts under ``rule``; None when
+    it is left out of ``total`` (``exclude``, flaky).
+
+    A test whose attempts agree counts as they say, whatever the rule: reruns find flaky
+    tests, they never make a failing test pass.
+    """
+    if not is_flaky(attempts):
+        return attempts[-1]
+    if rule == "exclude":
+        return None
+    if rule == "pass":
+        return next(outcome for outcome in attempts if outcome in PASSING)
+    worst: Outcome | None = None
+    for outcome in attempts:
+        worst = worse(worst, outcome)
+    assert worst is not None
+    return worst

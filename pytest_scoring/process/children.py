@@ -273,6 +273,7 @@ class ChildRunner:
         grace: float | None = None,
         tally: OutcomeTally | None = None,
         black_box: BlackBox | None = None,
+        only: Sequence[str] | None = None,
     ) -> PytestChild:
         """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
 
@@ -283,6 +284,8 @@ class ChildRunner:
         :param tally: where the outcomes go (default: a new one, in the child's state).
         :param black_box: ``--black-box``: the test process loads no file of ``cwd`` (nor of
             the repository's other copies) but the evaluator's.
+        :param only: the ids (relative to pytest's rootdir) of the only tests to run, the
+            others deselected (a rerun of ``--retries``).
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
@@ -294,6 +297,8 @@ class ChildRunner:
         options += [f"{launch.IGNORE}{name}" for name in ignored_options]
         if black_box is not None:
             options += [launch.BLACK_BOX, *black_box.options()]
+        if only is not None:
+            options.append(f"{launch.ONLY}{self._id_file(only)}")
         argv = [*self.launcher_command(*options), "--", *args]
         try:
             with _new_file(log) as output:
@@ -357,6 +362,17 @@ class ChildRunner:
             raise
         self._ended(supervisor, ended)
         return ended
+
+    def _id_file(self, ids: Sequence[str]) -> Path:
+        """A file of test ids the children can read, not write."""
+        folder = self.folder("only")
+        path = folder / "ids.txt"
+        path.write_text("".join(f"{nodeid}\n" for nodeid in ids), encoding="utf-8")
+        path.chmod(0o644)
+        folder.chmod(0o755)
+        if self.area is not None and self.user is not None:
+            self.area.chmod(0o711)
+        return path
 
     def _umask(self) -> int | None:
         return None if self.pinned is None else PINNED_UMASK
