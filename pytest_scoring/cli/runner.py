@@ -422,9 +422,8 @@ def _run(
         state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
     reruns = 0
-    if request.retries and session_complete(ended, state) and exceeded is None:
-        if state.refused is None and not state.past_max_tests:
-            reruns, integrity, side = _rerun(request, parsed, evaluation, deadline, integrity, side)
+    if request.retries and _may_rerun(ended, state, exceeded):
+        reruns, integrity, side = _rerun(request, parsed, evaluation, deadline, integrity, side)
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
     evaluation.context.not_started = _renamed_reason(
         not_started(state, ending) or _internal_error(state, ending), evaluation.names
@@ -487,6 +486,12 @@ def _internal_error(state: ProbeState, ending: ChildEnding) -> NotStarted | None
         return None
     state.tally.broken = True
     return internal_error(internal_error_line(ending.output))
+
+
+def _may_rerun(ended: ChildExit, state: ProbeState, exceeded: str | None) -> bool:
+    """Reruns follow a session that ended as pytest meant it to, within every limit."""
+    within = exceeded is None and state.refused is None and not state.past_max_tests
+    return within and session_complete(ended, state)
 
 
 def _rerun(

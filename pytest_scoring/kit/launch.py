@@ -156,7 +156,7 @@ def main(argv: Sequence[str]) -> int:
 def only_tests(pytest: Any, path: str) -> Any:
     """A plugin that keeps only the tests the file at ``path`` names (``--only``)."""
     with open(path, encoding="utf-8") as listed:
-        wanted = set(line.rstrip("\n") for line in listed if line.strip())
+        wanted = {line.rstrip("\n") for line in listed if line.strip()}
 
     def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         dropped = [item for item in items if item.nodeid not in wanted]
