@@ -447,9 +447,9 @@ def _run(
         )
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
-        evaluation.withheld = evaluation.withheld or _run_failure(
-            ended, pytest_error, request.timeout
-        )
+        failure = _run_failure(ended, pytest_error, request.timeout)
+        if evaluation.withheld is None and failure is not None:  # what the repository did
+            evaluation.withheld, evaluation.withheld_as = failure, "repository"
     _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
     result = evaluation.result
     assert result is not None
