@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from evaluator_flaky import FLAKY
 from evaluator_flaky import flaky_suite
@@ -62,6 +63,9 @@ def test_the_flaky_rule_decides_how_a_flaky_test_counts(
     assert counts["total"] == counted
     assert counts["flaky"] == (excluded if rule == "exclude" else 0)
     assert sorted(report["tests"]["flaky"]) == sorted(FLAKY)
+    (folder,) = (tmp_path / "out").glob("scan_id=*")
+    rows = pq.read_table(folder / "percent_passing_tests.parquet").to_pylist()
+    assert json.loads(rows[0]["flaky"]) == report["tests"]["flaky"]
 
 
 @pytest.mark.slow
