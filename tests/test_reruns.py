@@ -135,3 +135,29 @@ def test_bad_retries_and_flaky_values_are_bad_input(
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_in_process_score_retries_reruns_in_fresh_copies(pytester: pytest.Pytester) -> None:
+    flaky_suite(pytester.path)
+    report_root = pytester.path.parent / "scores"
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--score-report={report_root}",
+        "--score-retries=1",
+        "--score-flaky=pass",
+    )
+    assert result.ret == 1  # pytest's own verdict on its session is unchanged
+    (folder,) = report_root.glob("scan_id=*")
+    report = scores_json(folder)
+    assert sorted(report["tests"]["flaky"]) == sorted(FLAKY)
+    assert report["scores"]["percent_passing_tests"]["value"] == 85.71
+    assert not list(pytester.path.rglob("rerun-*"))  # the copies were the evaluator's
+
+
+def test_in_process_a_negative_score_retries_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    result = pytester.runpytest("--score", "--score-retries=-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--score-retries*0 or more*"])

@@ -229,7 +229,9 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
             "puts PATH's tests into the copy itself"
         )
     settings.tests_from = request.tests_from
-    settings.retries, settings.flaky = request.retries, request.flaky
+    # run's own --retries and --flaky win over --score-retries/--score-flaky after "--".
+    settings.retries = request.retries or settings.retries
+    settings.flaky = request.flaky if request.flaky != DEFAULT_FLAKY else settings.flaky
     # Nothing of the repository runs in this process: its caches are never an in-process
     # session's (docs/security.md#keeping-the-caches-clean).
     settings.cache_route = "evaluator"

@@ -35,9 +35,6 @@ from typing import Final
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
-from pytest_scoring.cli.reruns import Rerun
-from pytest_scoring.cli.reruns import RerunPlan
-from pytest_scoring.cli.reruns import rerun_failures
 from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
 from pytest_scoring.core.determinism import PINNED_UMASK
 from pytest_scoring.core.outcomes import OutcomeTally
@@ -60,6 +57,9 @@ from pytest_scoring.evaluation.assemble import build_scorers
 from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
 from pytest_scoring.evaluation.options import ParsedArguments
+from pytest_scoring.evaluation.reruns import Rerun
+from pytest_scoring.evaluation.reruns import RerunCopy
+from pytest_scoring.evaluation.reruns import rerun_failures
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import ScoringTimedOut
 from pytest_scoring.evaluation.scoring import scoring_deadline
@@ -422,7 +422,7 @@ def _run(
         state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
     reruns = 0
-    if request.retries and _may_rerun(ended, state, exceeded):
+    if settings.retries and _may_rerun(ended, state, exceeded):
         reruns, integrity, side = _rerun(request, parsed, evaluation, deadline, integrity, side)
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
     evaluation.context.not_started = _renamed_reason(
@@ -459,8 +459,8 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(request.python or sys.executable, runner, ended, state, measured.versions),
     )
-    if request.retries:
-        result.extra["run"].update(retries=request.retries, reruns=reruns, flaky=request.flaky)
+    if settings.retries:
+        result.extra["run"].update(retries=settings.retries, reruns=reruns, flaky=settings.flaky)
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
     result.provenance["inputs"] = {**result.provenance["inputs"], "repository": measured.digest}
@@ -527,15 +527,27 @@ def _rerun(
     if settings.tests_from is not None:
         path = settings.tests_from
         tests_from = (path, evaluation.names.get(str(path), str(path)))
-    plan = RerunPlan(
-        request.repo,
-        parsed.pytest_args,
-        tests_from,
-        request.black_box,
-        deadline - grace_period(request.timeout),
-        parsed.ignored,
-    )
-    done = rerun_failures(evaluation, plan, request.retries, take)
+
+    def fresh_copy(attempt: int) -> RerunCopy:
+        runner = evaluation.context.children
+        path, placed = copy_repository(runner, request.repo, tests_from, f"rerun-{attempt}")
+        if placed is None:
+            return RerunCopy(path, parsed.pytest_args)
+        installed = placed.installed
+        black_box = None
+        if request.black_box:
+            evaluator = [path / relpath for relpath in installed.evaluators]
+            black_box = BlackBox(evaluator, [request.repo])
+        return RerunCopy(
+            path,
+            [*installed.args, *parsed.pytest_args],
+            frozenset(installed.evaluators),
+            FilesWitness.start(path, installed.evaluators),
+            black_box,
+        )
+
+    latest = deadline - grace_period(request.timeout)
+    done = rerun_failures(evaluation, settings.retries, fresh_copy, take, latest, parsed.ignored)
     side = EvaluatorSide(paths=side.paths, caused=tuple(caused))
     return done, cap_signals(found, side), side
 

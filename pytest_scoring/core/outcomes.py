@@ -341,6 +341,7 @@ class OutcomeTally:
     def rerun_ids(self) -> list[str]:
         """The collected tests to run again (``--retries``): those that did not pass (failed,
         errored or never ran) in their latest attempt; with an expected set, its tests only."""
+        self._fold_pending()
         wanted = self.expected
         latest = {nodeid: tries[-1] for nodeid, tries in self.attempts.items()}
         ids = []
