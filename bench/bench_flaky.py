@@ -51,10 +51,10 @@ def measure(repo: Path, work: Path, args: list[str], runs: int) -> dict[str, Any
     for run in range(runs):
         report = score_once(repo, work / f"{len(list(work.iterdir()))}-{run}", args)
         values.append(report["scores"]["percent_passing_tests"]["value"])
-        flaky.update(report["tests"].get("flaky", {}))
+        flaky.update(list(report["tests"].get("flaky", {})))
     return {
         "values": sorted(set(values)),
-        "spread": max(values) - min(values),
+        "spread": round(max(values) - min(values), 2),
         "flaky found (runs)": dict(flaky),
         "seconds per run": round((time.perf_counter() - started) / runs, 1),
     }
