@@ -161,3 +161,30 @@ def test_in_process_a_negative_score_retries_is_a_usage_error(pytester: pytest.P
     result = pytester.runpytest("--score", "--score-retries=-1")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--score-retries*0 or more*"])
+
+
+#: Fails in the session, skips itself when rerun (it can tell from what it left in HOME).
+SKIPS_WHEN_RERUN = """
+import pytest
+from pathlib import Path
+
+def test_dodges():
+    seen = Path.home() / ".seen"
+    if seen.exists():
+        pytest.skip("rerun")
+    seen.write_text("yes")
+    assert 0
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rule", ["pass", "exclude"])
+def test_a_failing_test_that_skips_when_rerun_still_fails(tmp_path: Path, rule: str) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_app.py").write_text(SKIPS_WHEN_RERUN)
+    report = _run(repo, tmp_path / "out", "--retries", "1", "--flaky", rule)
+    assert report["tests"]["flaky"] == {}
+    (test,) = report["tests"]["tests"]
+    assert test["outcome"] == "failed" and test["attempts"] == ["failed", "skipped"]
+    assert report["scores"]["percent_passing_tests"]["value"] == 0

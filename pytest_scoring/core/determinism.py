@@ -41,8 +41,8 @@ _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FlakyRule = Literal["fail", "pass", "exclude"]
 FLAKY_RULES: Final[tuple[FlakyRule, ...]] = get_args(FlakyRule)
 DEFAULT_FLAKY: Final[FlakyRule] = "fail"
-#: Outcomes that pass: a test with any other outcome in an attempt is rerun.
-PASSING: Final = frozenset({"passed", "xpassed", "skipped", "xfailed"})
+#: Outcomes of an attempt that passed.
+PASSED: Final = frozenset({"passed", "xpassed"})
 
 
 def pinned_environment(
@@ -90,25 +90,24 @@ def check_retries(value: int, what: str) -> int:
 
 
 def is_flaky(attempts: Sequence[Outcome]) -> bool:
-    """The attempts of one test did not all end alike."""
-    return len(set(attempts)) > 1
+    """One attempt of the test passed and another did not."""
+    passed = [outcome in PASSED for outcome in attempts]
+    return any(passed) and not all(passed)
 
 
 def flaky_outcome(attempts: Sequence[Outcome], rule: FlakyRule) -> Outcome | None:
     """How a test with these attempts (the session's first) counts under ``rule``; None when
     it is left out of ``total`` (``exclude``, flaky).
 
-    A test whose attempts agree counts as they say, whatever the rule: reruns find flaky
-    tests, they never make a failing test pass.
+    A test that is not flaky counts as its worst attempt, whatever the rule: reruns find
+    flaky tests, they never make a failing test pass (nor skip its way out of ``total``).
     """
-    if not is_flaky(attempts):
-        return attempts[-1]
-    if rule == "exclude":
-        return None
-    if rule == "pass":
-        return next(outcome for outcome in attempts if outcome in PASSING)
     worst: Outcome | None = None
     for outcome in attempts:
         worst = worse(worst, outcome)
     assert worst is not None
-    return worst
+    if not is_flaky(attempts) or rule == "fail":
+        return worst
+    if rule == "exclude":
+        return None
+    return next(outcome for outcome in attempts if outcome in PASSED)
