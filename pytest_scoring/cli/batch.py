@@ -341,6 +341,8 @@ def _options_digest(
         "selector": settings.selector,
         "as_root": os.geteuid() == 0,
         "env": dict(template.env),
+        "retries": settings.retries,
+        "flaky": settings.flaky,
     }
     files = [settings.config_file, settings.expected_source]
     files += [Path(plugin) for plugin in template.plugins if plugin.endswith(".py")]
