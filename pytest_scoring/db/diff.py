@@ -24,6 +24,7 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.large_values import limit_values
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -240,6 +241,7 @@ def _connect(timeout: float) -> sqlite3.Connection:
     """The in-memory connection both sides of a database are attached to."""
     connection = sqlite3.connect(":memory:", uri=True, isolation_level=None, timeout=timeout)
     connection.text_factory = lambda data: data.decode("utf-8", "replace")
+    limit_values(connection)
     connection.execute("PRAGMA temp_store = FILE")
     return connection
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from functools import partial
 
+from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.row_sql import RowEvent
 from pytest_scoring.db.row_sql import changed_row
 from pytest_scoring.db.row_sql import differs
@@ -78,7 +79,7 @@ def _removed(
     """Rows of before whose key has no row after (a LEFT JOIN: 3x faster than NOT EXISTS)."""
     columns = before.column_names()
     sql = (
-        f"SELECT {', '.join(f'o.{quote(c)}' for c in columns)} FROM {before.ref} AS o "
+        f"SELECT {', '.join(side(before, 'o', c) for c in columns)} FROM {before.ref} AS o "
         f"LEFT JOIN {after.ref} AS n ON {join(key)} WHERE n.{quote(key[0])} IS NULL"
     )
     yield from one_list(connection, sql, columns, "removed")
@@ -140,7 +141,7 @@ def _content_rows(
 def _one_side(connection: sqlite3.Connection, table: Table, kind: str) -> Iterator[RowEvent]:
     """Every row of a table that exists on one side only."""
     columns = table.column_names()
-    sql = f"SELECT {', '.join(quote(c) for c in columns)} FROM {table.ref}"
+    sql = f"SELECT {', '.join(side(table, 't', c) for c in columns)} FROM {table.ref} AS t"
     yield from one_list(connection, sql, columns, kind)
 
 
@@ -154,6 +155,7 @@ def row_events(
 
     :param plan: how rows pair when the table is on both sides (default: worked out here).
     """
+    before, after = guard(connection, before), guard(connection, after)
     if before is not None and after is not None:
         plan = plan or pairing(connection, before, after)
         if plan.key:
