@@ -23,7 +23,9 @@ import pytest
 from runs import scored_session
 
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.large_values import LARGE_VALUE
+from pytest_scoring.db.snapshot import read_in_place
 
 pytestmark = pytest.mark.slow
 
@@ -177,3 +179,28 @@ def test_a_scored_session_that_changes_a_300_mb_blob_stays_small_and_reports_a_s
     (change,) = files["rows_changed"]
     assert change["changes"]["body"]["new_value"]["sha256"] == zeros_then_x(BLOB, CHANGED_AT)
     assert peak < PEAK_BOUND, f"peak RSS {peak:,} bytes"
+
+
+def test_rows_given_to_a_sink_are_stubs_given_once(tmp_path: Path) -> None:
+    """The diff-of-diffs takes every row as it comes: a large table is guarded up front."""
+    for name in ("before", "after"):
+        (tmp_path / name).mkdir()
+        with contextlib.closing(sqlite3.connect(tmp_path / name / "app.db")) as db:
+            db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+            db.execute("INSERT INTO notes VALUES (1, printf('%.*c', ?, ?))", (TEXT, name[0]))
+            db.execute("INSERT INTO notes VALUES (2, ?)", (name,))
+            db.commit()
+    received: list[tuple[str, dict[str, Any]]] = []
+    diff = diff_snapshots(
+        read_in_place(tmp_path / "before", ["app.db"]),
+        read_in_place(tmp_path / "after", ["app.db"]),
+        row_sink=lambda _db, _table, kind, row, _times: received.append((kind, row)),
+    )
+    assert "error" not in diff["comparisons"]["app.db"]
+    assert [(kind, row["key"]) for kind, row in received] == [
+        ("changed", {"id": 1}),
+        ("changed", {"id": 2}),
+    ]
+    stub = received[0][1]["changes"]["body"]["new_value"]
+    assert stub["sha256"] == hashlib.sha256(b"a" * TEXT).hexdigest()
+    assert stub["head"] == "a" * DEFAULT_VALUE_CAP

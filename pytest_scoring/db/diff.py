@@ -24,7 +24,9 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.large_values import limit_values
+from pytest_scoring.db.large_values import too_large
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -95,8 +97,31 @@ def _data_changes(
 ) -> dict[str, Any]:
     """The data-plane entry of one table (docs/databases.md).
 
+    A table holding a value too large to read is read guarded
+    (:mod:`~pytest_scoring.db.large_values`): found out first when a sink takes the rows,
+    else when SQLite refuses the value (the table is then diffed again, guarded).
+
     :param sink: also receives every differing row (``kind, row, times``), examples or not.
     """
+    if sink is not None:
+        before, after = guard(connection, before), guard(connection, after)
+        return _table_entry(connection, before, after, limit, sink)
+    try:
+        return _table_entry(connection, before, after, limit)
+    except sqlite3.DataError as error:
+        if not too_large(error):
+            raise
+    old, new = guard(connection, before, known=True), guard(connection, after, known=True)
+    return _table_entry(connection, old, new, limit)
+
+
+def _table_entry(
+    connection: sqlite3.Connection,
+    before: Table | None,
+    after: Table | None,
+    limit: int | None,
+    sink: TableSink | None = None,
+) -> dict[str, Any]:
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
     plan = pairing(connection, before, after) if before and after else None
     for kind, build, times in row_events(connection, before, after, plan):
@@ -276,7 +301,12 @@ class RowStream:
             connection.set_progress_handler(self.budget.sqlite_progress, PROGRESS_STEPS)
         try:
             old, new = _open_sides(connection, self.before, self.after)
-            events = row_events(connection, old.get(self.table), new.get(self.table))
+            # Guarded up front: a pass started again would give the selector rows twice.
+            events = row_events(
+                connection,
+                guard(connection, old.get(self.table)),
+                guard(connection, new.get(self.table)),
+            )
             # Closed before the connection: a reader that stops early ends the passes cleanly.
             with contextlib.closing(events):
                 for kind, build, times in events:

@@ -1,18 +1,19 @@
 """Values too large to read whole: compared and reported by a stub, hashed in chunks.
 
 A scored repository may store a value of a gigabyte. Read whole it would cost the evaluator
-that much memory (twice: before and after), and more to encode. So the diff connection lets
-SQLite materialise no value past :data:`SQLITE_VALUE_LIMIT` (an error, never the memory), and
-a table whose largest record (SQLite's ``dbstat``, which reads no value) is past
-:data:`LARGE_VALUE` has its values read through a guard: a text or BLOB past
-:data:`LARGE_VALUE` bytes is replaced, inside SQL, by its stub, computed by incremental BLOB
-I/O in chunks: ``{"$truncated": bytes, "sha256": hex, "head": …}`` (the stub of
+that much memory (twice: before and after), and more to encode. So the diff's connections let
+SQLite materialise no value past :data:`LARGE_VALUE` (an error, never the memory), and a
+table holding such a value is read through a guard: a text or BLOB past :data:`LARGE_VALUE`
+bytes is replaced, inside SQL, by its stub, computed by incremental BLOB I/O in chunks:
+``{"$truncated": bytes, "sha256": hex, "head": …}`` (the stub of
 :func:`~pytest_scoring.core.score.cap_value`). Two large values compare equal when their
-stubs do (type, size, hash and head). Other tables are read as before, unguarded: the guard
-costs a Python call per text value, paid only where a large record is.
+stubs do (type, size, hash and head). The guard costs a Python call per text value, so it is
+paid only where a large value is: a diff that receives its rows as they come (no row may be
+given twice) asks SQLite's ``dbstat`` first, which reads no value; the others diff the table
+unguarded and again, guarded, when SQLite refuses a value.
 
-A value past :data:`SQLITE_VALUE_LIMIT` in a key or UNIQUE column, or in a WITHOUT ROWID
-table (no rowid to read it by), makes SQLite refuse the pass: the database gets an error.
+A value past :data:`LARGE_VALUE` in a key or UNIQUE column, or in a WITHOUT ROWID table (no
+rowid to read it by), makes SQLite refuse the guarded pass too: the database gets an error.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import quote
 
-#: Values longer than this many bytes are never read whole: the diff holds their stub.
-LARGE_VALUE: Final = 8 * 1024 * 1024
-#: The most SQLite materialises of any one value on the diff's connections.
-SQLITE_VALUE_LIMIT: Final = 2 * LARGE_VALUE
+#: Values longer than this many bytes are never read whole (SQLite refuses them on the diff's
+#: connections): the diff holds their stub.
+LARGE_VALUE: Final = 16 * 1024 * 1024
 #: Bytes hashed per read of a large value.
 CHUNK: Final = 1024 * 1024
 #: Starts a stub's JSON in SQL text: random per process, so no stored text can pass for one.
@@ -44,8 +44,13 @@ _ROWID_NAMES: Final = ("rowid", "_rowid_", "oid")
 
 
 def limit_values(connection: sqlite3.Connection) -> None:
-    """Make SQLite refuse, rather than hold, any value past :data:`SQLITE_VALUE_LIMIT`."""
-    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_VALUE_LIMIT)
+    """Make SQLite refuse, rather than hold, any value past :data:`LARGE_VALUE`."""
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LARGE_VALUE)
+
+
+def too_large(error: sqlite3.Error) -> bool:
+    """Whether SQLite refused a value past its limit (``SQLITE_TOOBIG``)."""
+    return getattr(error, "sqlite_errorname", None) == "SQLITE_TOOBIG"
 
 
 def stub_of(value: str) -> dict[str, Any] | None:
@@ -68,10 +73,15 @@ def _largest_record(connection: sqlite3.Connection, table: Table) -> int:
     return int(row[0] or 0) if row else 0
 
 
-def guard(connection: sqlite3.Connection, table: Table | None) -> Table | None:
+def guard(connection: sqlite3.Connection, table: Table | None, known: bool = False) -> Table | None:
     """``table``, guarded when it holds a record past :data:`LARGE_VALUE` (each column's
-    reader registered on ``connection``); as it is otherwise."""
-    if table is None or table.without_rowid or _largest_record(connection, table) <= LARGE_VALUE:
+    reader registered on ``connection``); as it is otherwise.
+
+    :param known: SQLite refused one of its values already: no need to ask ``dbstat``.
+    """
+    if table is None or table.without_rowid:
+        return table
+    if not known and _largest_record(connection, table) <= LARGE_VALUE:
         return table
     names = {name.lower() for name in table.column_names()}
     rowid = next((name for name in _ROWID_NAMES if name not in names), None)

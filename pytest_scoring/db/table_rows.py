@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from functools import partial
 
-from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.row_sql import RowEvent
 from pytest_scoring.db.row_sql import changed_row
 from pytest_scoring.db.row_sql import differs
@@ -155,7 +154,6 @@ def row_events(
 
     :param plan: how rows pair when the table is on both sides (default: worked out here).
     """
-    before, after = guard(connection, before), guard(connection, after)
     if before is not None and after is not None:
         plan = plan or pairing(connection, before, after)
         if plan.key:
