@@ -23,8 +23,10 @@ import pytest
 from runs import scored_session
 
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.large_values import LARGE_VALUE
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.snapshot import read_in_place
 
 pytestmark = pytest.mark.slow
@@ -204,3 +206,49 @@ def test_rows_given_to_a_sink_are_stubs_given_once(tmp_path: Path) -> None:
     stub = received[0][1]["changes"]["body"]["new_value"]
     assert stub["sha256"] == hashlib.sha256(b"a" * TEXT).hexdigest()
     assert stub["head"] == "a" * DEFAULT_VALUE_CAP
+
+
+def _two_sides(tmp_path: Path, schema: str, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+    for name, values in rows.items():
+        with contextlib.closing(sqlite3.connect(tmp_path / f"{name}.db")) as db:
+            db.execute(schema)
+            for row in values:
+                marks = ", ".join("?" for _ in row)
+                db.execute(f"INSERT INTO t VALUES ({marks})", row)
+            db.commit()
+
+
+def test_rows_paired_through_a_unique_column_show_a_large_value_as_its_stub(
+    tmp_path: Path,
+) -> None:
+    big = "z" * TEXT
+    _two_sides(
+        tmp_path,
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT UNIQUE, body TEXT)",
+        {"before": [(1, "ann", "small")], "after": [(2, "ann", big)]},
+    )
+    diff = diff_paths(tmp_path / "before.db", tmp_path / "after.db")
+    table = diff["comparisons"]["after.db"]["comparisons"]["data"]["tables"]["t"]
+    (change,) = table["rows_changed"]
+    assert change["paired_by"] == ["name"]
+    stub = change["changes"]["body"]["new_value"]
+    assert stub["$truncated"] == TEXT and stub["head"] == "z" * DEFAULT_VALUE_CAP
+
+
+def test_a_large_value_in_a_without_rowid_table_is_an_error_not_its_size_in_memory(
+    tmp_path: Path,
+) -> None:
+    _two_sides(
+        tmp_path,
+        "CREATE TABLE t (k TEXT PRIMARY KEY, body TEXT) WITHOUT ROWID",
+        {"before": [("a", "small")], "after": [("a", "y" * TEXT)]},
+    )
+    status, output, peak = run_measured(
+        "pytest_scoring",
+        ["diff", str(tmp_path / "before.db"), str(tmp_path / "after.db"), "--json"],
+        tmp_path,
+    )
+    assert status == 2  # a database could not be diffed
+    entry = json.loads(output)["comparisons"]["after.db"]
+    assert entry["error"] == f"after.db: {UNREADABLE_VALUE}"
+    assert peak < PEAK_BOUND, f"peak RSS {peak:,} bytes"

@@ -24,6 +24,7 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.large_values import limit_values
 from pytest_scoring.db.large_values import too_large
@@ -256,7 +257,7 @@ def _diff_database(
                 relpath,
             )
         except sqlite3.Error as problem:
-            error = f"{relpath}: {problem}"
+            error = f"{relpath}: {UNREADABLE_VALUE if too_large(problem) else problem}"
     if error is not None:
         entry["error"] = error
     return entry

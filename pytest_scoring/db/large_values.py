@@ -35,6 +35,11 @@ from pytest_scoring.db.schema import quote
 #: Values longer than this many bytes are never read whole (SQLite refuses them on the diff's
 #: connections): the diff holds their stub.
 LARGE_VALUE: Final = 16 * 1024 * 1024
+#: Why a database with a value past the limit where no stub can stand for it was not diffed.
+UNREADABLE_VALUE: Final = (
+    "a value larger than 16 MiB in a key, a UNIQUE column or a WITHOUT ROWID table "
+    "(string or blob too big): not read"
+)
 #: Bytes hashed per read of a large value.
 CHUNK: Final = 1024 * 1024
 #: Starts a stub's JSON in SQL text: random per process, so no stored text can pass for one.
