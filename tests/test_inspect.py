@@ -592,9 +592,10 @@ def test_the_tests_run_on_the_sandboxs_own_python_and_pytest(
 
 # --- the probe's channel in the sandbox ------------------------------------------------
 
-#: Finds the stream's file and the key's file in the launcher's arguments, appends an
-#: all-passing stream under a key it made up (the real one was deleted before this ran),
-#: and ends the process before any test runs.
+#: Finds the stream's descriptor and the key's in the launcher's arguments (as under
+#: ``run``, no file and no variable names them), writes an all-passing stream under a key it
+#: made up (the real one was read and its pipe closed before this ran), and ends the process
+#: before any test runs.
 SANDBOX_FORGER = """
 import hmac, json, os
 import pytest
@@ -604,7 +605,7 @@ def pytest_runtestloop(session):
     arguments = open("/proc/self/cmdline", "rb").read().decode().split("\\0")
     found = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in arguments if a.startswith("--")
              and "=" in a}
-    assert not os.path.exists(found["--key-file"]), "the key file is deleted before conftests"
+    assert "--key-file" not in found and "--stream-file" not in found
     key, previous, lines = os.urandom(32), "0" * 64, []
     records = [{"type": "phase", "nodeid": item.nodeid, "when": "call", "outcome": "passed"}
                for item in session.items] + [{"type": "end", "exitstatus": 0, "phases": 0}]
@@ -612,8 +613,7 @@ def pytest_runtestloop(session):
         rest = "%d %s %s" % (seq, previous, json.dumps(record))
         previous = hmac.new(key, rest.encode(), "sha256").hexdigest()
         lines.append("%s %s\\n" % (previous, rest))
-    with open(found["--stream-file"], "a") as stream:
-        stream.write("".join(lines))
+    os.write(int(found["--stream-fd"]), "".join(lines).encode())
     os._exit(0)
 """
 

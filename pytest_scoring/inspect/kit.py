@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
+import secrets
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +78,9 @@ class SandboxKit:
     pytest_version: str
     #: The private folder (absolute, in the sandbox).
     folder: str
+    #: The sandbox's files are this machine's (Inspect's ``local`` sandbox): the evaluator
+    #: removes the folder itself once the sample is done, when the sandbox is gone.
+    shared: bool = False
     _count: int = 0
     #: Paths the next helper command removes first.
     _leftovers: list[str] = field(default_factory=list)
@@ -96,6 +100,8 @@ class SandboxKit:
         folder = str(boot["folder"])
         for name, source in kit_files().items():
             await environment.write_file(posixpath.join(folder, name), source.read_bytes())
+        token = posixpath.join(folder, f"shared-{secrets.token_hex(8)}")
+        await environment.write_file(token, b"")  # seen here: the sandbox's files are ours
         check = await environment.exec(
             [python, posixpath.join(folder, LAUNCHER), "--check"], timeout=HELPER_TIMEOUT
         )
@@ -110,7 +116,10 @@ class SandboxKit:
                 f"the sandbox's pytest is {versions['pytest']}; the probe needs pytest "
                 f"{version_text(MIN_PYTEST)} or newer"
             )
-        return cls(environment, python, versions["python"], versions["pytest"], folder)
+        shared = Path(token).is_file()
+        kit = cls(environment, python, versions["python"], versions["pytest"], folder, shared)
+        kit.discard(token)
+        return kit
 
     def path(self, name: str) -> str:
         """A new path in the private folder (``name`` tells what it holds)."""
@@ -125,9 +134,13 @@ class SandboxKit:
         commands: Sequence[Sequence[str]],
         timeout: float | None = HELPER_TIMEOUT,
         user: str | None = None,
+        secret: str | None = None,
     ) -> list[dict[str, Any]]:
         """Run helper commands in one process (as ``user``: default, the sandbox's), after
         removing what earlier steps left behind; their answers, in order.
+
+        :param secret: a line for the helper's standard input (a run's key: never in a file
+            or an argument).
 
         :raises SandboxProblem: when the helper fails (its error output is in the message).
         :raises SandboxUserUnsupportedError: when the sandbox cannot run commands as ``user``.
@@ -138,7 +151,7 @@ class SandboxKit:
         command = [self.python, posixpath.join(self.folder, HELPER), "batch", script]
         seconds = None if timeout is None else int(timeout) + 1
         result = await self.environment.exec(
-            command, timeout=seconds, timeout_retry=False, user=user
+            command, input=secret, timeout=seconds, timeout_retry=False, user=user
         )
         if not result.success:
             what = ", ".join(arguments[0] for arguments in commands)
@@ -163,21 +176,28 @@ class SandboxKit:
         log: str | None = None,
         ends: int = 0,
         outside: str | None = None,
+        grace: float = 0.0,
+        stream: str | None = None,
     ) -> list[str]:
-        """The helper's ``run`` of ``argv`` in ``cwd``: killed with everything it started at
-        ``timeout`` and when it ends. Output goes to ``log`` (both streams) or to two files.
+        """The helper's ``run`` of ``argv`` in ``cwd`` under the kit's supervisor: SIGINT at
+        ``timeout``, SIGKILL ``grace`` seconds later, and everything it started, in any session,
+        killed when it ends. Output goes to ``log`` (both streams) or to two files.
 
         :param env: variables set last, over the sandbox's environment.
         :param ends: bytes of the head and tail of each output the answer carries.
         :param outside: a folder (the repository) that cannot shadow the command: no entry of
             ``PATH`` or ``PYTHONPATH`` inside it or relative, and ``PYTHONSAFEPATH=1``.
+        :param stream: ``argv`` is the launcher: the probe's stream goes to this new file of
+            the sandbox, the key from the batch's ``secret``.
         """
         out = log or self.path("stdout")
         err = log or self.path("stderr")
         self._leftovers += [out] if out == err else [out, err]
         args = ["run", f"--cwd={cwd}", f"--stdout={out}", f"--stderr={err}", f"--ends={ends}"]
         if timeout is not None:
-            args.append(f"--timeout={timeout}")
+            args += [f"--timeout={timeout}", f"--grace={grace}"]
+        if stream is not None:
+            args.append(f"--stream-out={stream}")
         if outside is not None:
             args.append(f"--outside={outside}")
         args += [f"--env={name}={value}" for name, value in (env or {}).items()]

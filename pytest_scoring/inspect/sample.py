@@ -26,6 +26,9 @@ from typing import Any
 from typing import Final
 
 import anyio
+from inspect_ai.hooks import Hooks
+from inspect_ai.hooks import SampleEnd
+from inspect_ai.hooks import hooks
 from inspect_ai.solver import TaskState
 from inspect_ai.util import sandbox
 
@@ -47,8 +50,8 @@ from pytest_scoring.fs.walk import SKIPPED_DIRS
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
-from pytest_scoring.kit import launch
 from pytest_scoring.kit.channel import KEY_BYTES
+from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import feed_file
 from pytest_scoring.process.witness import ChildEnding
@@ -175,6 +178,8 @@ class SampleScoring:
         self.folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-inspect-"))
         self.lock = anyio.Lock()
         self._kit: SandboxKit | SandboxProblem | None = None
+        #: Folders of a sandbox whose files are this machine's, removed with the host folder.
+        self.shared: list[Path] = []
         self._runs: dict[str, TestRun] = {}
         #: ``repo_path`` as given -> the folder it names in the sandbox.
         self._repositories: dict[str, str] = {}
@@ -202,6 +207,8 @@ class SampleScoring:
             except SandboxProblem as problem:
                 self._kit = problem
                 raise
+            if self._kit.shared:
+                self.shared.append(Path(self._kit.folder))
         return self._kit
 
     async def repository(self, state: TaskState, repo_path: str | None) -> str:
@@ -230,29 +237,29 @@ class SampleScoring:
             return self._runs[repo]
 
     async def run_tests(self, root: str, deterministic: bool) -> TestRun:
-        """Run pytest in ``root`` of the sandbox through the launcher, the probe writing to a
-        file; then back up the databases it left (one helper process for all three).
+        """Run pytest in ``root`` of the sandbox through the launcher, under the kit's
+        supervisor; then back up the databases it left (one helper process for all three).
 
-        A sandbox passes no descriptor to what it runs: the run's key goes in a file that the
-        launcher reads and deletes before any code of the repository runs, and the stream
-        comes back in a file the probe creates. Both have random names, given in the
-        launcher's arguments (docs/inspect.md#trust).
+        The channel is ``run``'s: the helper gets the run's key on its standard input and hands
+        it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
+        name, which the helper saves once the run's whole tree is gone. No path and no
+        variable names either (docs/inspect.md#trust).
         """
         kit = await self.kit()
-        key, token = secrets.token_bytes(KEY_BYTES), secrets.token_hex(8)
-        probe_file, key_file = kit.path(f"probe-{token}.jsonl"), kit.path(f"key-{token}")
-        await kit.environment.write_file(key_file, key.hex())
-        backups = kit.path("databases")
-        options = [f"{launch.STREAM_FILE}{probe_file}", f"{launch.KEY_FILE}{key_file}"]
-        options += ["--deterministic"] if deterministic else []
+        key = secrets.token_bytes(KEY_BYTES)
+        probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
+        options = ["--deterministic"] if deterministic else []
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
         pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS]
         log = kit.path("pytest.log")
-        run = kit.run_command(pytest, root, timeout, log=log, ends=OUTPUT_TAIL)
+        grace = grace_period(timeout)
+        run = kit.run_command(
+            pytest, root, timeout, log=log, ends=OUTPUT_TAIL, grace=grace, stream=probe_file
+        )
         commands = [run, kit.parts_command(probe_file), snapshot_args(root, backups)]
-        answer, stream, databases = await kit.batch(commands, timeout=timeout + HELPER_TIMEOUT)
-        kit.discard(key_file)  # the launcher deleted it, unless it never ran
+        seconds = timeout + grace + HELPER_TIMEOUT
+        answer, stream, databases = await kit.batch(commands, timeout=seconds, secret=key.hex())
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
         test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
@@ -339,26 +346,44 @@ def only_matching(snapshot: Snapshot, patterns: list[str]) -> Snapshot:
     )
 
 
-def close_resources(resources: dict[str, Any], folder: Path) -> None:
-    """Close the shared resources (diff stores) and remove the host folder."""
+def close_resources(resources: dict[str, Any], folder: Path, shared: list[Path]) -> None:
+    """Close the shared resources (diff stores) and remove the host folder, and the kit's
+    folder of a sandbox whose files are this machine's (Inspect's ``local``: its temporary
+    folder is the evaluator's)."""
     for resource in resources.values():
         close = getattr(resource, "close", None)
         if callable(close):
             close()
     resources.clear()
-    shutil.rmtree(folder, ignore_errors=True)
+    for path in [folder, *shared]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _SAMPLES: weakref.WeakKeyDictionary[TaskState, SampleScoring] = weakref.WeakKeyDictionary()
+#: The same, by the sample's run (``TaskState.uuid``): closed when Inspect says it ended.
+_RUNNING: dict[str, SampleScoring] = {}
 
 
 def sample_scoring(state: TaskState) -> SampleScoring:
-    """The sample's shared state (made on first use, removed when ``state`` is gone)."""
+    """The sample's shared state (made on first use, removed when the sample ends, or at the
+    latest when ``state`` is gone)."""
     found = _SAMPLES.get(state)
     if found is None:
-        found = _SAMPLES[state] = SampleScoring()
-        weakref.finalize(state, close_resources, found.resources, found.folder)
+        found = _SAMPLES[state] = _RUNNING[state.uuid] = SampleScoring()
+        weakref.finalize(state, close_resources, found.resources, found.folder, found.shared)
     return found
+
+
+@hooks(name="pytest_scoring_cleanup", description="Removes pytest-scoring's folders of a sample")
+class SampleCleanup(Hooks):
+    """Removes a sample's folders as soon as it ends: Inspect may keep its ``TaskState`` for
+    the rest of the process, and the ``local`` sandbox's kit folder is in the evaluator's
+    temporary folder (one per sample, else)."""
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        found = _RUNNING.pop(data.sample_id, None)
+        if found is not None:
+            close_resources(found.resources, found.folder, found.shared)
 
 
 def sandbox_join(root: str, path: str) -> str:

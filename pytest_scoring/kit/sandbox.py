@@ -10,8 +10,11 @@ stdout (``batch`` runs several commands in one process: each ``exec`` costs a pr
 and keeps everything large in files, which the evaluator reads with ``read_file`` in parts
 no larger than Inspect lets it read (docs/inspect.md).
 
-* ``run``: a command in its own session, its output to files, killed with everything it
-  started at its timeout and when it ends; the heads and tails of its output are printed.
+* ``run``: a command under the kit's supervisor (``supervise.py``, as under ``run``), its
+  output to files, killed with everything it started, in any session, at its timeout, when it
+  ends and when this helper dies; the heads and tails of its output are printed. With
+  ``--stream-out`` the command is the launcher and gets the probe's channel as ``run`` gives
+  it: descriptors, the key read from this helper's standard input.
 * ``snapshot``: every database under a folder whose name matches a pattern's last part,
   copied with SQLite's online backup API (the committed state, WAL mode included); the
   evaluator decides which of them the patterns really match (``db/discovery.py``).
@@ -27,7 +30,8 @@ regular files are read.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import ctypes
+import ctypes.util
 import fnmatch
 import json
 import os
@@ -38,7 +42,7 @@ import stat
 import subprocess
 import sys
 import tarfile
-import time
+import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from collections.abc import Sequence
@@ -49,6 +53,7 @@ from typing import Any
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: Seconds a database another connection holds may keep the backup waiting.
 LOCK_TIMEOUT = 2.0
+PR_SET_PDEATHSIG = 1
 
 
 def _walk(root: str, skip: Sequence[str]) -> Iterator[tuple[str, str]]:
@@ -91,11 +96,6 @@ def _ends(path: str, size: int) -> dict[str, Any]:
     }
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(OSError):  # the group is gone already
-        os.killpg(process.pid, signal.SIGKILL)
-
-
 def _outside(search_path: str, root: str) -> str:
     """A search path (``PATH``, ``PYTHONPATH``) without relative entries or folders in ``root``
     (``pytest_scoring.scorers.sandbox_state``'s rule: this file cannot import it)."""
@@ -106,7 +106,7 @@ def _outside(search_path: str, root: str) -> str:
     )
 
 
-def _start(options: argparse.Namespace, out: IO[bytes], err: IO[bytes]) -> subprocess.Popen[bytes]:
+def _environment(options: argparse.Namespace) -> dict[str, str]:
     environment = dict(os.environ)
     if options.outside is not None:  # a sandbox_state command: the repository cannot shadow it
         environment["PATH"] = _outside(environment.get("PATH", os.defpath), options.outside)
@@ -114,35 +114,112 @@ def _start(options: argparse.Namespace, out: IO[bytes], err: IO[bytes]) -> subpr
             environment["PYTHONPATH"] = _outside(environment["PYTHONPATH"], options.outside)
         environment["PYTHONSAFEPATH"] = "1"
     environment.update(dict(item.split("=", 1) for item in options.env))
-    return subprocess.Popen(
-        options.argv,
-        cwd=options.cwd,
-        env=environment,
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=err,
+    return environment
+
+
+def _kit_file(name: str) -> str:
+    """The kit's file ``name`` beside this one (its copy's name in a kit folder)."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    copied = os.path.join(folder, "_pytest_scoring_" + name + ".py")
+    return copied if os.path.exists(copied) else os.path.join(folder, name + ".py")
+
+
+def _dies_with_us() -> None:
+    """In the supervisor, between fork and exec: SIGTERM when this helper dies (Inspect killed
+    it, the sample was cancelled): the supervisor then kills the command's whole tree."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _supervise(spec: dict[str, Any], descriptors: Sequence[int]) -> dict[str, Any]:
+    """Run ``spec`` under the kit's supervisor (``supervise.py``, as under ``run``): it becomes
+    a subreaper, so every process the command starts, ``setsid`` daemons included, is killed
+    before the answer; its answer."""
+    process = subprocess.Popen(
+        [sys.executable, "-I", _kit_file("supervise")],
+        cwd="/",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        pass_fds=tuple(descriptors),
         start_new_session=True,
+        preexec_fn=_dies_with_us,
     )
+    output, _ = process.communicate(json.dumps(spec).encode("utf-8"))
+    lines = output.decode("utf-8", "replace").strip().splitlines()
+    try:
+        return dict(json.loads(lines[-1]))
+    except (IndexError, ValueError):
+        return {"error": f"the supervisor ended without an answer (exit {process.returncode})"}
+
+
+def _channel(argv: Sequence[str]) -> tuple[list[str], IO[bytes], int]:
+    """``argv`` (a launcher command: interpreter, launcher, options) with the probe's channel
+    as ``run`` gives it: a descriptor for the stream (a file without a name, so no path names
+    it) and a pipe holding the run's key, read from this helper's standard input (the key
+    never touches a disk)."""
+    key = sys.stdin.readline().strip().encode("ascii")
+    # O_TMPFILE where the file system has it, else a random name removed at once.
+    folder = os.path.dirname(os.path.abspath(__file__))
+    stream = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (closed by _save_stream)
+    key_end, write_end = os.pipe()
+    os.write(write_end, key)  # far less than a pipe's buffer
+    os.close(write_end)
+    options = [f"--stream-fd={stream.fileno()}", f"--key-fd={key_end}"]
+    return [*argv[:2], *options, *argv[2:]], stream, key_end
+
+
+def _save_stream(stream: IO[bytes], path: str) -> None:
+    """What the probe wrote to ``stream``, into the new file ``path`` (once the whole tree of
+    the run is gone: nothing writes to it any more)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with stream, os.fdopen(os.open(path, flags, 0o600), "wb") as out:
+        stream.seek(0)
+        shutil.copyfileobj(stream, out)
 
 
 def run(options: argparse.Namespace) -> dict[str, Any]:
-    started = time.monotonic()
-    result: dict[str, Any] = {"exit_code": None, "timed_out": False, "signal": None}
+    argv, descriptors, stream = list(options.argv), [], None
+    if options.stream_out is not None:
+        argv, stream, key_end = _channel(argv)
+        descriptors = [stream.fileno(), key_end]
     with open(options.stdout, "wb") as out, open(options.stderr, "ab") as err:
+        errors = out if options.stderr == options.stdout else err
+        spec = {
+            "argv": argv,
+            "cwd": options.cwd,
+            "env": _environment(options),
+            "stdout_fd": out.fileno(),
+            "stderr_fd": errors.fileno(),
+            "pass_fds": descriptors,
+            "timeout": options.timeout,
+            "grace": options.grace,
+        }
         try:
-            process = _start(options, out, out if options.stderr == options.stdout else err)
-        except OSError as error:
-            return {**result, "error": f"{options.argv[0]}: {error.strerror}"}
-        try:
-            code = process.wait(timeout=options.timeout)
-        except subprocess.TimeoutExpired:
-            result["timed_out"] = True
-            _kill_group(process)
-            code = process.wait()
-        _kill_group(process)  # what the command left running in the background
-    if code < 0:
-        result["signal"] = signal.Signals(-code).name
-    result.update(exit_code=code, duration=round(time.monotonic() - started, 3))
+            ended = _supervise(spec, [out.fileno(), errors.fileno(), *descriptors])
+        finally:
+            for descriptor in descriptors[1:]:
+                os.close(descriptor)
+    if stream is not None:
+        _save_stream(stream, options.stream_out)
+    return _answer(ended, options)
+
+
+def _answer(ended: dict[str, Any], options: argparse.Namespace) -> dict[str, Any]:
+    """The supervisor's answer as this helper gives it: a signal's negative number as the exit
+    code (``subprocess``'s convention), the heads and tails of the output."""
+    code = ended.get("exit_code")
+    if ended.get("signal"):
+        code = -int(getattr(signal.Signals, ended["signal"]))
+    result = {
+        "exit_code": code,
+        "timed_out": bool(ended.get("timed_out")),
+        "signal": ended.get("signal"),
+        "duration": ended.get("duration", 0.0),
+        "containment": ended.get("containment_reason"),
+    }
+    if ended.get("error"):
+        result["error"] = ended["error"]
     if options.ends:
         result["stdout"] = _ends(options.stdout, options.ends)
         if options.stderr != options.stdout:
@@ -298,6 +375,8 @@ def _parser() -> argparse.ArgumentParser:
     command = commands.add_parser("run")
     command.add_argument("--cwd", required=True)
     command.add_argument("--timeout", type=float, default=None)
+    command.add_argument("--grace", type=float, default=0.0, help="seconds from SIGINT to SIGKILL")
+    command.add_argument("--stream-out", help="a launcher command: the probe's stream goes there")
     command.add_argument("--stdout", required=True)
     command.add_argument("--stderr", required=True)
     command.add_argument("--env", action="append", default=[])

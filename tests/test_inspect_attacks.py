@@ -1,0 +1,170 @@
+"""Hostile repositories in a real offline Inspect eval: the sandbox route keeps ``run``'s rules.
+
+Each sample is a small repository built here whose true score is 60 % (three of five tests
+pass); the agent (a solver that does nothing) left it in Inspect's ``local`` sandbox. Every
+hostile sample must score the truth or ``"N"`` with the signal that proves the tampering, and
+nothing it started may act once its tests are over.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from inspect_ai import Task
+from inspect_ai.dataset import Sample
+from test_channel_attacks import PATCHES_THE_WRITER
+from test_channel_attacks import SUITE
+from test_inspect import agent_done
+from test_inspect import evaluate
+from test_inspect import make
+from test_inspect import sandbox_python  # noqa: F401 (a fixture)
+from test_inspect import scores
+
+from pytest_scoring.inspect import all_tests_pass_scorer
+from pytest_scoring.inspect import percent_passing_tests_scorer
+from pytest_scoring.inspect import sandbox_state_scorer
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
+)
+
+TRUTH = 60
+#: At the end of the session, an all-passing chain under a key of its own, with an end record,
+#: to every descriptor open for writing and to every file of the folders above the launcher
+#: (where the stream used to be a file), and to any file a variable names.
+APPENDS_TO_THE_STREAM = """
+import hmac, json, os, sys
+
+def forged(items):
+    key, previous, lines = os.urandom(32), "0" * 64, []
+    records = [{"type": "phase", "nodeid": item.nodeid, "when": when, "outcome": "passed"}
+               for item in items for when in ("setup", "call", "teardown")]
+    records.append({"type": "end", "exitstatus": 0, "phases": len(records)})
+    for seq, record in enumerate(records, start=1000):
+        rest = "%d %s %s" % (seq, previous, json.dumps(record))
+        previous = hmac.new(key, rest.encode(), "sha256").hexdigest()
+        lines.append("%s %s\\n" % (previous, rest))
+    return "".join(lines).encode()
+
+def pytest_collection_modifyitems(session, config, items):
+    session.forger_items = list(items)
+
+def pytest_sessionfinish(session):
+    data = forged(session.forger_items)
+    for fd in range(3, 1024):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+    arguments = open("/proc/self/cmdline", "rb").read().decode().split("\\0")
+    folders = {os.path.dirname(os.path.dirname(a)) for a in arguments if a.endswith(".py")}
+    names = [v for k, v in os.environ.items() if k.startswith("PYTEST_SCORING")]
+    for folder in folders:
+        for top, _, files in os.walk(folder):
+            names += [os.path.join(top, name) for name in files]
+    for name in names:
+        try:
+            with open(name, "ab") as stream:
+                stream.write(data)
+        except OSError:
+            pass
+"""
+#: A test that starts a daemon in a session of its own: once pytest has exited it waits a
+#: little, then keeps changing the repository's database. Nothing it does may count.
+LEAVES_A_DAEMON = '''
+import os, sqlite3, subprocess, sys
+
+DAEMON = """
+import os, sqlite3, sys, time
+pytest_pid = int(sys.argv[1])
+with open("daemon.pid", "w") as marker:
+    marker.write(str(os.getpid()))
+while os.path.exists("/proc/%d" % pytest_pid):
+    time.sleep(0.1)
+time.sleep(2)
+while True:
+    with sqlite3.connect("app.db") as connection:
+        connection.execute("UPDATE users SET password = 'owned'")
+    time.sleep(0.1)
+"""
+
+def test_starts_a_daemon():
+    with sqlite3.connect("app.db") as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS users (name TEXT, password TEXT)")
+        connection.execute("INSERT INTO users VALUES ('ada', 'secret')")
+    subprocess.Popen([sys.executable, "-c", DAEMON, str(os.getpid())], start_new_session=True)
+    while not os.path.exists("daemon.pid"):
+        pass
+'''
+#: The daemon is gone when the scorers look, and the database holds what the tests left.
+DAEMON_GONE = (
+    'test -s daemon.pid && ! kill -0 "$(cat daemon.pid)" 2>/dev/null && '
+    "python3 -c \"import sqlite3; rows = sqlite3.connect('app.db').execute("
+    "'SELECT password FROM users').fetchall(); assert rows == [('secret',)], rows\""
+)
+
+
+def repository(conftest: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The files of a sample's repository under ``repo/``."""
+    files = {"repo/test_suite.py": textwrap.dedent(SUITE)}
+    if conftest is not None:
+        files["repo/conftest.py"] = textwrap.dedent(conftest)
+    for name, text in (extra or {}).items():
+        files[f"repo/{name}"] = textwrap.dedent(text)
+    return files
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_hostile_samples_score_the_truth_or_n_and_leave_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host_tmp = make(tmp_path / "host-tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))
+    samples = {
+        "honest": repository(),
+        "patches the writer": repository(PATCHES_THE_WRITER),
+        "appends to the stream": repository(APPENDS_TO_THE_STREAM),
+        "leaves a daemon": repository(extra={"test_daemon.py": LEAVES_A_DAEMON}),
+    }
+    task = Task(
+        dataset=[
+            Sample(id=name, input="x", files=files, metadata={"repo_path": "repo"})
+            for name, files in samples.items()
+        ],
+        solver=agent_done(),
+        scorer=[
+            percent_passing_tests_scorer(),
+            all_tests_pass_scorer(),
+            sandbox_state_scorer(DAEMON_GONE),
+        ],
+        sandbox="local",
+    )
+    found = scores(evaluate(task, tmp_path))
+    honest = found["honest"]
+    assert honest["percent_passing_tests"].value == TRUTH
+    assert honest["percent_passing_tests"].metadata["integrity"] == []
+    assert honest["all_tests_pass"].value == "I"
+
+    patched = found["patches the writer"]["percent_passing_tests"]
+    assert patched.value == "N", patched.explanation
+    assert "patched" in patched.metadata["strict_kinds"]
+    assert "patched" in str(patched.explanation)
+    assert found["patches the writer"]["all_tests_pass"].value == "N"
+
+    appended = found["appends to the stream"]["percent_passing_tests"]
+    assert appended.value == "N", appended.explanation
+    assert "stream_forged" in appended.metadata["strict_kinds"]
+    assert "stream_forged" in str(appended.explanation)
+
+    daemon = found["leaves a daemon"]
+    assert daemon["percent_passing_tests"].value == 66.67  # its own test passes: 4 of 6
+    assert daemon["sandbox_state_scorer"].value == "C", daemon["sandbox_state_scorer"].metadata
+
+    # Every sample has ended: the folders of the kit are gone, here and in the sandbox.
+    sandbox_tmp = tmp_path / "sandbox-tmp"
+    assert sorted(path.name for path in sandbox_tmp.iterdir()) == []
+    assert sorted(path.name for path in host_tmp.iterdir()) == []
