@@ -8,6 +8,10 @@ nothing it started may act once its tests are over.
 
 from __future__ import annotations
 
+import ast
+import json
+import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -17,6 +21,8 @@ from inspect_ai import Task
 from inspect_ai.dataset import Sample
 from test_channel_attacks import PATCHES_THE_WRITER
 from test_channel_attacks import SUITE
+from test_inspect import HELPER
+from test_inspect import ROOT
 from test_inspect import agent_done
 from test_inspect import evaluate
 from test_inspect import make
@@ -26,12 +32,16 @@ from test_inspect import scores
 from pytest_scoring.inspect import all_tests_pass_scorer
 from pytest_scoring.inspect import percent_passing_tests_scorer
 from pytest_scoring.inspect import sandbox_state_scorer
+from pytest_scoring.kit.sandbox import LEADS_OUT
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
 )
 
 TRUTH = 60
+PACKAGE = ROOT / "pytest_scoring"
+#: What tarfile has only from Python 3.11.4 (and 3.12).
+FILTERS = {"data_filter", "tar_filter", "fully_trusted_filter", "FilterError"}
 #: At the end of the session, an all-passing chain under a key of its own, with an end record,
 #: to every descriptor open for writing and to every file of the folders above the launcher
 #: (where the stream used to be a file), and to any file a variable names.
@@ -168,3 +178,96 @@ def test_hostile_samples_score_the_truth_or_n_and_leave_nothing_behind(
     sandbox_tmp = tmp_path / "sandbox-tmp"
     assert sorted(path.name for path in sandbox_tmp.iterdir()) == []
     assert sorted(path.name for path in host_tmp.iterdir()) == []
+
+
+# --- every Python the package admits ----------------------------------------------------
+
+#: Builds a tar file as the helper's ``pack`` would of a hostile tree, plus what no honest
+#: packer writes, and unpacks it with the kit's ``extract`` on the interpreter running this.
+UNPACKS_A_HOSTILE_TREE = """
+import importlib.util, io, json, os, sys, tarfile
+spec = importlib.util.spec_from_file_location("helper", sys.argv[1])
+helper = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(helper)
+work = sys.argv[2]
+bundle = os.path.join(work, "bundle.tar")
+with tarfile.open(bundle, "w", format=tarfile.PAX_FORMAT) as archive:
+    def add(name, kind=tarfile.REGTYPE, data=b"", **fields):
+        info = tarfile.TarInfo(name)
+        info.type, info.size = kind, len(data)
+        for key, value in fields.items():
+            setattr(info, key, value)
+        archive.addfile(info, io.BytesIO(data) if data else None)
+    add("tests", tarfile.DIRTYPE, mode=0o755)
+    add("tests/test_a.py", data=b"def test_a(): pass\\n", mode=0o4755)
+    add("tests/inside", tarfile.SYMTYPE, linkname="test_a.py")
+    add("tests/outside", tarfile.SYMTYPE, linkname="../../../etc/passwd")
+    add("tests/absolute", tarfile.SYMTYPE, linkname="/etc/passwd")
+    add("dot", tarfile.SYMTYPE, linkname=".")
+    add("dot/../escaped.txt", data=b"out")
+    add("../escaped.txt", data=b"out")
+    add("/tmp/absolute.txt", data=b"out")
+    add("tests/fifo", tarfile.FIFOTYPE)
+    add("tests/hard", tarfile.LNKTYPE, linkname="tests/test_a.py", mode=0o4644)
+target = os.path.join(work, "copy")
+helper.extract(bundle, target)
+found = {}
+for top, folders, files in os.walk(target):
+    for name in folders + files:
+        path = os.path.join(top, name)
+        relpath = os.path.relpath(path, target)
+        if os.path.islink(path):
+            found[relpath] = "-> " + os.readlink(path)
+        elif os.path.isfile(path):
+            found[relpath] = oct(os.stat(path).st_mode & 0o7777)
+print(json.dumps({"python": list(sys.version_info[:3]), "found": found}))
+"""
+
+
+@pytest.mark.parametrize("python", ["this", "/usr/bin/python3"])
+def test_the_kits_folder_reading_runs_on_the_oldest_python_here(
+    tmp_path: Path, python: str
+) -> None:
+    interpreter = sys.executable if python == "this" else python
+    if not Path(interpreter).exists():
+        pytest.skip(f"no {python} here (Debian 12's python3 is 3.11.2)")
+    work = make(tmp_path / "work")
+    ran = subprocess.run(
+        [interpreter, "-I", "-c", UNPACKS_A_HOSTILE_TREE, str(HELPER), str(work)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    answer = json.loads(ran.stdout)
+    assert answer["found"] == {
+        # No set-user-id bit; then the hard link, one file with it, gets its own mode.
+        "tests/test_a.py": "0o644",
+        "tests/hard": "0o644",
+        "tests/inside": "-> test_a.py",
+        "tests/outside": f"-> {LEADS_OUT}",
+        "tests/absolute": f"-> {LEADS_OUT}",
+        "dot": "-> .",
+        "tmp/absolute.txt": "0o644",  # a leading / is taken off: inside
+    }
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_no_module_of_the_package_calls_what_python_3_11_0_lacks() -> None:
+    # tarfile's extraction filters arrived in 3.11.4 (and 3.8.17…): only the kit's extract
+    # may name them, and only when tarfile has them.
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in FILTERS:
+                raise AssertionError(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.attr}")
+            if isinstance(node, ast.Call) and _passes_a_filter(node):
+                raise AssertionError(f"{path.relative_to(PACKAGE)}:{node.lineno}: filter=")
+
+
+def _passes_a_filter(call: ast.Call) -> bool:
+    """A call of ``extract`` or ``extractall`` with ``filter=`` (``add``'s is old)."""
+    function = call.func
+    name = function.attr if isinstance(function, ast.Attribute) else ast.unparse(function)
+    named = any(keyword.arg == "filter" for keyword in call.keywords)
+    return named and name in ("extract", "extractall")

@@ -32,6 +32,7 @@ from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit import PREFIX
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
+from pytest_scoring.kit.sandbox import extract
 
 #: The helper's name in the sandbox (:mod:`pytest_scoring.kit.sandbox`), beside the launcher.
 HELPER: Final = f"{PREFIX}sandbox.py"
@@ -43,8 +44,6 @@ MIN_PYTEST: Final = (7, 0)
 PART_SIZE: Final = 32 * 1024 * 1024
 #: Seconds the helper's short commands (snapshots, copies) may take.
 HELPER_TIMEOUT: Final = 600
-#: Where a symlink of the sandbox that leads out of its tree points in the host's copy.
-LEADS_OUT: Final = ".pytest-scoring: a symlink leading out of the sandbox's tree"
 #: Run by each candidate interpreter first: its version, and a private folder (mode 0700).
 BOOT: Final = (
     "import json, sys, tempfile; print(json.dumps({'python': list(sys.version_info[:3]),"
@@ -301,22 +300,11 @@ def _pack(source: Path, bundle: Path) -> None:
         archive.add(source, arcname=".")
 
 
-def _keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's ``data`` filter, not stopping at what it refuses (the tree is the scored
-    repository's): a symlink leading out becomes a dangling one (so it is reported as the
-    plugin reports such a link, and never followed), a FIFO or device is left out."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
-        if member.issym():
-            return member.replace(linkname=LEADS_OUT, deep=False)
-        return None
-
-
 def _unpack(bundle: Path, target: Path) -> None:
-    target.mkdir(parents=True)
+    """The sandbox's tree, unpacked by the kit's rule (:func:`~pytest_scoring.kit.sandbox.
+    extract`: a link leading out becomes a dangling one, a FIFO or device is left out)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with tarfile.open(bundle) as archive:
-            archive.extractall(target, filter=_keep)
+        extract(str(bundle), str(target))
     finally:
         bundle.unlink()

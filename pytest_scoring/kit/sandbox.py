@@ -30,6 +30,7 @@ regular files are read.
 from __future__ import annotations
 
 import argparse
+import copy as copying
 import ctypes
 import ctypes.util
 import fnmatch
@@ -51,6 +52,8 @@ from typing import Any
 
 #: The first 16 bytes of every SQLite 3 database file.
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: Where a symlink that leads out of an unpacked tree points instead.
+LEADS_OUT = ".pytest-scoring: a symlink leading out of the sandbox's tree"
 #: Seconds a database another connection holds may keep the backup waiting.
 LOCK_TIMEOUT = 2.0
 PR_SET_PDEATHSIG = 1
@@ -345,6 +348,54 @@ def parts(options: argparse.Namespace) -> dict[str, Any]:
     return {"missing": False, "parts": _split(options.file, options.part)}
 
 
+def _kept(member: tarfile.TarInfo, top: str, leads_out: str) -> tarfile.TarInfo | None:
+    """``member`` as it may be unpacked in ``top``, or None: what tarfile's ``data`` filter
+    keeps (which Python 3.11.0 to 3.11.3 lack), not stopping at what it refuses, since the
+    tree is the scored repository's: a path leading out is left out, a symlink leading out
+    becomes a dangling one named ``leads_out`` (reported as such, never followed), a FIFO or
+    device is left out, and owner and modes become ordinary ones. Paths are resolved with the
+    members unpacked so far, as the ``data`` filter does."""
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        return None
+    name = member.name.lstrip("/")
+    path = os.path.realpath(os.path.join(top, name))
+    if not _within(path, top):
+        return None
+    kept: tarfile.TarInfo = copying.copy(member)
+    kept.name, kept.uid, kept.gid, kept.uname, kept.gname = name, os.getuid(), os.getgid(), "", ""
+    if member.issym():
+        target = os.path.join(top, os.path.dirname(name), member.linkname)
+        if os.path.isabs(member.linkname) or not _within(os.path.realpath(target), top):
+            kept.linkname = leads_out
+    elif member.islnk() and not _within(os.path.realpath(os.path.join(top, member.linkname)), top):
+        return None
+    if member.isdir():
+        kept.mode = (member.mode & 0o755) | 0o700
+    elif member.isreg() or member.islnk():
+        kept.mode = (member.mode & 0o755) | 0o600
+    return kept
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def extract(bundle: str, dest: str, leads_out: str = LEADS_OUT) -> None:
+    """Unpack the tar file ``bundle`` into the new folder ``dest``, member by member, keeping
+    only what stays inside (:func:`_kept`). Runs on every Python from 3.8: no ``filter``
+    argument (3.11.4 and 3.12 on) unless tarfile has one, and then it trusts our check."""
+    os.makedirs(dest)
+    top = os.path.realpath(dest)
+    trusted: dict[str, Any] = {}
+    if hasattr(tarfile, "fully_trusted_filter"):
+        trusted["filter"] = "fully_trusted"
+    with tarfile.open(bundle) as archive:
+        for member in archive:
+            kept = _kept(member, top, leads_out)
+            if kept is not None:
+                archive.extract(kept, top, **trusted)
+
+
 def unpack(options: argparse.Namespace) -> dict[str, Any]:
     joined = options.parts[0] + ".tar"
     with open(joined, "wb") as whole:
@@ -352,8 +403,7 @@ def unpack(options: argparse.Namespace) -> dict[str, Any]:
             with open(part, "rb") as handle:
                 shutil.copyfileobj(handle, whole)
             os.remove(part)
-    with tarfile.open(joined) as bundle:
-        bundle.extractall(options.dest)  # the evaluator's own bundle
+    extract(joined, options.dest)
     os.remove(joined)
     return {"unpacked": options.dest}
 
