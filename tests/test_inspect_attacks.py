@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,47 @@ def _passes_a_filter(call: ast.Call) -> bool:
     name = function.attr if isinstance(function, ast.Attribute) else ast.unparse(function)
     named = any(keyword.arg == "filter" for keyword in call.keywords)
     return named and name in ("extract", "extractall")
+
+
+# --- nothing the tests started outlives the helper ---------------------------------------
+
+#: A test process that starts a daemon in a session of its own and then waits forever.
+STARTS_A_DAEMON_AND_WAITS = (
+    "setsid sh -c 'echo $$ > daemon.pid; exec sleep 600' > /dev/null 2>&1 & "
+    "echo $$ > test.pid; exec sleep 600"
+)
+
+
+def test_when_inspect_kills_the_helper_the_tests_and_their_daemons_die_too(
+    tmp_path: Path,
+) -> None:
+    # Inspect kills a command whose sample is cancelled or times out (SIGTERM, then SIGKILL);
+    # the helper's supervisor is told by the kernel (a parent-death signal) and sweeps.
+    log = tmp_path / "log"
+    run = ["run", f"--cwd={tmp_path}", f"--stdout={log}", f"--stderr={log}"]
+    command = json.dumps([[*run, "--", "sh", "-c", STARTS_A_DAEMON_AND_WAITS]])
+    helper = subprocess.Popen([sys.executable, str(HELPER), "batch", command])
+    pids = [tmp_path / "daemon.pid", tmp_path / "test.pid"]
+    try:
+        while not all(path.exists() and path.read_text().strip() for path in pids):
+            assert helper.poll() is None, "the helper ended early"
+            time.sleep(0.05)
+    finally:
+        helper.kill()
+        helper.wait()
+    for path in pids:
+        assert gone(int(path.read_text())), path.name
+
+
+def gone(pid: int, patience: float = 60.0) -> bool:
+    """Whether process ``pid`` has ended (or is a zombie) within ``patience`` seconds."""
+    stop = time.monotonic() + patience
+    while time.monotonic() < stop:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    return False
