@@ -258,7 +258,9 @@ class SandboxKit:
         return True
 
     async def push(self, source: Path, dest: str) -> None:
-        """Copy the local folder ``source`` to the new folder ``dest`` of the sandbox."""
+        """Copy the local folder ``source`` into the folder ``dest`` of the sandbox (made when
+        missing; files of the same names are replaced, links inside it are never followed
+        out)."""
         bundle = source.with_name(f"{source.name}.tar")
         await anyio.to_thread.run_sync(_pack, source, bundle)
         parts: list[str] = []

@@ -381,10 +381,10 @@ def _within(path: str, top: str) -> bool:
 
 
 def extract(bundle: str, dest: str, leads_out: str = LEADS_OUT) -> None:
-    """Unpack the tar file ``bundle`` into the new folder ``dest``, member by member, keeping
+    """Unpack the tar file ``bundle`` into the folder ``dest``, member by member, keeping
     only what stays inside (:func:`_kept`). Runs on every Python from 3.8: no ``filter``
     argument (3.11.4 and 3.12 on) unless tarfile has one, and then it trusts our check."""
-    os.makedirs(dest)
+    os.makedirs(dest, exist_ok=True)
     top = os.path.realpath(dest)
     trusted: dict[str, Any] = {}
     if hasattr(tarfile, "fully_trusted_filter"):
@@ -415,7 +415,10 @@ def resolve(options: argparse.Namespace) -> dict[str, Any]:
 
 def remove(options: argparse.Namespace) -> dict[str, Any]:
     for path in options.path:
-        shutil.rmtree(path, ignore_errors=True)
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+            os.remove(path)  # a link is removed, never followed
+        else:
+            shutil.rmtree(path, ignore_errors=True)
     return {"removed": options.path}
 
 
