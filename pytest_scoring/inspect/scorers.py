@@ -238,7 +238,7 @@ def all_tests_pass_scorer(
     :param tests_from: a folder of the evaluator's machine laid out like the repository
         (usually the reference): its tests, conftests and pytest configuration replace the
         repository's in the sandbox before the tests run, by ``run --tests-from``'s rule
-        (default: the sample's ``tests_from`` metadata; docs/inspect.md#the-evaluators-tests).
+        (default: the sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
     """
     return _tests_scorer(
         tests.all_tests_pass_scorer(), repo_path, expected_tests, strict, tests_from
