@@ -39,6 +39,7 @@ from inspect_ai.util import sandbox
 from runs import SYSTEM_PYTHON
 from runs import system_python_with_pytest
 
+from pytest_scoring.core.signals import STRICT_DEFAULT
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import SelectorError
@@ -580,14 +581,18 @@ def test_the_tests_run_on_the_sandboxs_own_python_and_pytest(
     put_python(folder, SYSTEM_PYTHON)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("TMPDIR", str(make(tmp_path / "sandbox-tmp")))
+    # This machine's python3 has a .pth file of its own, which no installer recorded.
+    strict = sorted(STRICT_DEFAULT - {"interpreter_modified"})
     task = Task(
         dataset=[example_sample("solution-honest")],
         solver=agent_done(),
-        scorer=percent_passing_tests_scorer(),
+        scorer=percent_passing_tests_scorer(strict=strict),
         sandbox="local",
     )
     score = scores(evaluate(task, tmp_path))["solution-honest"]["percent_passing_tests"]
     assert score.value == EXAMPLE_PERCENT
+    modified = [s for s in score.metadata["integrity"] if s["kind"] == "interpreter_modified"]
+    assert all("no installer recorded" in signal["detail"] for signal in modified), modified
 
 
 # --- the probe's channel in the sandbox ------------------------------------------------

@@ -9,7 +9,12 @@ nothing it started may act once its tests are over.
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
+import importlib.metadata
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -387,3 +392,78 @@ def test_tests_from_puts_the_evaluators_tests_in_the_sandbox(tmp_path: Path) -> 
 def test_tests_from_that_is_no_folder_is_refused_before_any_sample_runs(tmp_path: Path) -> None:
     with pytest.raises(OptionError, match=r"tests_from: .*missing is not a folder"):
         percent_passing_tests_scorer(tests_from=tmp_path / "missing")
+
+
+# --- the sandbox's interpreter ----------------------------------------------------------
+
+
+def shadowed_pytest(tmp_path: Path, *, edit_record: bool) -> Path:
+    """A folder for ``PYTHONPATH`` holding a copy of the evaluator's pytest whose
+    ``_pytest/runner.py`` was edited (its ``RECORD`` too, when asked), and a
+    ``sitecustomize.py``: what an agent with a shell can leave in its sandbox."""
+    ours = importlib.metadata.distribution("pytest")
+    site_packages = Path(str(ours.locate_file("")))
+    shadow = make(tmp_path / "shadow")
+    tops = {str(path).split("/")[0] for path in ours.files or [] if str(path).endswith(".py")}
+    for top in tops:
+        source = site_packages / top
+        if source.is_dir():
+            shutil.copytree(source, shadow / top, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, shadow / top)
+    info = Path(str(ours._path))  # type: ignore[attr-defined]
+    shutil.copytree(info, shadow / info.name)
+    runner = shadow / "_pytest" / "runner.py"
+    runner.write_text(runner.read_text() + "\n# the agent was here\n")
+    if edit_record:
+        record = shadow / info.name / "RECORD"
+        digest = hashlib.sha256(runner.read_bytes()).digest()
+        line = f"_pytest/runner.py,sha256={base64.urlsafe_b64encode(digest).rstrip(b'=').decode()}"
+        rows = [
+            line if row.startswith("_pytest/runner.py,") else row
+            for row in record.read_text().splitlines()
+        ]
+        record.write_text("\n".join(rows) + "\n")
+    (shadow / "sitecustomize.py").write_text("import os\n")
+    return shadow
+
+
+def test_the_helper_sees_pytest_edited_on_the_tests_path(tmp_path: Path) -> None:
+    shadow = shadowed_pytest(tmp_path, edit_record=False)
+    environment = {**os.environ, "PYTHONPATH": str(shadow)}
+    ran = subprocess.run(
+        [sys.executable, "-I", str(HELPER), "interpreter"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+    )
+    answer = json.loads(ran.stdout)
+    found = answer["distributions"]["pytest"]
+    assert (found["folder"], found["changed"]) == (str(shadow), ["_pytest/runner.py"])
+    assert answer["startup"] == [str(shadow / "sitecustomize.py")]
+    assert answer["distributions"]["pluggy"]["changed"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_an_edited_pytest_in_the_sandbox_is_interpreter_modified_and_n(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its RECORD edited to match: only the evaluator's copy of that version tells.
+    monkeypatch.setenv("PYTHONPATH", str(shadowed_pytest(tmp_path, edit_record=True)))
+    task = Task(
+        dataset=[Sample(id="repo", input="x", files=repository(), metadata={"repo_path": "repo"})],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(),
+        sandbox="local",
+    )
+    score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+    assert score.value == "N"
+    assert score.metadata["strict_kinds"] == ["interpreter_modified"]
+    details = [s["detail"] for s in score.metadata["integrity"]]
+    assert any(
+        "RECORD differs from the evaluator's copy" in d and "runner.py" in d for d in details
+    )
+    assert any("no installer recorded" in d and "sitecustomize.py" in d for d in details)
+    assert "interpreter_modified" in str(score.explanation)

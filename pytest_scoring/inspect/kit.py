@@ -147,7 +147,8 @@ class SandboxKit:
         leftovers = [["remove", *self._leftovers]] if self._leftovers else []
         self._leftovers = []
         script = json.dumps([*leftovers, *map(list, commands)])
-        command = [self.python, posixpath.join(self.folder, HELPER), "batch", script]
+        # -I: no startup file, variable or user site-packages of the sandbox acts in it.
+        command = [self.python, "-I", posixpath.join(self.folder, HELPER), "batch", script]
         seconds = None if timeout is None else int(timeout) + 1
         result = await self.environment.exec(
             command, input=secret, timeout=seconds, timeout_retry=False, user=user

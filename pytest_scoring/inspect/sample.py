@@ -21,6 +21,7 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
@@ -51,6 +52,7 @@ from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.area import EvaluatorsTests
 from pytest_scoring.evaluation.options import ScoreOptionParser
 from pytest_scoring.fs.walk import SKIPPED_DIRS
+from pytest_scoring.inspect.interpreter import interpreter_signals
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
@@ -106,6 +108,8 @@ class TestRun:
     #: ``tests_from``: the evaluator's tests put in before the run, and what the repository
     #: had changed in its own (``tests_modified``).
     tests: EvaluatorsTests | None = None
+    #: ``interpreter_modified``: what the check of the sandbox's interpreter found first.
+    interpreter: list[Signal] = field(default_factory=list)
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -167,6 +171,7 @@ class TestRun:
         """The integrity signals of the run, as ``pytest-scoring run`` reports them (``side``:
         what the evaluator caused)."""
         signals = [*state.integrity, *witness_signals(state, self.ending())]
+        signals += self.interpreter
         if self.tests is not None:
             signals += change_signals(self.tests.changes)
         if state.tally.expected is not None:  # with a set, selection cannot change a score
@@ -319,12 +324,15 @@ class SampleScoring:
         run = kit.run_command(
             pytest, root, timeout, log=log, ends=OUTPUT_TAIL, grace=grace, stream=probe_file
         )
-        commands = [run, kit.parts_command(probe_file), snapshot_args(root, backups)]
+        commands = [["interpreter"], run, kit.parts_command(probe_file)]
+        commands.append(snapshot_args(root, backups))
         seconds = timeout + grace + HELPER_TIMEOUT
-        answer, stream, databases = await kit.batch(commands, timeout=seconds, secret=key.hex())
+        answers = await kit.batch(commands, timeout=seconds, secret=key.hex())
+        checked, answer, stream, databases = answers
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
         test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
+        test_run.interpreter = interpreter_signals(checked)
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
         test_run.run.tampered = tampered or None

@@ -19,6 +19,9 @@ no larger than Inspect lets it read (docs/inspect.md).
   copied with SQLite's online backup API (the committed state, WAL mode included); the
   evaluator decides which of them the patterns really match (``db/discovery.py``).
 * ``copy``: a tree copied as it is (links as links), for ``snapshot_repo``.
+* ``interpreter`` (the helper runs under ``-I``): the files of pytest, pluggy and iniconfig
+  against what their installer recorded, and the startup files on the tests' path that no
+  installer recorded (``pytest_scoring.inspect.interpreter`` reads the answer).
 * ``pack`` / ``unpack``: a tree (or some of its folders) as a tar file cut into parts, and
   parts joined and unpacked; ``parts``: one file cut into parts.
 
@@ -30,14 +33,19 @@ regular files are read.
 from __future__ import annotations
 
 import argparse
+import base64
 import copy as copying
+import csv
 import ctypes
 import ctypes.util
 import fnmatch
+import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
 import signal
+import site
 import sqlite3
 import stat
 import subprocess
@@ -422,6 +430,168 @@ def remove(options: argparse.Namespace) -> dict[str, Any]:
     return {"removed": options.path}
 
 
+# --- interpreter ------------------------------------------------------------------------
+
+#: The distributions whose files decide how a test's outcome is reported.
+CHECKED = ("pytest", "pluggy", "iniconfig")
+#: Files the interpreter runs at start, before any test (``.pth`` files too).
+STARTUP = ("sitecustomize.py", "usercustomize.py")
+#: Debian's package manager: the MD5 of every file of every package, in ``*.md5sums``.
+DPKG_INFO = "/var/lib/dpkg/info"
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+class Records:
+    """What the installers recorded of the files of one folder of the path: the distributions'
+    ``RECORD`` files (SHA-256), else the package manager's sums (Debian's MD5s)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, dict[str, str]] = {}
+        self._dpkg: dict[str, str] | None = None
+
+    def recorded(self, folder: str) -> dict[str, str]:
+        """``{path relative to folder: "sha256=…"}`` from every distribution found there."""
+        if folder not in self._records:
+            found: dict[str, str] = {}
+            for distribution in importlib.metadata.distributions(path=[folder]):
+                found.update(_record(distribution.read_text("RECORD") or ""))
+            self._records[folder] = found
+        return self._records[folder]
+
+    def dpkg(self) -> dict[str, str]:
+        """Every file of Debian's packages by path: its MD5 (its ``*.md5sums``, and the
+        ``Conffiles`` of ``status`` for those in ``/etc``)."""
+        if self._dpkg is None:
+            self._dpkg = {}
+            names = sorted(os.listdir(DPKG_INFO)) if os.path.isdir(DPKG_INFO) else []
+            for name in names:
+                if name.endswith(".md5sums"):
+                    for line in _lines(os.path.join(DPKG_INFO, name)):
+                        digest, _, path = line.partition("  ")
+                        self._dpkg["/" + path] = digest
+            for line in _lines(DPKG_STATUS):
+                parts = line.split()
+                if line.startswith(" /") and len(parts) >= 2:
+                    self._dpkg[parts[0]] = parts[1]
+        return self._dpkg
+
+    def state(self, folder: str, relpath: str, record: dict[str, str] | None = None) -> str:
+        """``"recorded"``, ``"changed"`` (it differs from what recorded it) or ``"unrecorded"``."""
+        path = os.path.join(folder, relpath)
+        digest = (record if record is not None else self.recorded(folder)).get(relpath)
+        if digest is not None:
+            return "recorded" if digest == _sha256(path) else "changed"
+        sums = self.dpkg()
+        for name in (os.path.abspath(path), os.path.realpath(path)):
+            if name in sums:
+                return "recorded" if sums[name] == _digest(path, "md5") else "changed"
+        return "unrecorded"
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().splitlines()
+    except OSError:
+        return []
+
+
+def _record(text: str) -> dict[str, str]:
+    """A ``RECORD`` file's hashes by path (entries without one left out)."""
+    return {row[0]: row[1] for row in csv.reader(text.splitlines()) if len(row) > 1 and row[1]}
+
+
+def _digest(path: str, algorithm: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.new(algorithm, handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _sha256(path: str) -> str | None:
+    """A file's hash as ``RECORD`` writes it."""
+    digest = _digest(path, "sha256")
+    if digest is None:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
+
+
+def _search_path(pythonpath: str) -> list[str]:
+    """Where the tests' interpreter finds modules, as it runs them (without ``-I``): the
+    entries of ``PYTHONPATH``, this interpreter's path, the user's site-packages."""
+    entries = [entry for entry in pythonpath.split(os.pathsep) if entry]
+    entries += [*sys.path, site.getusersitepackages()]
+    seen: list[str] = []
+    for entry in entries:
+        if os.path.isdir(entry) and os.path.abspath(entry) not in seen:
+            seen.append(os.path.abspath(entry))
+    return seen
+
+
+def _distribution(name: str, search: Sequence[str], records: Records) -> dict[str, Any]:
+    """The first distribution ``name`` on the path, every module file of its top-level
+    packages with what recorded it, and its ``RECORD``'s module hashes."""
+    for folder in search:
+        found = list(importlib.metadata.distributions(name=name, path=[folder]))
+        if found:
+            break
+    else:
+        return {"found": False}
+    distribution = found[0]
+    record = _record(distribution.read_text("RECORD") or "")
+    tops = set((distribution.read_text("top_level.txt") or "").split())
+    tops.update(path.split("/")[0] for path in record if path.endswith(".py"))
+    problems: dict[str, list[str]] = {"changed": [], "unrecorded": [], "missing": []}
+    files = [path for path in record if path.endswith(".py") and path.split("/")[0] in tops]
+    for top in sorted(tops):
+        for relpath, _ in _walk(os.path.join(folder, top), ()):
+            files.append(f"{top}/{relpath}")
+        if os.path.isfile(os.path.join(folder, top + ".py")):
+            files.append(top + ".py")
+    for relpath in sorted(set(files)):
+        if not relpath.endswith(".py"):
+            continue
+        if not os.path.lexists(os.path.join(folder, relpath)):
+            problems["missing"].append(relpath)
+            continue
+        state = records.state(folder, relpath, record if record else None)
+        if state != "recorded":
+            problems[state].append(relpath)
+    modules = {path: digest for path, digest in record.items() if path.endswith(".py")}
+    return {
+        "found": True,
+        "version": distribution.version,
+        "folder": folder,
+        "record": modules,
+        **problems,
+    }
+
+
+def _startup(search: Sequence[str], records: Records) -> list[str]:
+    """Every ``.pth``, ``sitecustomize.py`` and ``usercustomize.py`` on the path that no
+    installer recorded as it is now."""
+    found = []
+    for folder in search:
+        for name in sorted(os.listdir(folder)):
+            startup = name.endswith(".pth") or name in STARTUP
+            if startup and records.state(folder, name) != "recorded":
+                found.append(os.path.join(folder, name))
+    return found
+
+
+def interpreter(options: argparse.Namespace) -> dict[str, Any]:
+    """Run by this helper under ``-I`` (no startup file of the sandbox runs in it): pytest's,
+    pluggy's and iniconfig's files against their ``RECORD`` (or Debian's sums), and the
+    startup files on the tests' path that nothing recorded."""
+    search, records = _search_path(os.environ.get("PYTHONPATH", "")), Records()
+    return {
+        "executable": sys.executable,
+        "distributions": {name: _distribution(name, search, records) for name in CHECKED},
+        "startup": _startup(search, records),
+    }
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="_pytest_scoring_sandbox")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -466,6 +636,8 @@ def _parser() -> argparse.ArgumentParser:
     command = commands.add_parser("resolve")
     command.add_argument("path")
     command.set_defaults(action=resolve)
+    command = commands.add_parser("interpreter")
+    command.set_defaults(action=interpreter)
     command = commands.add_parser("remove")
     command.add_argument("path", nargs="+")
     command.set_defaults(action=remove)
