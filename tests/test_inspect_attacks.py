@@ -467,3 +467,40 @@ def test_an_edited_pytest_in_the_sandbox_is_interpreter_modified_and_n(
     )
     assert any("no installer recorded" in d and "sitecustomize.py" in d for d in details)
     assert "interpreter_modified" in str(score.explanation)
+
+
+# --- many samples at once ---------------------------------------------------------------
+
+
+def numbered_sample(number: int) -> Sample:
+    """Sample ``number``: ``number % 6`` of its five tests fail (all five at 5), and every
+    seventh one carries the BenchJack conftest (which changes something only where a test
+    fails)."""
+    failing = number % 6
+    tests = [f"def test_{index}(): assert {index < 5 - failing}\n" for index in range(5)]
+    files = {"repo/test_suite.py": "".join(tests)}
+    if number % 7 == 0:
+        files["repo/conftest.py"] = BENCHJACK
+    return Sample(id=number, input="x", files=files, metadata={"repo_path": "repo"})
+
+
+def expected_verdict(number: int) -> object:
+    failing = number % 6
+    return "N" if number % 7 == 0 and failing else 100 * (5 - failing) / 5
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_fifty_samples_eight_at_a_time_score_as_one_at_a_time(tmp_path: Path) -> None:
+    # One at a time, each of these samples scores its truth (the tests above); eight at a
+    # time, sharing one process, they must too, and leave nothing behind.
+    task = Task(
+        dataset=[numbered_sample(number) for number in range(50)],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(),
+        sandbox="local",
+    )
+    found = scores(evaluate(task, tmp_path, max_samples=8, max_sandboxes=8))
+    verdicts = {key: value["percent_passing_tests"].value for key, value in found.items()}
+    assert verdicts == {str(number): expected_verdict(number) for number in range(50)}
+    assert list((tmp_path / "sandbox-tmp").iterdir()) == []

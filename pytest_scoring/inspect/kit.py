@@ -140,7 +140,6 @@ class SandboxKit:
 
         :param secret: a line for the helper's standard input (a run's key: never in a file
             or an argument).
-
         :raises SandboxProblem: when the helper fails (its error output is in the message).
         :raises SandboxUserUnsupportedError: when the sandbox cannot run commands as ``user``.
         """
