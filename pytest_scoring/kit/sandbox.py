@@ -53,6 +53,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.parse
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import IO
@@ -135,12 +136,19 @@ def _kit_file(name: str) -> str:
     return copied if os.path.exists(copied) else os.path.join(folder, name + ".py")
 
 
-def _dies_with_us() -> None:
-    """In the supervisor, between fork and exec: SIGTERM when this helper dies (Inspect killed
-    it, the sample was cancelled): the supervisor then kills the command's whole tree."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+def _dies_with(parent: int) -> Callable[[], None]:
+    """What runs in the supervisor between fork and exec: SIGTERM when this helper dies
+    (Inspect killed it, the sample was cancelled), so that the supervisor kills the command's
+    whole tree; and no start at all when the helper died before that was set."""
+
+    def prepare() -> None:
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return prepare
 
 
 def _supervise(spec: dict[str, Any], descriptors: Sequence[int]) -> dict[str, Any]:
@@ -154,7 +162,7 @@ def _supervise(spec: dict[str, Any], descriptors: Sequence[int]) -> dict[str, An
         stdout=subprocess.PIPE,
         pass_fds=tuple(descriptors),
         start_new_session=True,
-        preexec_fn=_dies_with_us,
+        preexec_fn=_dies_with(os.getpid()),
     )
     output, _ = process.communicate(json.dumps(spec).encode("utf-8"))
     lines = output.decode("utf-8", "replace").strip().splitlines()
