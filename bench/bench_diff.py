@@ -12,6 +12,11 @@ the diff's UNIQUE pass pairs them (docs/databases.md).
 
     python bench/bench_diff.py --rows 1000000
     python bench/bench_diff.py --rows 1000000 --workload unique
+    python bench/bench_diff.py --sizes 1000000 --repeat 5 --baseline /work/main/.venv/bin/python
+
+Each line gives the best of ``--repeat`` interleaved pairs and the median of the pairs'
+ratios. Our diff is timed inside a child process, as are the ``--baseline`` interpreters
+(other checkouts, each importing its own ``pytest_scoring``), in the same pairs.
 
 Needs ``sqlite3-sqldiff`` (the ``bench`` dependency group).
 """
@@ -22,6 +27,7 @@ import argparse
 import os
 import random
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -147,20 +153,48 @@ def child_peak_rss_mb(*args: str) -> float:
     return usage.ru_maxrss / 1024
 
 
-def measure(rows: int, repeat: int, workload: str) -> None:
+def child_seconds(python: str, before: Path, after: Path) -> float:
+    """The time ``python``'s own ``pytest_scoring`` takes to diff, timed inside its child."""
+    done = subprocess.run(
+        [python, __file__, "--time", str(before), str(after)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout)
+
+
+def measure(rows: int, repeat: int, workload: str, baselines: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         child_peak_rss_mb("--generate", tmp, str(rows), workload)
         before, after = Path(tmp) / "before.db", Path(tmp) / "after.db"
         rss = child_peak_rss_mb("--child", str(before), str(after))
         size = before.stat().st_size / 1e6
         # Interleaved, so both see the same page cache and the same load from other work.
-        timings = [(ours(before, after), theirs(before, after)) for _ in range(repeat)]
-        ours_s, theirs_s = (min(column) for column in zip(*timings, strict=True))
+        timings = [
+            (
+                child_seconds(sys.executable, before, after),
+                theirs(before, after),
+                *(child_seconds(python, before, after) for python in baselines),
+            )
+            for _ in range(repeat)
+        ]
+        ours_s, theirs_s, *others = (min(column) for column in zip(*timings, strict=True))
+        ratios = sorted(pair[0] / pair[1] for pair in timings)
         print(
             f"{workload}  rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
-            f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f}  "
-            f"ours peak RSS={rss:5.1f} MB"
+            f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f} (best of {repeat}), "
+            f"median of pairs {statistics.median(ratios):4.2f} "
+            f"[{' '.join(f'{r:.2f}' for r in ratios)}]  ours peak RSS={rss:5.1f} MB"
         )
+        for python, seconds, column in zip(
+            baselines, others, list(zip(*timings, strict=True))[2:], strict=True
+        ):
+            pairs = sorted(b / t for b, t in zip(column, (t[1] for t in timings), strict=True))
+            print(
+                f"    baseline {python}: {seconds:6.2f} s (best), median of pairs against "
+                f"sqldiff {statistics.median(pairs):4.2f}"
+            )
 
 
 def main() -> None:
@@ -170,15 +204,25 @@ def main() -> None:
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--workload", choices=("plain", "unique"), default="plain")
     parser.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--time", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--baseline", nargs="*", default=[], help="interpreters of other checkouts to time too"
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", help="row counts (default: 100000 and --rows)"
+    )
     args = parser.parse_args()
     if args.child:
         ours(*args.child)
         return
+    if args.time:
+        print(ours(*args.time))
+        return
     if args.generate:
         generate(Path(args.generate[0]), int(args.generate[1]), args.generate[2])
         return
-    for rows in sorted({100_000, args.rows}):
-        measure(rows, args.repeat, args.workload)
+    for rows in args.sizes or sorted({100_000, args.rows}):
+        measure(rows, args.repeat, args.workload, args.baseline)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ JUnit properties and Scout's ``value`` column, and so that every count agrees wi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 from typing import Final
@@ -36,6 +37,18 @@ def value_text(value: object) -> str:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``1 database``, ``2 databases``, ``0 databases`` (``nouns`` for irregular plurals)."""
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+#: Most names a one-line message lists (a configuration may have 20,000 scorers).
+_NAMES_SHOWN: Final = 10
+
+
+def some_names(names: Iterable[str]) -> str:
+    """``a, b, c``, cut after :data:`_NAMES_SHOWN` names to ``…, 19,990 more``; ``none``."""
+    listed = list(names)
+    shown = ", ".join(listed[:_NAMES_SHOWN]) or "none"
+    rest = len(listed) - _NAMES_SHOWN
+    return f"{shown}, … {rest:,} more" if rest > 0 else shown
 
 
 def outcome_counts(counts: Mapping[str, int]) -> str:

@@ -22,7 +22,7 @@ from runs import run_cli
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.options import DEFAULT_LIMITS
 from pytest_scoring.evaluation.options import parse_limits
-from pytest_scoring.process import cgroup
+from pytest_scoring.kit import cgroup
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.supervisor import Limits

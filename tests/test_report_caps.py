@@ -38,6 +38,13 @@ def test_values_at_the_cap_and_other_types_are_kept() -> None:
     assert cap_values(kept, 10_000) == kept
 
 
+def test_a_blob_whose_base64_passes_the_cap_but_its_bytes_do_not_is_kept_whole() -> None:
+    blob = {"$blob": base64.b64encode(b"z" * 10_000).decode()}
+    stub = cap_value({"$blob": base64.b64encode(b"z" * 20_000).decode()}, 10_000)
+    assert cap_values({"b": blob, "s": stub}, 10_000) == {"b": blob, "s": stub}
+    assert stub["head"] == blob
+
+
 def test_a_blob_stub_keeps_a_blob_head() -> None:
     blob = bytes(range(256)) * 100
     stub = cap_value({"$blob": base64.b64encode(blob).decode()}, 1_000)

@@ -185,6 +185,11 @@ def _stub(data: bytes, head: Any) -> dict[str, Any]:
     return {"$truncated": len(data), "sha256": hashlib.sha256(data).hexdigest(), "head": head}
 
 
+def is_blob_value(value: Any) -> bool:
+    """Whether ``value`` is a BLOB as JSON: ``{"$blob": base64}``."""
+    return isinstance(value, dict) and list(value) == ["$blob"] and isinstance(value["$blob"], str)
+
+
 def cap_value(value: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
     """A text or ``{"$blob": …}`` value over ``cap`` bytes as a stub; anything else as it is.
 
@@ -199,7 +204,7 @@ def cap_value(value: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
         if len(data) <= cap:
             return value
         return _stub(data, data[:cap].decode("utf-8", "ignore"))
-    if isinstance(value, dict) and list(value) == ["$blob"] and isinstance(value["$blob"], str):
+    if is_blob_value(value):
         encoded = value["$blob"]
         if len(encoded) <= cap:  # base64 is longer than its bytes
             return value
@@ -216,8 +221,8 @@ def cap_value(value: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
 def cap_values(item: Any, cap: int = DEFAULT_VALUE_CAP) -> Any:
     """``item`` (a JSON document) with every text and BLOB over ``cap`` bytes stubbed."""
     capped = cap_value(item, cap)
-    if capped is not item:
-        return capped
+    if capped is not item or is_blob_value(item):
+        return capped  # a stub, or a BLOB kept whole (its base64 is longer than its bytes)
     if isinstance(item, list):
         return [cap_values(element, cap) for element in item]
     if isinstance(item, dict):

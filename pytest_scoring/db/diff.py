@@ -24,6 +24,10 @@ from typing import Final
 from typing import final
 
 from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
+from pytest_scoring.db.large_values import guard
+from pytest_scoring.db.large_values import limit_values
+from pytest_scoring.db.large_values import too_large
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -94,8 +98,31 @@ def _data_changes(
 ) -> dict[str, Any]:
     """The data-plane entry of one table (docs/databases.md).
 
+    A table holding a value too large to read is read guarded
+    (:mod:`~pytest_scoring.db.large_values`): found out first when a sink takes the rows,
+    else when SQLite refuses the value (the table is then diffed again, guarded).
+
     :param sink: also receives every differing row (``kind, row, times``), examples or not.
     """
+    if sink is not None:
+        before, after = guard(connection, before), guard(connection, after)
+        return _table_entry(connection, before, after, limit, sink)
+    try:
+        return _table_entry(connection, before, after, limit)
+    except sqlite3.DataError as error:
+        if not too_large(error):
+            raise
+    old, new = guard(connection, before, known=True), guard(connection, after, known=True)
+    return _table_entry(connection, old, new, limit)
+
+
+def _table_entry(
+    connection: sqlite3.Connection,
+    before: Table | None,
+    after: Table | None,
+    limit: int | None,
+    sink: TableSink | None = None,
+) -> dict[str, Any]:
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
     plan = pairing(connection, before, after) if before and after else None
     for kind, build, times in row_events(connection, before, after, plan):
@@ -230,7 +257,7 @@ def _diff_database(
                 relpath,
             )
         except sqlite3.Error as problem:
-            error = f"{relpath}: {problem}"
+            error = f"{relpath}: {UNREADABLE_VALUE if too_large(problem) else problem}"
     if error is not None:
         entry["error"] = error
     return entry
@@ -240,6 +267,7 @@ def _connect(timeout: float) -> sqlite3.Connection:
     """The in-memory connection both sides of a database are attached to."""
     connection = sqlite3.connect(":memory:", uri=True, isolation_level=None, timeout=timeout)
     connection.text_factory = lambda data: data.decode("utf-8", "replace")
+    limit_values(connection)
     connection.execute("PRAGMA temp_store = FILE")
     return connection
 
@@ -274,7 +302,12 @@ class RowStream:
             connection.set_progress_handler(self.budget.sqlite_progress, PROGRESS_STEPS)
         try:
             old, new = _open_sides(connection, self.before, self.after)
-            events = row_events(connection, old.get(self.table), new.get(self.table))
+            # Guarded up front: a pass started again would give the selector rows twice.
+            events = row_events(
+                connection,
+                guard(connection, old.get(self.table)),
+                guard(connection, new.get(self.table)),
+            )
             # Closed before the connection: a reader that stops early ends the passes cleanly.
             with contextlib.closing(events):
                 for kind, build, times in events:

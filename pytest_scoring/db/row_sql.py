@@ -15,6 +15,8 @@ from functools import partial
 from typing import Any
 from typing import Final
 
+from pytest_scoring.db.large_values import guarded
+from pytest_scoring.db.large_values import stub_of
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import quote
 
@@ -27,9 +29,11 @@ RowEvent = tuple[str, Callable[[], dict[str, Any]], int]
 
 
 def json_value(value: Any) -> Any:
-    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``."""
+    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``, a large value its stub."""
     if isinstance(value, bytes):
         return {"$blob": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, str):
+        return stub_of(value) or value
     return value
 
 
@@ -50,6 +54,8 @@ def side(table: Table | None, alias: str, column: str) -> str:
     """A column of one side as SQL, ``NULL`` where that side lacks it."""
     if table is None or column not in table.column_names():
         return "NULL"
+    if table.large_by is not None:
+        return guarded(table, alias, column)
     return f"{alias}.{quote(column)}"
 
 

@@ -42,6 +42,9 @@ class Table(NamedTuple):
     #: Declared primary key columns in key order (empty when none is declared).
     primary_key: tuple[str, ...]
     without_rowid: bool
+    #: How a guarded table's rows are read by rowid, for values too large to read whole
+    #: (:mod:`pytest_scoring.db.large_values`); None: the table's values are read as they are.
+    large_by: str | None = None
 
     @property
     def ref(self) -> str:

@@ -206,7 +206,7 @@ class KeyedPairs(_Pass):
 
     def removed_sql(self) -> str:
         """The removed rows no pair took, every before column, in the before table's order."""
-        columns = ", ".join(f"o.{quote(c)}" for c in self.before.column_names())
+        columns = ", ".join(side(self.before, "o", c) for c in self.before.column_names())
         on = _equal("o", [quote(col) for col in self.key], "r", self._keys)
         return (
             f"SELECT {columns} FROM {self.removed} AS r JOIN {self.before.ref} AS o ON {on} "

@@ -36,6 +36,7 @@ from pytest_scoring.scorers.fixture_file import fixture_scorers
 from pytest_scoring.scorers.registry import ALIAS_SUFFIX
 from pytest_scoring.scorers.registry import ScorerFactory
 from pytest_scoring.scorers.registry import resolve_type
+from pytest_scoring.text import some_names
 
 #: Scorer names become file names and formula variables: plain ASCII identifiers.
 NAME_PATTERN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
@@ -45,6 +46,8 @@ RESERVED_NAMES: Final = frozenset({"math"})
 ENTRY_KEYS: Final = ("type", "name", "detects")
 #: Keys a configuration file may have at its top level.
 TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env")
+#: Most scorers a configuration may list: past it the file is refused before any is checked.
+MAX_SCORERS: Final = 50_000
 #: The composite type, whose ``scorers`` parameter names other entries.
 COMPOSITE: Final = "composite"
 
@@ -189,28 +192,49 @@ def _annotations(factory: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
-def check_parameters(factory: ScorerFactory, params: Mapping[str, Any], where: str) -> None:
+@final
+@dataclass(frozen=True)
+class FactoryParameters:
+    """What a factory's signature and annotations say about its parameters: worked out once
+    per type, so checking 20,000 entries of one type costs no more than 20,000 dict look-ups."""
+
+    #: Keyword-capable parameters by name.
+    accepted: dict[str, inspect.Parameter]
+    #: Whether the factory takes ``**kwargs`` (any key is accepted).
+    open_ended: bool
+    #: Resolved annotations (empty when they cannot be resolved).
+    hints: dict[str, Any]
+
+    @classmethod
+    def of(cls, factory: ScorerFactory) -> FactoryParameters:
+        signature = inspect.signature(factory)
+        accepted = {
+            name: parameter
+            for name, parameter in signature.parameters.items()
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        }
+        open_ended = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        return cls(accepted, open_ended, _annotations(factory))
+
+
+def check_parameters(
+    factory: ScorerFactory | FactoryParameters, params: Mapping[str, Any], where: str
+) -> None:
     """Reject unknown, missing or mistyped parameters, naming the key path.
 
+    :param factory: the factory, or its parameters already worked out.
     :param where: the entry's key path, such as ``scores.yaml: scorers[2]``.
     """
-    signature = inspect.signature(factory)
-    accepted = {
-        name: parameter
-        for name, parameter in signature.parameters.items()
-        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-    }
-    open_ended = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    known = factory if isinstance(factory, FactoryParameters) else FactoryParameters.of(factory)
     for key in params:
-        if key not in accepted and not open_ended:
-            known = ", ".join([*ENTRY_KEYS, *accepted]) or "none"
-            raise ConfigError(f"{where}.{key}: unknown parameter (known: {known})")
-    for name, parameter in accepted.items():
+        if key not in known.accepted and not known.open_ended:
+            names = ", ".join([*ENTRY_KEYS, *known.accepted]) or "none"
+            raise ConfigError(f"{where}.{key}: unknown parameter (known: {names})")
+    for name, parameter in known.accepted.items():
         if name not in params and parameter.default is parameter.empty:
             raise ConfigError(f"{where}.{name}: missing required parameter")
-    hints = _annotations(factory)
     for key, value in params.items():
-        hint = hints.get(key, inspect.Parameter.empty)
+        hint = known.hints.get(key, inspect.Parameter.empty)
         if not matches_annotation(value, hint):
             shown = json.dumps(value, default=str)[:80]
             raise ConfigError(f"{where}.{key}: expected {_type_label(hint)}, got {shown}")
@@ -254,7 +278,9 @@ def _check_entry(
     where: str,
     types: Mapping[str, ScorerFactory],
     command_line: Mapping[str, Any],
+    known: dict[str, FactoryParameters],
 ) -> _Entry:
+    """Check one entry; ``known`` holds each type's parameters once worked out."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table with 'type' and parameters")
     type_text = raw.get("type")
@@ -269,7 +295,10 @@ def _check_entry(
             f"({guess}known: {', '.join(sorted(types))})"
         )
     factory = types[type_name]
-    accepted = inspect.signature(factory).parameters
+    if type_name not in known:
+        known[type_name] = FactoryParameters.of(factory)
+    parameters = known[type_name]
+    accepted = parameters.accepted
     if "sandbox" in raw and "sandbox" not in accepted:
         raise ConfigError(
             f"{where}.sandbox: pytest-scoring runs every scorer here, in no Inspect sandbox; "
@@ -278,7 +307,7 @@ def _check_entry(
     # Parameters the entry leaves out but the command line gives (--score-selector…).
     params = {k: v for k, v in command_line.items() if k in accepted}
     params.update((key, value) for key, value in raw.items() if key not in ENTRY_KEYS)
-    check_parameters(factory, params, where)
+    check_parameters(parameters, params, where)
     entry = _Entry(_entry_name(raw, type_name, where), type_name, factory, params, where)
     entry.detects = _detects(raw, where)
     return entry
@@ -305,7 +334,7 @@ def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
     for entry in entries:
         for position, reference in enumerate(entry.references()):
             if reference not in by_name or reference == entry.name:
-                known = ", ".join(n for n in by_name if n != entry.name) or "none"
+                known = some_names(n for n in by_name if n != entry.name)
                 raise ConfigError(
                     f"{entry.where}.scorers[{position}]: {reference!r} is not another scorer "
                     f"of this file (known: {known})"
@@ -314,23 +343,32 @@ def _check_names(entries: list[_Entry]) -> dict[str, _Entry]:
 
 
 def _build_order(entries: list[_Entry], by_name: Mapping[str, _Entry]) -> list[_Entry]:
-    """The entries with each composite after the scorers it reads; rejects cycles."""
+    """The entries with each composite after the scorers it reads; rejects cycles.
+
+    A depth-first walk with a stack of its own: a chain of 20,000 composites each reading the
+    next is as deep as it is long, past any recursion limit.
+    """
     order: list[_Entry] = []
     state: dict[str, str] = {}
-
-    def visit(entry: _Entry) -> None:
-        if state.get(entry.name) == "done":
-            return
-        if state.get(entry.name) == "visiting":
-            raise ConfigError(f"{entry.where}.scorers: composites read each other in a cycle")
-        state[entry.name] = "visiting"
-        for reference in entry.references():
-            visit(by_name[reference])
-        state[entry.name] = "done"
-        order.append(entry)
-
-    for entry in entries:
-        visit(entry)
+    for root in entries:
+        stack = [(root, iter(root.references()))]
+        if state.get(root.name) == "done":
+            continue
+        state[root.name] = "visiting"
+        while stack:
+            entry, pending = stack[-1]
+            reference = next(pending, None)
+            if reference is None:
+                stack.pop()
+                state[entry.name] = "done"
+                order.append(entry)
+                continue
+            child = by_name[reference]
+            if state.get(child.name) == "visiting":
+                raise ConfigError(f"{child.where}.scorers: composites read each other in a cycle")
+            if state.get(child.name) != "done":
+                state[child.name] = "visiting"
+                stack.append((child, iter(child.references())))
     return order
 
 
@@ -365,7 +403,11 @@ def _build_all(
     types: Mapping[str, ScorerFactory],
     command_line: Mapping[str, Any] | None,
 ) -> list[Scorer]:
-    checked = [_check_entry(raw, where, types, command_line or {}) for where, raw in entries]
+    if len(entries) > MAX_SCORERS:
+        where = entries[MAX_SCORERS][0]
+        raise ConfigError(f"{where}: more than {MAX_SCORERS:,} scorers, the most a file may list")
+    known: dict[str, FactoryParameters] = {}
+    checked = [_check_entry(raw, where, types, command_line or {}, known) for where, raw in entries]
     by_name = _check_names(checked)
     built: dict[str, Scorer] = {}
     for entry in _build_order(checked, by_name):

@@ -26,6 +26,7 @@ from typing import Final
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.score import cap_values
+from pytest_scoring.db.large_values import limit_values
 from pytest_scoring.db.schema import quote
 from pytest_scoring.db.snapshot import read_only_uri
 from pytest_scoring.text import plural
@@ -339,32 +340,37 @@ def _schema_text(schema: Mapping[str, Any]) -> str:
 
 
 def _read_identity(found: Evidence, locate: Locator, mentioned: frozenset[str]) -> dict[str, Any]:
-    """A few columns of the changed row, read from the database's final state."""
+    """A few columns of the changed row, read from the database's final state.
+
+    Neither the key nor the changed columns are read (the diff has them), and SQLite refuses
+    any value too large to hold: a repository's gigabyte value is never read here.
+    """
     path = locate(found.database) if found.table is not None else None
     if path is None or not found.key:
         return {}
     names = list(found.key)
+    skipped = set(names) | set(found.changes or {})
     where = " AND ".join(f"{quote(name)} IS ?" for name in names)
-    sql = f"SELECT * FROM {quote(str(found.table))} WHERE {where} LIMIT 1"
     try:
         connection = sqlite3.connect(read_only_uri(path), uri=True, timeout=1.0)
     except (sqlite3.Error, OSError):
         return {}
+    limit_values(connection)
     try:
-        cursor = connection.execute(sql, [found.key[name] for name in names])
-        row = cursor.fetchone()
-        columns = [description[0] for description in cursor.description or ()]
+        info = connection.execute("SELECT name FROM pragma_table_info(?)", (str(found.table),))
+        columns = [name for (name,) in info if name not in skipped]
+        if not columns:
+            return {}
+        selected = ", ".join(quote(column) for column in columns)
+        sql = f"SELECT {selected} FROM {quote(str(found.table))} WHERE {where} LIMIT 1"
+        row = connection.execute(sql, [found.key[name] for name in names]).fetchone()
     except (sqlite3.Error, OverflowError, TypeError):
         return {}
     finally:
         connection.close()
     if row is None:
         return {}
-    skipped = set(names) | set(found.changes or {})
-    values = {
-        column: value for column, value in zip(columns, row, strict=False) if column not in skipped
-    }
-    return _identifying(values, mentioned)
+    return _identifying(dict(zip(columns, row, strict=True)), mentioned)
 
 
 def _identifying(values: Mapping[str, Any], mentioned: frozenset[str]) -> dict[str, Any]:

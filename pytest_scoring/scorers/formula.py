@@ -21,6 +21,7 @@ from typing import final
 
 from pytest_scoring.core.score import Score
 from pytest_scoring.errors import FormulaError
+from pytest_scoring.text import some_names
 
 #: Longest formula text accepted, in characters.
 MAX_FORMULA_LENGTH: Final = 2_000
@@ -206,7 +207,7 @@ class _Checker:
     """Walks a parsed formula once and rejects anything outside the language."""
 
     def __init__(self, variables: Collection[str]):
-        self.variables = variables
+        self.variables = frozenset(variables)
         self.used: set[str] = set()
 
     def check(self, node: ast.AST, depth: int = 0) -> None:
@@ -279,7 +280,7 @@ class _Checker:
         if node.id in self.variables:
             fields = ", ".join(f".{f}" for f in sorted(SCORE_FIELDS))
             return FormulaError(f"{_position(node)}: use {node.id!r} with one of {fields}")
-        known = ", ".join(sorted(self.variables)) or "none"
+        known = some_names(sorted(self.variables))
         return FormulaError(
             f"{_position(node)}: name {node.id!r} is not allowed (the listed scorers: {known})"
         )
