@@ -39,7 +39,9 @@ def generate(folder: Path, rows: int) -> None:
         (folder / name).mkdir()
         with sqlite3.connect(folder / name / "app.db") as db:
             db.execute(SCHEMA)
-            db.execute(f"INSERT INTO users {NUMBERS} SELECT i, 'user' || i, 'h0', 0 FROM s", (rows,))
+            db.execute(
+                f"INSERT INTO users {NUMBERS} SELECT i, 'user' || i, 'h0', 0 FROM s", (rows,)
+            )
             if name == "solution":
                 db.execute("UPDATE users SET seen = id")
                 db.execute(

@@ -22,6 +22,8 @@ from pytest_scoring.core.metrics import accuracy
 from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import REPOSITORY
+from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import error_score
@@ -60,6 +62,9 @@ if TYPE_CHECKING:
 SCORER_TYPE: Final = "db_change"
 #: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
 RESOURCE: Final = "databases"
+#: The metadata of a detector's ``"N"`` when its selector ran out of time: the repository's
+#: data made it so (a formula may count it as a detection: docs/configuration.md#detectors).
+RAN_OUT: Final = {UNSCORED_KEY: REPOSITORY}
 _COUNTS: Final = ("added", "removed", "changed")
 
 
@@ -251,7 +256,7 @@ class DbChangeScorer:
             try:
                 verdict = selector.evaluate(seen, budget)
             except SelectorTimeout as error:
-                return error_score(self.type, str(error), **metadata)
+                return error_score(self.type, str(error), **metadata, **RAN_OUT)
             matched, warnings = verdict.matched, list(verdict.warnings)
 
             def matches(narrowed: Mapping[str, Any]) -> bool:

@@ -56,6 +56,7 @@ from pytest_scoring.reference.rerun import ReferenceRerun
 from pytest_scoring.reference.rerun import ReferenceRunError
 from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.db_change import RAN_OUT
 from pytest_scoring.scorers.db_change import checked_selector
 from pytest_scoring.scorers.db_change import session_selector_timeout
 from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
@@ -181,7 +182,7 @@ class DiffChangeScorer:
                 verdict = self._evaluate(diffs.split, "scored", budget)
                 matched_in = self._matched_in(verdict, code, diffs.split, budget)
         except SelectorTimeout as error:
-            return error_score(self.type, str(error), **metadata)
+            return error_score(self.type, str(error), **metadata, **RAN_OUT)
         metadata["matched_in"] = matched_in
         lost = lost_databases(diffs.split.solution)
         if not verdict.matched and lost:
