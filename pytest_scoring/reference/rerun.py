@@ -128,6 +128,12 @@ class ReferenceRerun:
         self._cancel = threading.Event()
         #: Set once the rerun's pytest has ended (a baseline waiting for a free core starts).
         self.child_done = threading.Event()
+        #: Whether the rerun may run while the session does: only as a user id of its own.
+        self.apart = runs_apart(children)
+        #: Set once the session's tests are over: a rerun not :attr:`apart` starts then.
+        self.session_done = threading.Event()
+        if self.apart:
+            self.session_done.set()
         #: The baseline run whose diff joins this rerun's (None: no scorer counts tests).
         self.baseline: BaselineRun | None = None
         #: The evaluator's files (the initial snapshot), and the copy the rerun may write.
@@ -171,9 +177,11 @@ class ReferenceRerun:
             if self.children.guard is not None:
                 self.children.guard.add_files(initial.files.values())
         if self.settings.tests_from_is_reference():
+            self._wait_for_session()
             return ReferenceSide(initial, *self._baseline_run())
         tests, args = self._tests(copy)
         self._runner.give(copy)
+        self._wait_for_session()
         run = run_child(
             self._runner,
             copy,
@@ -185,6 +193,12 @@ class ReferenceRerun:
         self.child_done.set()
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
+
+    def _wait_for_session(self) -> None:
+        """Copies made, wait until the session's tests are over unless the rerun runs
+        :attr:`apart` (a cancelled rerun goes on to end at once)."""
+        while not self.session_done.wait(0.2) and not self._cancel.is_set():
+            pass
 
     def _areas(self) -> list[Path]:
         """The evaluation's private area, should the reference hold it (a checkout above
@@ -239,6 +253,7 @@ class ReferenceRerun:
         """
         if self._diffs is None:
             solution_duration = round(time.monotonic() - self.started, 3)
+            self.session_done.set()  # the session is over: a rerun waiting for it starts
             try:
                 self._diffs = self._compare(self._join(), session, solution_duration)
             finally:
@@ -318,6 +333,13 @@ def _missing_from(tally: dict[str, Any] | None, session: OutcomeTally) -> list[s
     return sorted(set((tally or {}).get("collected", [])) - _collected_here(session))
 
 
+def runs_apart(children: ChildRunner) -> bool:
+    """Whether each run gets a user id of its own (``run`` as root): only then do the session,
+    the rerun and the baseline overlap. Under one user id, the session's processes could
+    signal, trace or write into a rerun running beside them (process/users.py)."""
+    return children.users is not None
+
+
 def split_runs(
     initial: Snapshot,
     reference_final: Snapshot,
@@ -359,11 +381,12 @@ def start_baseline(
 ) -> BaselineRun:
     """Start the baseline in the background (:func:`baseline_for`, cached per reference).
 
-    On a machine with fewer than three cores it waits for the reference rerun's pytest to end
-    rather than compete with it and the session.
+    It waits for the reference rerun's pytest to end on a machine with fewer than three cores,
+    rather than compete with it and the session, and always when the runs share a user id (the
+    rerun then waits for the session: no two of them overlap).
     """
     folder = children.folder("baseline")
-    wait_for = rerun_done if spare_cores() < 2 else None
+    wait_for = rerun_done if spare_cores() < 2 or not runs_apart(children) else None
 
     def work(cancel: threading.Event) -> Baseline:
         return compute_baseline(settings, children, folder, timeout, cancel, wait_for)
