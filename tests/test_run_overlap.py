@@ -4,6 +4,7 @@ session, the reference rerun and the baseline run one after the other."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -53,5 +54,5 @@ def test_runs_under_one_user_id_never_overlap(
     )
     assert len(runs) >= 2  # the session and the rerun (the baseline may come from its cache)
     assert runs[0][2] == str(pytester.path)  # the session ran first
-    for (_start, end, _where), (start, _end, _next) in zip(runs, runs[1:], strict=False):
+    for (_start, end, _where), (start, _end, _next) in itertools.pairwise(runs):
         assert end <= start
