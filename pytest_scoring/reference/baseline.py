@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -150,8 +149,8 @@ def baseline_for(
     :param like: the evaluation's runner: the run gets a runner of its own from it
         (:meth:`~ChildRunner.for_another_run`: its environment and limits, a user of its own).
     :param cancel: set it to kill the run at once.
-    :param wait_for: on a machine with few cores, start the run only once this is set (the
-        reference rerun finished), rather than compete with it.
+    :param wait_for: start the run only once this is set (the reference rerun finished):
+        runs sharing a user id never overlap.
     :returns: the baseline; when it gave no usable result, ``failure`` says why.
     """
     started = time.monotonic()
@@ -352,12 +351,3 @@ class BaselineRun:
             self._thread.join()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
-
-
-def spare_cores() -> int:
-    """Cores this process may use beyond the session's own."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores - 1

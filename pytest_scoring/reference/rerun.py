@@ -47,7 +47,6 @@ from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.baseline import BaselineOptions
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.baseline import baseline_for
-from pytest_scoring.reference.baseline import spare_cores
 from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
@@ -126,7 +125,7 @@ class ReferenceRerun:
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
         self._cancel = threading.Event()
-        #: Set once the rerun's pytest has ended (a baseline waiting for a free core starts).
+        #: Set once the rerun's pytest has ended (a baseline waiting for it starts).
         self.child_done = threading.Event()
         #: Whether the rerun may run while the session does: only as a user id of its own.
         self.apart = runs_apart(children)
@@ -381,12 +380,12 @@ def start_baseline(
 ) -> BaselineRun:
     """Start the baseline in the background (:func:`baseline_for`, cached per reference).
 
-    It waits for the reference rerun's pytest to end on a machine with fewer than three cores,
-    rather than compete with it and the session, and always when the runs share a user id (the
-    rerun then waits for the session: no two of them overlap).
+    As a user of its own it runs beside the session and the rerun, sharing the cores with
+    them (their tests wait on I/O too); under the session's user id it waits for the rerun's
+    pytest to end, which waits for the session: no two of them overlap.
     """
     folder = children.folder("baseline")
-    wait_for = rerun_done if spare_cores() < 2 or not runs_apart(children) else None
+    wait_for = None if runs_apart(children) else rerun_done
 
     def work(cancel: threading.Event) -> Baseline:
         return compute_baseline(settings, children, folder, timeout, cancel, wait_for)
