@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -35,24 +36,40 @@ def make_repo(path: Path, log: Path, session: Path) -> Path:
     return path
 
 
+#: One ``db_diff_change``, and two with test patterns of their own: two reruns, one baseline.
+CONFIGS = {
+    "one rerun": [{"type": "db_diff_change"}],
+    "two reruns": [
+        {"type": "db_diff_change", "name": "first"},
+        {"type": "db_diff_change", "name": "second", "test_patterns": ["tests/test_*.py"]},
+    ],
+}
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("scorers", CONFIGS.values(), ids=CONFIGS)
 def test_runs_under_one_user_id_never_overlap(
-    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+    pytester: pytest.Pytester,
+    tmp_path_factory: pytest.TempPathFactory,
+    scorers: list[dict[str, object]],
 ) -> None:
     log = tmp_path_factory.mktemp("log") / "runs.log"
     reference = make_repo(tmp_path_factory.mktemp("reference"), log, pytester.path)
     make_repo(pytester.path, log, pytester.path)
-    # In process, every run is this user's: the rerun waits for the session, the baseline for
-    # the rerun (before issue 32, the rerun ran beside the session from its start).
+    pytester.makefile(".json", scores=json.dumps({"scorers": scorers}))
+    # In process, every run is this user's: the reruns wait for the session, then all take
+    # turns (before issue 32, a rerun ran beside the session from its start).
     pytester.runpytest(
-        f"--score-reference={reference}", "--score-db-diff", "-p", "no:cacheprovider"
+        f"--score-reference={reference}", "--score-config=scores.json", "-p", "no:cacheprovider"
     )
-    assert scored_session(pytester).scores["db_diff_change"]["value"] == "I"
+    values = [score["value"] for score in scored_session(pytester).scores.values()]
+    assert values == ["I"] * len(scorers)
     runs = sorted(
         (float(start), float(end), where)
         for start, end, where in (line.split(" ", 2) for line in log.read_text().splitlines())
     )
-    assert len(runs) >= 2  # the session and the rerun (the baseline may come from its cache)
+    # The session and each rerun (the baseline may come from its cache).
+    assert len(runs) >= 1 + len(scorers)
     assert runs[0][2] == str(pytester.path)  # the session ran first
     for (_start, end, _where), (start, _end, _next) in itertools.pairwise(runs):
         assert end <= start

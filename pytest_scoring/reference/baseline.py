@@ -138,7 +138,6 @@ def baseline_for(
     timeout: float,
     like: ChildRunner | None = None,
     cancel: threading.Event | None = None,
-    wait_for: threading.Event | None = None,
 ) -> Baseline:
     """The baseline run of ``reference``: from the cache when it holds one, else run now and
     cached (only a run that gave a usable result is kept).
@@ -149,8 +148,6 @@ def baseline_for(
     :param like: the evaluation's runner: the run gets a runner of its own from it
         (:meth:`~ChildRunner.for_another_run`: its environment and limits, a user of its own).
     :param cancel: set it to kill the run at once.
-    :param wait_for: start the run only once this is set (the reference rerun finished):
-        runs sharing a user id never overlap.
     :returns: the baseline; when it gave no usable result, ``failure`` says why.
     """
     started = time.monotonic()
@@ -161,8 +158,6 @@ def baseline_for(
             return _from_record(key, cached.final, cached.record, str(cached.entry))
         shutil.rmtree(folder / "cached", ignore_errors=True)
         cancel = cancel or threading.Event()
-        while wait_for is not None and not wait_for.wait(0.2) and not cancel.is_set():
-            pass
         if cancel.is_set():
             return _failed(key, f"{WHAT} was cancelled before it started", cache)
         remaining = max(timeout - (time.monotonic() - started), 0.001)
