@@ -1,5 +1,5 @@
 """``db_diff_change``'s runs overlap only as users of their own (issue 32): under one user id the
-session, the reference rerun and the baseline run one after the other."""
+session, the reference rerun and the baseline take turns; as root they run at once."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from runs import AS_OTHER_USERS
+from runs import SYSTEM_PYTHON
+from runs import only_report
+from runs import run_cli
 from runs import scored_session
 
 TESTS = """
@@ -73,3 +77,41 @@ def test_runs_under_one_user_id_never_overlap(
     assert runs[0][2] == str(pytester.path)  # the session ran first
     for (_start, end, _where), (start, _end, _next) in itertools.pairwise(runs):
         assert end <= start
+
+
+MEETS_THE_OTHER_RUNS = """
+import os, time
+from pathlib import Path
+
+def test_meet_the_other_runs():
+    meeting = Path({meeting!r})
+    meeting.joinpath(str(os.getpid())).touch()
+    deadline = time.monotonic() + 300
+    while len(list(meeting.iterdir())) < 3:
+        assert time.monotonic() < deadline, "the other runs never started: not overlapped"
+        time.sleep(0.05)
+"""
+
+
+@pytest.mark.slow
+@AS_OTHER_USERS[0]
+@AS_OTHER_USERS[1]
+def test_runs_as_users_of_their_own_overlap(open_folder: Path, drop: Path) -> None:
+    # The session, the rerun and the baseline each wait until all three have started.
+    tests = MEETS_THE_OTHER_RUNS.format(meeting=str(drop))
+    checkouts = []
+    for name in ("reference", "repo"):
+        folder = open_folder / name
+        (folder / "tests").mkdir(parents=True)
+        (folder / "tests" / "test_meet.py").write_text(tests)
+        with contextlib.closing(sqlite3.connect(folder / "app.db")) as db:
+            db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        checkouts.append(folder)
+    reference, repo = checkouts
+    args = ["--reference", reference, "--python", SYSTEM_PYTHON, "--report", open_folder / "out"]
+    result = run_cli(repo, *args)
+    assert result.exit_code == 0, result.output
+    report = only_report(open_folder / "out")
+    assert report["scores"]["db_diff_change"]["metadata"]["reference_counts"]["passed"] == 1
+    assert report["tests"]["counts"]["passed"] == 1
+    assert len(list(drop.iterdir())) == 3
