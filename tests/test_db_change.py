@@ -241,6 +241,7 @@ def test_a_selector_past_its_time_budget_scores_no_answer_and_the_report_is_writ
     result.stdout.fnmatch_lines(["all_tests_pass: C *", "db_change: N *time budget of 1e-09 s*"])
     scores = json.loads((report_folder(repo) / "scores.json").read_text())["scores"]
     assert scores["db_change"]["metadata"]["counts"]["rows_added"] == 3000
+    assert scores["db_change"]["metadata"]["unscored"] == "repository"
 
 
 def test_a_selector_within_its_budget_reports_its_warnings(repo: pytest.Pytester) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import textwrap
 from pathlib import Path
@@ -311,32 +310,6 @@ def test_a_test_pattern_climbing_out_is_a_usage_error(
 
 #: A test that ends only when a second run of it has started too (or fails after a bound only
 #: a hang reaches): the reference rerun and the solution's session must run at the same time.
-MEETS_THE_OTHER_RUN = """
-    def test_meet_the_other_run():
-        import os, time
-        meeting = Path({meeting!r})
-        meeting.joinpath(str(os.getpid())).touch()
-        deadline = time.monotonic() + 300
-        while len(list(meeting.iterdir())) < 2:
-            assert time.monotonic() < deadline, "the other run never started: not overlapped"
-            time.sleep(0.05)
-"""
-
-
-@pytest.mark.slow
-def test_the_reference_run_overlaps_the_solutions_tests(
-    pytester: pytest.Pytester, reference: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    meeting = tmp_path_factory.mktemp("meeting")
-    tests = TESTS + MEETS_THE_OTHER_RUN.format(meeting=str(meeting))
-    make_repo(pytester.path, REFERENCE_APP, tests)  # the rerun runs these tests too
-    metadata = score(pytester, reference)["metadata"]
-    assert metadata["reference_counts"]["passed"] == 2
-    assert scored_session(pytester).tests["counts"]["passed"] == 2
-    assert len(list(meeting.iterdir())) == 2
-    assert os.environ.get("PYTEST_SCORING_REFERENCE_TIMEOUT") is None
-
-
 @pytest.mark.slow
 def test_with_db_reset_a_second_run_starts_from_the_same_databases(
     pytester: pytest.Pytester, reference: Path

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import Literal
 
 #: The diffs: A, from the reference run, and B, from the scored repository's; with a
 #: baseline, also the diff of the reference's own tests.
@@ -100,13 +102,14 @@ CREATE TABLE item_parts AS SELECT k.part, r.t, r.list, r.id FROM (
 CREATE INDEX item_parts_order ON item_parts (part, t, list, id);
 """
 _SPLIT_CHANGES: Final = """
-CREATE TABLE change_parts AS SELECT k.part, r.t, r.row, r.id FROM (
-    SELECT rowid AS id, side, t, row,
+CREATE TABLE change_parts AS SELECT k.part, r.t, r.row, r.id, r.col FROM (
+    SELECT rowid AS id, side, t, row, col,
         max(side = 0) OVER same AS in_reference, max(side = 1) OVER same AS in_solution,
         max(side = 2) OVER same AS in_baseline
     FROM changes WINDOW same AS (PARTITION BY t, key, col, old, new)
 ) AS r JOIN ({parts}) AS k ON {membership};
 CREATE INDEX change_parts_order ON change_parts (part, t, row, id);
+CREATE INDEX change_parts_columns ON change_parts (part, t, col, row);
 """
 
 
@@ -118,6 +121,20 @@ def _split_statement(template: str, membership: tuple[str, ...], parts: int) -> 
 
 
 Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeTest:
+    """A change a changed row must have: ``column`` changed and, when ``side`` is given, its
+    ``old`` or ``new`` value among ``values`` (compared as selectors compare values)."""
+
+    column: str
+    side: Literal["old", "new"] | None = None
+    values: tuple[Any, ...] = ()
+
+
+#: Tests of which a changed row must pass one (none: every row passes).
+ChangeFilter = tuple[ChangeTest, ...]
 #: Receives one differing row of a diff as it is computed: database, table, list, row, times.
 RowSink = Callable[[str, str, str, Json, int], None]
 
@@ -333,16 +350,26 @@ class DiffStore:
         return self._counts
 
     def rows(
-        self, part: int, relpath: str, table: str, list_name: str, limit: int | None = None
+        self,
+        part: int,
+        relpath: str,
+        table: str,
+        list_name: str,
+        limit: int | None = None,
+        having: ChangeFilter = (),
     ) -> Iterator[Any]:
-        """The entries of one list of one table in one part, streamed in the order stored."""
+        """The entries of one list of one table in one part, streamed in the order stored.
+
+        :param having: for ``rows_changed``: only rows with a changed column that one of
+            these tests accepts (none: every row).
+        """
         self.split()
         number = self._table_ids.get((relpath, table))
         if number is None or limit == 0:
             return
         part = self._stored_part(part)
         if list_name == "rows_changed":
-            yield from self._changed_part(part, number, limit)
+            yield from self._changed_part(part, number, limit, having)
             return
         cursor = self.connection.execute(
             "SELECT i.body FROM item_parts AS p JOIN items AS i ON i.rowid = p.id "
@@ -353,12 +380,15 @@ class DiffStore:
             for (body,) in cursor:
                 yield json.loads(body)
 
-    def _changed_part(self, part: int, table: int, limit: int | None) -> Iterator[Json]:
+    def _changed_part(
+        self, part: int, table: int, limit: int | None, having: ChangeFilter
+    ) -> Iterator[Json]:
+        where, parameters = _having_sql(having, part, table)
         cursor = self.connection.execute(
             "SELECT p.row, r.key, r.extra, c.col, c.old, c.new FROM change_parts AS p "
             "JOIN changes AS c ON c.rowid = p.id JOIN changed_rows AS r ON r.id = p.row "
-            "WHERE p.part = ? AND p.t = ? ORDER BY p.row, p.id",
-            (part, table),
+            f"WHERE p.part = ? AND p.t = ? {where} ORDER BY p.row, p.id",
+            (part, table, *parameters),
         )
         with contextlib.closing(cursor):
             grouped = itertools.groupby(cursor, key=lambda line: line[0])
@@ -369,6 +399,28 @@ class DiffStore:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def _having_sql(having: ChangeFilter, part: int, table: int) -> tuple[str, list[Any]]:
+    """The condition (and its parameters) keeping the changed rows :class:`ChangeTest`s accept.
+
+    Each test is one range of the index of the part's changed columns, so rows that change
+    other columns (noise, however many) are never read.
+    """
+    if not having:
+        return "", []
+    selects, parameters = [], []
+    for test in having:
+        select = (
+            "SELECT p2.row FROM change_parts AS p2 JOIN changes AS c2 ON c2.rowid = p2.id "
+            "WHERE p2.part = ? AND p2.t = ? AND p2.col = ?"
+        )
+        parameters += [part, table, test.column]
+        if test.side is not None:
+            select += f" AND c2.{test.side} IN ({', '.join('?' * len(test.values))})"
+            parameters += [_stored(value) for value in test.values]
+        selects.append(select)
+    return f"AND p.row IN ({' UNION ALL '.join(selects)})", parameters
 
 
 def _changed_row(lines: list[tuple[Any, ...]]) -> Json:
@@ -393,6 +445,17 @@ class StoredRows:
     relpath: str
     table: str
     list_name: str
+    #: Only the changed rows one of these tests accepts (see :meth:`having`).
+    filter: ChangeFilter = ()
 
     def __iter__(self) -> Iterator[Any]:
-        return self.store.rows(self.part, self.relpath, self.table, self.list_name)
+        return self.store.rows(
+            self.part, self.relpath, self.table, self.list_name, having=self.filter
+        )
+
+    def having(self, tests: ChangeFilter) -> StoredRows:
+        """The changed rows with a change one of ``tests`` accepts, found by SQLite's index:
+        a selector that needs such a change reads only them, not the rows around them."""
+        if self.list_name != "rows_changed" or not tests:
+            return self
+        return dataclasses.replace(self, filter=tests)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import threading
@@ -139,7 +138,6 @@ def baseline_for(
     timeout: float,
     like: ChildRunner | None = None,
     cancel: threading.Event | None = None,
-    wait_for: threading.Event | None = None,
 ) -> Baseline:
     """The baseline run of ``reference``: from the cache when it holds one, else run now and
     cached (only a run that gave a usable result is kept).
@@ -150,8 +148,6 @@ def baseline_for(
     :param like: the evaluation's runner: the run gets a runner of its own from it
         (:meth:`~ChildRunner.for_another_run`: its environment and limits, a user of its own).
     :param cancel: set it to kill the run at once.
-    :param wait_for: on a machine with few cores, start the run only once this is set (the
-        reference rerun finished), rather than compete with it.
     :returns: the baseline; when it gave no usable result, ``failure`` says why.
     """
     started = time.monotonic()
@@ -162,8 +158,6 @@ def baseline_for(
             return _from_record(key, cached.final, cached.record, str(cached.entry))
         shutil.rmtree(folder / "cached", ignore_errors=True)
         cancel = cancel or threading.Event()
-        while wait_for is not None and not wait_for.wait(0.2) and not cancel.is_set():
-            pass
         if cancel.is_set():
             return _failed(key, f"{WHAT} was cancelled before it started", cache)
         remaining = max(timeout - (time.monotonic() - started), 0.001)
@@ -352,12 +346,3 @@ class BaselineRun:
             self._thread.join()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
-
-
-def spare_cores() -> int:
-    """Cores this process may use beyond the session's own."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return cores - 1

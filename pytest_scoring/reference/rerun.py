@@ -18,11 +18,13 @@ of its own under ``run`` as root, in a copy only that user owns.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 from typing import Final
@@ -47,7 +49,6 @@ from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.baseline import BaselineOptions
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.baseline import baseline_for
-from pytest_scoring.reference.baseline import spare_cores
 from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
@@ -115,9 +116,12 @@ class ReferenceRerun:
         timeout: float,
         children: ChildRunner,
         initial: Snapshot | None = None,
+        turns: Turns | None = None,
     ):
         """:param initial: the reference's databases before any test ran, when already
-        snapshotted (and fingerprinted) by the caller."""
+        snapshotted (and fingerprinted) by the caller.
+        :param turns: how the runs take turns when they share a user id (:func:`turns_for`);
+            None: the rerun runs beside the session."""
         self.settings = settings
         self.initial = initial
         self.patterns = list(patterns)
@@ -126,8 +130,9 @@ class ReferenceRerun:
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._work, name="pytest-scoring-reference")
         self._cancel = threading.Event()
-        #: Set once the rerun's pytest has ended (a baseline waiting for a free core starts).
+        #: Set once the rerun's pytest has ended (a baseline waiting for it starts).
         self.child_done = threading.Event()
+        self.turns = turns
         #: The baseline run whose diff joins this rerun's (None: no scorer counts tests).
         self.baseline: BaselineRun | None = None
         #: The evaluator's files (the initial snapshot), and the copy the rerun may write.
@@ -171,20 +176,29 @@ class ReferenceRerun:
             if self.children.guard is not None:
                 self.children.guard.add_files(initial.files.values())
         if self.settings.tests_from_is_reference():
+            self._wait_for_session()
             return ReferenceSide(initial, *self._baseline_run())
         tests, args = self._tests(copy)
         self._runner.give(copy)
-        run = run_child(
-            self._runner,
-            copy,
-            [*args, *self.settings.selection],
-            self.timeout,
-            deterministic=self.settings.deterministic,
-            cancel=self._cancel,
-        )
+        self._wait_for_session()
+        with self.turns.lock if self.turns is not None else contextlib.nullcontext():
+            run = run_child(
+                self._runner,
+                copy,
+                [*args, *self.settings.selection],
+                self.timeout,
+                deterministic=self.settings.deterministic,
+                cancel=self._cancel,
+            )
         self.child_done.set()
         final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
+
+    def _wait_for_session(self) -> None:
+        """Copies made, wait until the session's tests are over when the runs take
+        :attr:`turns` (a cancelled rerun goes on to end at once)."""
+        if self.turns is not None:
+            wait_until(self.turns.session_done, self._cancel)
 
     def _areas(self) -> list[Path]:
         """The evaluation's private area, should the reference hold it (a checkout above
@@ -239,6 +253,8 @@ class ReferenceRerun:
         """
         if self._diffs is None:
             solution_duration = round(time.monotonic() - self.started, 3)
+            if self.turns is not None:
+                self.turns.session_done.set()  # the session is over: the runs' turn
             try:
                 self._diffs = self._compare(self._join(), session, solution_duration)
             finally:
@@ -318,6 +334,30 @@ def _missing_from(tally: dict[str, Any] | None, session: OutcomeTally) -> list[s
     return sorted(set((tally or {}).get("collected", [])) - _collected_here(session))
 
 
+@dataclass
+class Turns:
+    """How the runs of one evaluation that share a user id take turns: the rerun's and the
+    baseline's pytest start once the session's tests are over, one at a time."""
+
+    #: Set when the session is scored (its tests are over).
+    session_done: threading.Event = field(default_factory=threading.Event)
+    #: Held by the run whose pytest runs now.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def turns_for(children: ChildRunner) -> Turns | None:
+    """The turns the runs take, or None when each runs as a user id of its own (``run`` as
+    root) and they all overlap. Under one user id, the session's processes could signal,
+    trace or write into a rerun running beside them (process/users.py)."""
+    return None if children.users is not None else Turns()
+
+
+def wait_until(event: threading.Event, cancel: threading.Event) -> None:
+    """Wait for ``event``, or until ``cancel`` is set."""
+    while not event.wait(0.2) and not cancel.is_set():
+        pass
+
+
 def split_runs(
     initial: Snapshot,
     reference_final: Snapshot,
@@ -355,18 +395,26 @@ class ReferenceRunError(ScoringError):
 
 
 def start_baseline(
-    settings: ScoringSettings, children: ChildRunner, timeout: float, rerun_done: threading.Event
+    settings: ScoringSettings,
+    children: ChildRunner,
+    timeout: float,
+    rerun_done: threading.Event,
+    turns: Turns | None = None,
 ) -> BaselineRun:
     """Start the baseline in the background (:func:`baseline_for`, cached per reference).
 
-    On a machine with fewer than three cores it waits for the reference rerun's pytest to end
-    rather than compete with it and the session.
+    Without ``turns`` (a user id of its own) it runs beside the session and the rerun, sharing
+    the cores with them (their tests wait on I/O too); with them it waits for the rerun's
+    pytest to end (which waits for the session), then for its turn: no two runs overlap.
     """
     folder = children.folder("baseline")
-    wait_for = rerun_done if spare_cores() < 2 else None
 
     def work(cancel: threading.Event) -> Baseline:
-        return compute_baseline(settings, children, folder, timeout, cancel, wait_for)
+        if turns is None:
+            return compute_baseline(settings, children, folder, timeout, cancel)
+        wait_until(rerun_done, cancel)
+        with turns.lock:
+            return compute_baseline(settings, children, folder, timeout, cancel)
 
     run = BaselineRun(work, folder)
     run.start()
@@ -379,7 +427,6 @@ def compute_baseline(
     folder: Path,
     timeout: float,
     cancel: threading.Event | None = None,
-    wait_for: threading.Event | None = None,
     never_inside: Sequence[Path] = (),
 ) -> Baseline:
     """The baseline of ``settings.reference`` with this evaluation's options and the
@@ -401,7 +448,6 @@ def compute_baseline(
         timeout=timeout,
         like=children,
         cancel=cancel,
-        wait_for=wait_for,
     )
     if baseline.final is not None and children.guard is not None:
         children.guard.add_files(baseline.final.files.values())

@@ -56,6 +56,7 @@ from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRerun
 from pytest_scoring.reference.rerun import ReferenceRunError
 from pytest_scoring.reference.rerun import start_baseline
+from pytest_scoring.reference.rerun import turns_for
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
 from pytest_scoring.scorers.db_change import session_selector_timeout
@@ -73,6 +74,8 @@ NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-ref
 INITIAL_REFERENCE: Final = "reference:initial"
 #: The resource of the baseline run, shared by every ``db_diff_change`` that counts tests.
 BASELINE_RESOURCE: Final = "baseline"
+#: The resource of how the runs take turns (shared by every rerun and the baseline), or None.
+TURNS: Final = "reference:turns"
 #: Why a score is "N" when the baseline failed and the code part does not match.
 BASELINE_FAILED: Final = "baseline run failed: changes caused by test files were not checked"
 
@@ -149,14 +152,25 @@ class DiffChangeScorer:
             if settings.db_reset:
                 reset_solution_databases(settings)
             initial = context.resources.get(INITIAL_REFERENCE)
-            rerun = ReferenceRerun(settings, self.test_patterns, timeout, context.children, initial)
+            if TURNS not in context.resources:
+                context.resources[TURNS] = turns_for(context.children)
+            rerun = ReferenceRerun(
+                settings,
+                self.test_patterns,
+                timeout,
+                context.children,
+                initial,
+                context.resources[TURNS],
+            )
             context.resources[self.resource_key()] = rerun
         rerun = context.resources[self.resource_key()]
         # With --tests-from the reference, the baseline's run is the rerun's too: the rerun
         # learns of it before it starts.
         if self.count_test_changes or settings.tests_from_is_reference():
             if BASELINE_RESOURCE not in context.resources:
-                baseline = start_baseline(settings, context.children, timeout, rerun.child_done)
+                baseline = start_baseline(
+                    settings, context.children, timeout, rerun.child_done, rerun.turns
+                )
                 context.resources[BASELINE_RESOURCE] = baseline
             rerun.baseline = context.resources[BASELINE_RESOURCE]
         if new:

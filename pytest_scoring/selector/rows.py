@@ -16,6 +16,9 @@ from typing import Any
 from typing import final
 
 from pytest_scoring.core.budget import TimeBudget
+from pytest_scoring.db.diff_store import ChangeFilter
+from pytest_scoring.db.diff_store import ChangeTest
+from pytest_scoring.db.diff_store import StoredRows
 from pytest_scoring.selector.criteria import MEMBERSHIP_KEYS
 from pytest_scoring.selector.criteria import NO_FIELDS
 from pytest_scoring.selector.criteria import ROW_KEYS
@@ -32,6 +35,7 @@ from pytest_scoring.selector.where import fail
 from pytest_scoring.selector.where import is_value
 from pytest_scoring.selector.where import parse_count
 from pytest_scoring.selector.where import parse_where
+from pytest_scoring.selector.where import required_changes
 from pytest_scoring.selector.where import values_equal
 
 # --- rows ---------------------------------------------------------------------------------
@@ -71,6 +75,9 @@ class RowListCriteria:
     count: Callable[[int], bool] | None
     #: ``changed``: at least one row must survive, whatever ``$count`` says.
     needs_one: bool = False
+    #: ``changed``: changes of which every surviving row has one, found in the diff store
+    #: before any row is read (none: every row is read).
+    having: ChangeFilter = ()
 
     def holds(self, rows: Callable[[], Iterable[Row]]) -> bool:
         """Whether the rows pass the checks and enough of them survive the filters.
@@ -127,11 +134,26 @@ def _where_and_count(
 def _parse_changed(raw: Any, path: str) -> RowListCriteria:
     criteria = checked_object(raw, path, ROW_LIST_KEYS)
     filters: list[RowTest] = []
+    having: list[ChangeFilter] = []
     for key in MEMBERSHIP_KEYS:
         if key in criteria:
-            filters.append(_changed_columns_test(parse_membership({key: criteria[key]}, path)))
+            membership = parse_membership({key: criteria[key]}, path)
+            filters.append(_changed_columns_test(membership))
+            having.append(_membership_changes(membership))
     where, count = _where_and_count(criteria, path, CHANGE_FIELDS)
-    return RowListCriteria((), (*filters, *where), count, needs_one=True)
+    if "where" in criteria:
+        having.append(required_changes(criteria["where"]))
+    return RowListCriteria(
+        (), (*filters, *where), count, needs_one=True, having=next(filter(None, having), ())
+    )
+
+
+def _membership_changes(membership: Membership) -> ChangeFilter:
+    """Changes every row passing ``has_one`` (one of its columns) or ``has_all`` (its first
+    column, among others) has."""
+    if membership.has_one is not None:
+        return tuple(ChangeTest(column) for column in membership.has_one)
+    return (ChangeTest(membership.has_all[0]),) if membership.has_all else ()
 
 
 def _changed_columns_test(membership: Membership) -> RowTest:
@@ -171,13 +193,19 @@ class RowCriteria:
             kinds = ("added", "removed", "changed")
             return any(next(self._rows(table, kind, budget), None) is not None for kind in kinds)
         return all(
-            criteria.holds(partial(self._rows, table, kind, budget))
+            criteria.holds(partial(self._rows, table, kind, budget, criteria.having))
             for kind, criteria in self.lists
         )
 
-    def _rows(self, table: Mapping[str, Any], kind: str, budget: TimeBudget) -> Iterator[Row]:
-        """The rows of one list left by ``by_key`` (changed rows as virtual rows), lazily."""
-        for row in row_list(table.get(f"rows_{kind}")):
+    def _rows(
+        self, table: Mapping[str, Any], kind: str, budget: TimeBudget, having: ChangeFilter = ()
+    ) -> Iterator[Row]:
+        """The rows of one list left by ``by_key`` (changed rows as virtual rows), lazily;
+        rows in the diff store without a change ``having`` asks for are never read."""
+        listed = table.get(f"rows_{kind}")
+        if having and isinstance(listed, StoredRows):
+            listed = listed.having(having)
+        for row in row_list(listed):
             budget.tick()
             if kind != "changed":
                 if self.by_key is None or self.by_key(row):

@@ -41,6 +41,8 @@ from typing import Any
 from typing import Final
 from typing import NoReturn
 
+from pytest_scoring.db.diff_store import ChangeFilter
+from pytest_scoring.db.diff_store import ChangeTest
 from pytest_scoring.errors import SelectorError
 
 #: A compiled test of one row (a dict of column values, or the virtual row of a change).
@@ -410,3 +412,58 @@ def parse_clause(raw: Any, path: str, fields: frozenset[str], depth: int = 0) ->
         for key, value in raw.items()
     ]
     return lambda row: all(test(row) for test in tests)
+
+
+# --- what a clause needs ------------------------------------------------------------------
+
+#: Fields of a changed row naming one changed column's value, and the side that value is on.
+_SIDES: Final = (("$after.", "new"), ("$before.", "old"))
+
+
+def required_changes(raw: Any) -> ChangeFilter:
+    """Changes of which every changed row passing ``rows.changed.where`` ``raw`` (already
+    parsed) has one; none when the clause does not tell.
+
+    A field naming a column (``role``, ``$after.role``, ``$before.role``) whose predicate fails
+    on ``null`` needs that column changed (an unchanged column is ``null`` there), and a plain
+    value, ``$eq`` or ``$in`` also says which values. The diff store finds such rows by an
+    index, so a selector is not slowed down by rows it could never match.
+    """
+    for clause in raw if isinstance(raw, list) else [raw]:
+        for name, predicate in clause.items():
+            changes = _field_changes(str(name), predicate)
+            if changes:
+                return changes
+    return ()
+
+
+def _field_changes(name: str, raw: Any) -> ChangeFilter:
+    """What a field test of a clause needs (see :func:`required_changes`)."""
+    if name in _LOGIC or parse_predicate(raw, name)(None):
+        return ()
+    column, side = name, "new"
+    for prefix, prefix_side in _SIDES:
+        if name.startswith(prefix):
+            column, side = name[len(prefix) :], prefix_side
+    if column.startswith("$") or "." in column:
+        return ()
+    values = _equal_values(raw)
+    needed = ChangeTest(column, side, values) if values else ChangeTest(column)  # type: ignore[arg-type]
+    # A column named as the field itself (``$after.role``) is read first: it may pass too.
+    return (needed,) if column == name else (needed, ChangeTest(name))
+
+
+def _equal_values(raw: Any) -> tuple[Any, ...]:
+    """The values a predicate accepts when it is a plain value, ``$eq`` or ``$in`` of values
+    (no ``$coerce``), else ``()``."""
+    if is_value(raw):
+        options = [raw]
+    elif isinstance(raw, dict) and len(raw) == 1 and "$eq" in raw:
+        options = [raw["$eq"]]
+    elif isinstance(raw, dict) and len(raw) == 1 and isinstance(raw.get("$in"), list):
+        options = list(raw["$in"])
+    else:
+        return ()
+    if not all(is_value(option) and option is not None for option in options):
+        return ()
+    return tuple(options)
