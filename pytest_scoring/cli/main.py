@@ -24,6 +24,7 @@ from pytest_scoring.cli.output import console
 from pytest_scoring.cli.output import exit_if_below
 from pytest_scoring.cli.output import print_report
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
+from pytest_scoring.core.settings import EVIDENCE_LEVELS
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -92,6 +93,16 @@ strict_option = click.option(
     metavar="[KINDS]",
     help="Integrity signal kinds that make the test scores N: none, default, all or KIND,… "
     "(not given: default, and containment as root; alone: default,containment)",
+)
+
+
+#: ``--evidence none|diffs|all``: what the report keeps for ``rescore``.
+evidence_option = click.option(
+    "--evidence",
+    type=click.Choice(EVIDENCE_LEVELS),
+    default=None,
+    help="What the report keeps for rescore: none, diffs (the default: outcomes and database "
+    "diffs) or all (also the final databases)",
 )
 
 
@@ -374,6 +385,7 @@ class RunCommand(click.Command):
     help="Exit status 0, not 5, when no test was collected (for a batch: in every repository)",
 )
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
+@evidence_option
 @click.option(
     "--limit",
     "limits",
@@ -405,6 +417,7 @@ def run(
     expected_tests_drop_failing: bool,
     allow_empty: bool,
     keep: bool,
+    evidence: str | None,
     limits: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
@@ -462,6 +475,7 @@ def run(
         black_box=black_box,
         allow_empty=allow_empty,
         expected_tests_drop_failing=expected_tests_drop_failing,
+        evidence=evidence,
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route
@@ -474,6 +488,39 @@ def run(
     except ScoringError as error:  # said with the flags the user typed (issue 29)
         error.args = (request.as_typed(str(error)),)
         raise
+
+
+@main.command()
+@click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--config", type=click.Path(path_type=Path), metavar="FILE", help="Scorer configuration file"
+)
+@click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change")
+@expected_tests_option
+@strict_option
+@report_root_option
+@reports_user_errors
+def rescore(
+    reports: tuple[Path, ...],
+    config: Path | None,
+    selector: str | None,
+    expected_tests: str | None,
+    strict: str | None,
+    report_root: Path,
+) -> None:
+    """Score finished reports again from their evidence, into new report folders.
+
+    The repositories are not needed: the tests are scored under a new expected set or strict
+    set, db_change under a new selector, composite formulas anew; what the evidence cannot
+    decide scores N. The reports given are never changed.
+
+    Example: pytest-scoring rescore scores/scan_id=… --config stricter.yaml
+    """
+    from pytest_scoring.cli.rescoring import rescore_reports
+
+    kinds = None if strict is None else strict_kinds(strict)
+    for line in rescore_reports(reports, config, selector, expected_tests, kinds, report_root):
+        click.echo(line)
 
 
 @main.command()
