@@ -491,7 +491,9 @@ def run(
 
 
 @main.command()
-@click.argument("reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument(
+    "reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
 @click.option(
     "--config", type=click.Path(path_type=Path), metavar="FILE", help="Scorer configuration file"
 )

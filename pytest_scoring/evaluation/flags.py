@@ -190,7 +190,7 @@ def add_options(parser: OptionParser) -> None:
         choices=EVIDENCE_LEVELS,
         default=None,
         help="What the report keeps for pytest-scoring rescore: none, diffs (the default: "
-        "outcomes and database diffs) or all (also the final databases)",
+        "outcomes and database diffs) or all (also the final databases); no ini setting",
     )
     group.addoption(
         "--score-db-reset",

@@ -88,9 +88,7 @@ def read_evidence(folder: Path) -> Evidence:
         raise OptionError(f"REPORT: {error}") from None
     found = read_manifest(folder)
     if found is None:
-        raise OptionError(
-            f"{folder}: the report kept no evidence; run again with --evidence diffs"
-        )
+        raise OptionError(f"{folder}: the report kept no evidence; run again with --evidence diffs")
     manifest, digest = found
     recorded = (scores.get("provenance") or {}).get(PROVENANCE_KEY) or {}
     problems = {str(k): str(v) for k, v in (manifest.get("omitted") or {}).items()}
