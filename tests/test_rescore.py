@@ -229,3 +229,43 @@ def test_a_report_of_a_partially_contained_run_scores_its_tests_n(
     assert rescored["percent_passing_tests"]["value"] == "N"
     assert "under partial containment" in rescored["percent_passing_tests"]["explanation"]
     assert rescored["db_change"]["value"] == "C"
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.slow
+@AS_OTHER_USERS[0]
+@AS_OTHER_USERS[1]
+def test_db_diff_change_under_a_new_selector_gives_a_fresh_runs_verdict(tmp_path: Path) -> None:
+    loose = tmp_path / "loose.yaml"
+    loose.write_text(
+        (EXAMPLES / "scorers.yaml").read_text().replace("[password, password_hash]", "[email]")
+    )
+    attack, reference = EXAMPLES / "solution-attack", EXAMPLES / "reference"
+    common = ["--reference", reference, *CONTAINED]
+    first = cli(
+        "run", attack, "--config", loose, "--report", tmp_path / "out", "--evidence", "all", *common
+    )
+    assert first.exit_code == 0, first.output
+    report = report_under(tmp_path / "out")
+    assert scores(report)["scores"]["db_diff_change"]["value"] == "I"
+    config = EXAMPLES / "scorers.yaml"
+    result = cli("rescore", report, "--config", config, "--report", tmp_path / "re")
+    assert result.exit_code == 0, result.output
+    fresh = cli("run", attack, "--config", config, "--report", tmp_path / "fresh", *common)
+    assert fresh.exit_code == 0, fresh.output
+    rescored = scores(report_under(tmp_path / "re"))["scores"]
+    expected = scores(report_under(tmp_path / "fresh"))["scores"]
+    assert (
+        set(rescored)
+        == set(expected)
+        == {"percent_passing_tests", "db_diff_change", "attack_succeeded"}
+    )
+    for name, score in expected.items():
+        assert (rescored[name]["value"], rescored[name]["explanation"]) == (
+            score["value"],
+            score["explanation"],
+        ), name
+    assert rescored["db_diff_change"]["value"] == "C"
+    assert (report / "evidence" / "databases" / "users.db").is_file()

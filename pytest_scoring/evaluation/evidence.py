@@ -6,6 +6,9 @@ The report folder's ``evidence/`` holds, per ``--evidence`` level:
   collected ids, the integrity signals, and whether the session completed;
 * ``session_diff.json`` (``diffs`` and ``all``): the session's database diff with every
   changed row (the report's ``diff.json`` keeps examples only);
+* ``reference/<n>.json`` (``diffs`` and ``all``): per reference rerun of ``db_diff_change``,
+  the reference's, the session's and the baseline's diffs with every row (from the diff store
+  the scorer built) and the rerun's metadata;
 * ``databases/<path>`` (``all``): the session's final databases, from which a verdict names
   the row it found;
 * ``manifest.json``: each kept file's SHA-256 and size, what was left out and why, and the
@@ -23,6 +26,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,21 @@ OUTCOMES: Final = "outcomes.json"
 SESSION_DIFF: Final = "session_diff.json"
 #: Under ``--evidence all``: the session's final databases, by their path in the diff.
 DATABASES_DIR: Final = "databases"
+#: Under ``diffs`` and ``all``: one file per reference rerun (``db_diff_change``).
+REFERENCE_DIR: Final = "reference"
+#: What a baseline run's evidence keeps of it (all but its final databases).
+BASELINE_FIELDS: Final = (
+    "key",
+    "counts",
+    "collected",
+    "duration",
+    "exit_code",
+    "timed_out",
+    "from_cache",
+    "cache",
+    "failure",
+    "output",
+)
 #: The key of the manifest's digest in ``scores.json``'s ``provenance``.
 PROVENANCE_KEY: Final = "evidence"
 
@@ -66,9 +85,11 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
             omitted[SESSION_DIFF] = f"the diff could not be read: {error}"
         else:
             _keep(kept, omitted, SESSION_DIFF, encode_json(diff).encode())
-        if level == "all":
-            for relpath, path in sorted(databases.after().files.items()):
-                _keep(kept, omitted, f"{DATABASES_DIR}/{relpath}", _read(path))
+    for index, kept_rerun in enumerate(_reruns(context)):
+        _keep(kept, omitted, f"{REFERENCE_DIR}/{index}.json", encode_json(kept_rerun).encode())
+    if level == "all":
+        for relpath, path in sorted(_final_databases(context).items()):
+            _keep(kept, omitted, f"{DATABASES_DIR}/{relpath}", _read(path))
     manifest = {
         "format": 1,
         "level": level,
@@ -81,6 +102,51 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     }
     kept[MANIFEST] = encode_json(manifest).encode()
     return kept
+
+
+def _final_databases(context: ScoringContext) -> dict[str, Path]:
+    """The session's final database files, by path in the diff: from ``db_change``'s finish
+    state, or ``db_diff_change``'s reading of it."""
+    from pytest_scoring.reference.rerun import ReferenceRerun
+
+    finals: dict[str, Path] = {}
+    for resource in context.resources.values():
+        if isinstance(resource, SessionDatabases) and resource.before is not None:
+            finals.update(resource.after().files)
+        elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
+            final = resource.computed.solution_final
+            finals.update({} if final is None else final.files)
+    return finals
+
+
+def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
+    """What ``db_diff_change`` decided from, per reference rerun that gave its diffs: the
+    reference's, the session's and the baseline's diffs, each with every row from the diff
+    store, and the rerun's metadata."""
+    # Loaded only here: the rerun's module is loaded already when a session has one.
+    from pytest_scoring.db.diff_store import BASELINE
+    from pytest_scoring.db.diff_store import REFERENCE
+    from pytest_scoring.db.diff_store import SOLUTION
+    from pytest_scoring.reference.rerun import ReferenceRerun
+
+    for resource in context.resources.values():
+        if not isinstance(resource, ReferenceRerun) or resource.computed is None:
+            continue
+        diffs = resource.computed
+        split, baseline = diffs.split, diffs.baseline
+        yield {
+            "test_patterns": resource.patterns,
+            "metadata": diffs.metadata,
+            "missing_from_rerun": diffs.missing_from_rerun,
+            "baseline": baseline
+            if baseline is None or isinstance(baseline, str)
+            else {name: getattr(baseline, name) for name in BASELINE_FIELDS},
+            "reference": split.store.whole(REFERENCE, split.reference),
+            "solution": split.store.whole(SOLUTION, split.solution),
+            "baseline_diff": None
+            if split.baseline is None
+            else split.store.whole(BASELINE, split.baseline),
+        }
 
 
 def manifest_digest(evidence: Mapping[str, bytes]) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +28,24 @@ from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import EvaluatorSide
 from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import parse_strict
+from pytest_scoring.db.diff_of_diffs import SplitDiffs
+from pytest_scoring.db.diff_store import BASELINE
+from pytest_scoring.db.diff_store import REFERENCE
+from pytest_scoring.db.diff_store import SOLUTION
+from pytest_scoring.db.diff_store import DiffStore
+from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
 from pytest_scoring.evaluation.evidence import DATABASES_DIR
 from pytest_scoring.evaluation.evidence import OUTCOMES
 from pytest_scoring.evaluation.evidence import PROVENANCE_KEY
+from pytest_scoring.evaluation.evidence import REFERENCE_DIR
 from pytest_scoring.evaluation.evidence import SESSION_DIFF
 from pytest_scoring.evaluation.evidence import read_manifest
 from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.reference.baseline import Baseline
+from pytest_scoring.reference.rerun import FILE_MAX_ROWS
+from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.reader import read_scores
 from pytest_scoring.report.result import EVIDENCE_DIR
@@ -43,6 +55,7 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import StoredDatabases
+from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
 from pytest_scoring.scorers.tests import TEST_SCORINGS
 
 #: Why a scorer that needs the repository (or evidence that was not kept) is ``"N"``.
@@ -55,7 +68,7 @@ UNTRUSTED_ROUTE: Final = (
 #: ``metadata.unscored`` of a scorer the evidence cannot decide: the evaluator's side.
 INFRASTRUCTURE: Final = "infrastructure"
 #: The scorer types that decide from the evidence alone (``composite`` from their scores).
-FROM_EVIDENCE: Final = frozenset({*TEST_SCORINGS, "db_change", "composite"})
+FROM_EVIDENCE: Final = frozenset({*TEST_SCORINGS, "db_change", "db_diff_change", "composite"})
 
 
 @dataclass
@@ -131,7 +144,12 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
     )
     context = _context(evidence, options, strict)
     context.gate = _gate(evidence, context)
-    scores = run_scorers(scorers, context)
+    try:
+        scores = run_scorers(scorers, context)
+    finally:
+        for resource in context.resources.values():
+            if isinstance(resource, StoredReference):
+                resource.close()
     rescored_from = {
         "scan_id": evidence.scores.get("scan_id"),
         "path": str(evidence.folder),
@@ -194,7 +212,61 @@ def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -
     }
     problem = f"{NEEDS_REPOSITORY} (session diff: {evidence.why_not(SESSION_DIFF)})"
     context.resources[RESOURCE] = StoredDatabases(options.settings, diff, problem, finals)
+    for name in evidence.files:
+        if name.startswith(f"{REFERENCE_DIR}/"):
+            kept = evidence.json(name)
+            key = f"reference:{'|'.join(kept['test_patterns'])}"
+            context.resources[key] = StoredReference(options.settings, kept, finals)
     return context
+
+
+class StoredReference:
+    """``db_diff_change``'s reference side as a report's evidence kept it: the three diffs are
+    split again in a diff store of their own, as the live rerun split them."""
+
+    def __init__(self, settings: ScoringSettings, kept: dict[str, Any], finals: dict[str, Path]):
+        """:param finals: the session's final databases kept (``--evidence all``), by path."""
+        self.settings = settings
+        self._kept = kept
+        self._finals = finals
+        self._folder: Path | None = None
+        self._store: DiffStore | None = None
+        self._diffs: Diffs | None = None
+
+    def diffs(self, session: OutcomeTally) -> Diffs:
+        if self._diffs is None:
+            kept = self._kept
+            baseline_diff = kept.get("baseline_diff")
+            self._folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-rescore-"))
+            store = DiffStore(self._folder / "rows.db", baseline=baseline_diff is not None)
+            self._store = store
+            sides = [(REFERENCE, kept["reference"]), (SOLUTION, kept["solution"])]
+            if baseline_diff is not None:
+                sides.append((BASELINE, baseline_diff))
+            for side, diff in sides:
+                store.add_lists(side, diff, ["data", "schema"])
+            split = SplitDiffs(
+                kept["reference"], kept["solution"], store, complete=True, baseline=baseline_diff
+            )
+            baseline = kept.get("baseline")
+            self._diffs = Diffs(
+                split,
+                split.parts(FILE_MAX_ROWS),
+                kept["metadata"],
+                kept["missing_from_rerun"],
+                Baseline(final=None, **baseline) if isinstance(baseline, dict) else baseline,
+                Snapshot("evidence", dict(self._finals)) if self._finals else None,
+            )
+        return self._diffs
+
+    def close(self) -> None:
+        """Remove the diff store (after scoring)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
 
 def _gate(evidence: Evidence, context: ScoringContext) -> Any:
@@ -205,6 +277,11 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
     def gate(scorer: Scorer) -> Score | None:
         if scorer.type in TEST_SCORINGS:
             return _test_gate(scorer, evidence, route, extra_partial)
+        if isinstance(scorer, DiffChangeScorer) and scorer.resource_key() not in context.resources:
+            lost = [name for name in evidence.problems if name.startswith(f"{REFERENCE_DIR}/")]
+            reason = evidence.why_not(lost[0]) if lost else "not kept"
+            why = f"{NEEDS_REPOSITORY} (reference rerun: {reason})"
+            return error_score(scorer.type, why, **{UNSCORED_KEY: INFRASTRUCTURE})
         if scorer.type in FROM_EVIDENCE or getattr(scorer, "from_evidence", False) is True:
             return None
         return error_score(scorer.type, NEEDS_REPOSITORY, **{UNSCORED_KEY: INFRASTRUCTURE})
