@@ -269,3 +269,43 @@ def test_db_diff_change_under_a_new_selector_gives_a_fresh_runs_verdict(tmp_path
         ), name
     assert rescored["db_diff_change"]["value"] == "C"
     assert (report / "evidence" / "databases" / "users.db").is_file()
+
+
+@pytest.mark.slow
+@AS_OTHER_USERS[0]
+@AS_OTHER_USERS[1]
+def test_a_batch_rescores_as_a_batch_with_a_fresh_batchs_verdicts(tmp_path: Path) -> None:
+    loose = tmp_path / "loose.yaml"
+    loose.write_text(
+        (EXAMPLES / "scorers.yaml").read_text().replace("[password, password_hash]", "[email]")
+    )
+    repos = [EXAMPLES / "solution-attack", EXAMPLES / "solution-honest"]
+    common = [*repos, "--reference", EXAMPLES / "reference", *CONTAINED]
+    first = cli("run", *common, "--config", loose, "--report", tmp_path / "out")
+    assert first.exit_code == 0, first.output
+    config = EXAMPLES / "scorers.yaml"
+    result = cli(
+        "rescore",
+        report_under(tmp_path / "out"),
+        "--config",
+        config,
+        "--jobs",
+        "2",
+        "--report",
+        tmp_path / "re",
+    )
+    assert result.exit_code == 0, result.output
+    fresh = cli("run", *common, "--config", config, "--report", tmp_path / "fresh")
+    assert fresh.exit_code == 0, fresh.output
+
+    def verdicts(root: Path) -> dict[str, dict[str, object]]:
+        batch = scores(report_under(root))
+        assert batch["format_version"] == 2
+        return {
+            sample["repository"]: {name: s["value"] for name, s in sample["scores"].items()}
+            for sample in batch["samples"]
+        }
+
+    assert verdicts(tmp_path / "re") == verdicts(tmp_path / "fresh")
+    assert verdicts(tmp_path / "re")[str(repos[0])]["db_diff_change"] == "C"
+    assert verdicts(tmp_path / "out")[str(repos[0])]["db_diff_change"] == "I"

@@ -501,6 +501,13 @@ def run(
 @expected_tests_option
 @strict_option
 @report_root_option
+@click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Samples re-scored at a time",
+)
 @reports_user_errors
 def rescore(
     reports: tuple[Path, ...],
@@ -509,19 +516,22 @@ def rescore(
     expected_tests: str | None,
     strict: str | None,
     report_root: Path,
+    jobs: int,
 ) -> None:
     """Score finished reports again from their evidence, into new report folders.
 
     The repositories are not needed: the tests are scored under a new expected set or strict
-    set, db_change under a new selector, composite formulas anew; what the evidence cannot
-    decide scores N. The reports given are never changed.
+    set, db_change and db_diff_change under a new selector, composite formulas anew; what the
+    evidence cannot decide scores N. The reports given are never changed. Several reports, or
+    a batch's report, give one batch.
 
     Example: pytest-scoring rescore scores/scan_id=… --config stricter.yaml
     """
     from pytest_scoring.cli.rescoring import rescore_reports
 
     kinds = None if strict is None else strict_kinds(strict)
-    for line in rescore_reports(reports, config, selector, expected_tests, kinds, report_root):
+    lines = rescore_reports(reports, config, selector, expected_tests, kinds, report_root, jobs)
+    for line in lines:
         click.echo(line)
 
 

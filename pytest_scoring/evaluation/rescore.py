@@ -50,6 +50,7 @@ from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.reader import read_scores
 from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.report.result import SessionResult
+from pytest_scoring.report.samples import SAMPLES_DIR
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
@@ -90,8 +91,11 @@ class Evidence:
         return self.problems.get(name, "not kept")
 
 
-def read_evidence(folder: Path) -> Evidence:
-    """The checked evidence of the report ``folder``.
+def read_evidence(folder: Path) -> list[Evidence]:
+    """The checked evidence of the report ``folder``: one, or one per sample of a batch.
+
+    A batch's samples are checked against the batch's own ``scores.json``, outside the
+    sample folders.
 
     :raises OptionError: when the folder is no report or kept no evidence.
     """
@@ -99,6 +103,21 @@ def read_evidence(folder: Path) -> Evidence:
         scores = read_scores(folder)
     except ReportError as error:
         raise OptionError(f"REPORT: {error}") from None
+    samples = scores.get("samples")
+    if samples is None:
+        return [_checked(folder, scores)]
+    return [
+        _checked(
+            folder / SAMPLES_DIR / str(sample.get("id")),
+            {"scan_id": scores.get("scan_id"), **sample},
+        )
+        for sample in samples
+    ]
+
+
+def _checked(folder: Path, scores: dict[str, Any]) -> Evidence:
+    """One report's (or sample's) evidence, each file checked against the manifest and the
+    manifest against the provenance in ``scores``."""
     found = read_manifest(folder)
     if found is None:
         raise OptionError(f"{folder}: the report kept no evidence; run again with --evidence diffs")
@@ -152,6 +171,7 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
                 resource.close()
     rescored_from = {
         "scan_id": evidence.scores.get("scan_id"),
+        "sample": evidence.scores.get("id"),
         "path": str(evidence.folder),
         "created": evidence.scores.get("created"),
         "provenance": original,
