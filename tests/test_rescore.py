@@ -105,8 +105,17 @@ def test_a_new_expected_set_turns_a_pass_into_a_fail(run_report: Path, tmp_path:
     assert scores(run_report)["scores"]["all_tests_pass"]["value"] == "C"
     ids = tmp_path / "ids.txt"
     ids.write_text("test_app.py::test_rename\ntest_app.py::test_gone\n")
-    result = cli("rescore", run_report, "--expected-tests", ids, "--report", tmp_path / "re")
-    assert result.exit_code == 0, result.output
+    result = cli(
+        "rescore",
+        run_report,
+        "--expected-tests",
+        ids,
+        "--fail-under",
+        "90",
+        "--report",
+        tmp_path / "re",
+    )
+    assert result.exit_code == 1, result.output  # as run exits below --fail-under
     rescored = scores(report_under(tmp_path / "re"))["scores"]
     assert rescored["all_tests_pass"]["value"] == "I"
     assert rescored["percent_passing_tests"]["value"] == 50

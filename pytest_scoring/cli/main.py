@@ -22,6 +22,7 @@ import click
 from pytest_scoring.cli.output import EXIT_BAD_INPUT
 from pytest_scoring.cli.output import console
 from pytest_scoring.cli.output import exit_if_below
+from pytest_scoring.cli.output import exit_if_empty
 from pytest_scoring.cli.output import print_report
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import EVIDENCE_LEVELS
@@ -508,6 +509,10 @@ def run(
     show_default=True,
     help="Samples re-scored at a time",
 )
+@fail_under_option
+@click.option(
+    "--allow-empty", is_flag=True, help="Exit status 0, not 5, when no report collected a test"
+)
 @reports_user_errors
 def rescore(
     reports: tuple[Path, ...],
@@ -517,6 +522,8 @@ def rescore(
     strict: str | None,
     report_root: Path,
     jobs: int,
+    fail_under: float | None,
+    allow_empty: bool,
 ) -> None:
     """Score finished reports again from their evidence, into new report folders.
 
@@ -525,14 +532,27 @@ def rescore(
     evidence cannot decide scores N. The reports given are never changed. Several reports, or
     a batch's report, give one batch.
 
+    Exit statuses as run's: 1 below --fail-under, 5 when no report collected a test.
+
     Example: pytest-scoring rescore scores/scan_id=… --config stricter.yaml
     """
     from pytest_scoring.cli.rescoring import rescore_reports
 
     kinds = None if strict is None else strict_kinds(strict)
-    lines = rescore_reports(reports, config, selector, expected_tests, kinds, report_root, jobs)
-    for line in lines:
+    from pytest_scoring.report.batch import collected_nothing
+    from pytest_scoring.report.batch import mean_percent_passing
+    from pytest_scoring.report.batch import tampered
+
+    done = rescore_reports(reports, config, selector, expected_tests, kinds, report_root, jobs)
+    for line in done.lines:
         click.echo(line)
+    samples = done.samples  # exit statuses as run's (5: nothing collected; 1: below PCT)
+    empty = all(collected_nothing(sample) and not tampered(sample) for sample in samples)
+    exit_if_empty(empty, allow_empty, f"any of the {len(samples)} reports")
+    complete = all(sample.get("complete") for sample in samples)
+    count = len(samples) if done.batch else None
+    some_tampered = any(tampered(sample) for sample in samples)
+    exit_if_below(mean_percent_passing(samples), fail_under, complete, count, some_tampered)
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,9 @@ def rescore_reports(
     strict: StrictKinds | None,
     report_root: Path,
     jobs: int = 1,
-) -> list[str]:
+) -> Rescored:
     """Re-score the reports into a new folder under ``report_root``: one report's folder, or
-    a batch's for several reports or a batch (``jobs`` samples at a time); the lines to print.
+    a batch's for several reports or a batch (``jobs`` samples at a time).
 
     :raises ScoringError: naming the flag or report that is wrong, before anything is written.
     """
@@ -66,8 +67,18 @@ def rescore_reports(
     if len(evidence) == 1 and "id" not in evidence[0].scores:
         result = rescore(evidence[0], scorers, options)
         lines = [score_line(name, score) for name, score in result.scores.items()]
-        return [*lines, f"score report: {write_report(result, report_root)}"]
+        path = write_report(result, report_root)
+        return Rescored([result.scores_json()], [*lines, f"score report: {path}"], batch=False)
     return _rescore_batch(evidence, scorers, options, report_root, jobs)
+
+
+@dataclass
+class Rescored:
+    """What ``rescore`` wrote: each sample's content (for the exit status) and the lines."""
+
+    samples: list[dict[str, Any]]
+    lines: list[str]
+    batch: bool
 
 
 def _rescore_batch(
@@ -76,7 +87,7 @@ def _rescore_batch(
     options: RescoreOptions,
     report_root: Path,
     jobs: int,
-) -> list[str]:
+) -> Rescored:
     """Several reports, or a batch's samples: one batch scan, ``jobs`` samples at a time."""
     origins = [
         (found.scores.get("scan_id"), found.scores.get("id"), str(found.folder))
@@ -117,4 +128,4 @@ def _rescore_batch(
         )
         for sample in result.samples
     ]
-    return [*lines, f"score report: {path}"]
+    return Rescored(result.samples, [*lines, f"score report: {path}"], batch=True)
