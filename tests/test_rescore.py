@@ -318,3 +318,24 @@ def test_a_batch_rescores_as_a_batch_with_a_fresh_batchs_verdicts(tmp_path: Path
     assert verdicts(tmp_path / "re") == verdicts(tmp_path / "fresh")
     assert verdicts(tmp_path / "re")[str(repos[0])]["db_diff_change"] == "C"
     assert verdicts(tmp_path / "out")[str(repos[0])]["db_diff_change"] == "I"
+
+
+def test_a_diff_over_the_cap_is_left_out_and_its_score_is_n(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_scoring.evaluation import evidence
+
+    # The outcomes of two tests fit in 1,000 bytes; the diff of the rename does not.
+    monkeypatch.setattr(evidence, "REPORT_FILE_CAP", 1000)
+    make_users_db(pytester.path / "app.db")
+    pytester.makepyfile(test_app=RENAMES_BOB)
+    pytester.runpytest("--score", "--score-db-diff", f"--score-report={tmp_path / 'out'}")
+    report = report_under(tmp_path / "out")
+    manifest = json.loads((report / "evidence" / "manifest.json").read_text())
+    assert "over the per-file cap of 1000" in manifest["omitted"]["session_diff.json"]
+    assert not (report / "evidence" / "session_diff.json").exists()
+    result = cli("rescore", report, "--selector", STRICTER, "--report", tmp_path / "re")
+    assert result.exit_code == 0, result.output
+    score = scores(report_under(tmp_path / "re"))["scores"]["db_change"]
+    assert score["value"] == "N"
+    assert "needs the repository: run again (session diff: " in score["explanation"]
