@@ -158,9 +158,11 @@ class RescoreOptions:
 def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) -> SessionResult:
     """The scores of ``scorers`` on one report's evidence."""
     original = evidence.scores.get("provenance") or {}
-    strict = options.strict or parse_strict(
-        ",".join((original.get("options") or {}).get("strict") or []) or "none"
-    )
+    strict = options.strict
+    if strict is None:  # the kinds the original run applied
+        strict = parse_strict(
+            ",".join((original.get("options") or {}).get("strict") or []) or "none"
+        )
     context = _context(evidence, options, strict)
     context.gate = _gate(evidence, context)
     try:
