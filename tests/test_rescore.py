@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from typing import TypeVar
 
 import pytest
 from click.testing import CliRunner
@@ -28,6 +30,7 @@ def test_rename():
 def test_other():
     pass
 """
+Test = TypeVar("Test", bound=Callable[..., None])
 #: Matches a change of a password hash: the repository makes none.
 LOOSE = json.dumps({"rows": {"changed": {"has_one": ["password_hash"]}}})
 #: Matches the rename the repository makes.
@@ -38,6 +41,14 @@ STRICTER = json.dumps({"rows": {"changed": {"has_one": ["name"]}}})
 CONTAINED = ["--python", str(SYSTEM_PYTHON)]
 #: The tests that re-score a report of a run in full containment.
 contained = pytest.mark.parametrize("run_report", [CONTAINED], indirect=True)
+
+
+def in_full_containment(test: Test) -> Test:
+    """Marks a test whose reports ``run`` writes in full containment (as root, with an
+    interpreter other users may run): slow, and skipped where that cannot be."""
+    for mark in (pytest.mark.slow, *AS_OTHER_USERS):
+        test = mark(test)
+    return test
 
 
 def cli(*args: str | Path) -> Result:
@@ -72,10 +83,8 @@ def run_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     return report_under(base / "out")
 
 
-@pytest.mark.slow
 @contained
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_a_stricter_selector_flips_i_to_c_as_a_fresh_run_does(
     run_report: Path, tmp_path: Path
 ) -> None:
@@ -97,10 +106,8 @@ def test_a_stricter_selector_flips_i_to_c_as_a_fresh_run_does(
     assert rescored["provenance"]["route"] == "rescore"
 
 
-@pytest.mark.slow
 @contained
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_a_new_expected_set_turns_a_pass_into_a_fail(run_report: Path, tmp_path: Path) -> None:
     assert scores(run_report)["scores"]["all_tests_pass"]["value"] == "C"
     ids = tmp_path / "ids.txt"
@@ -122,10 +129,8 @@ def test_a_new_expected_set_turns_a_pass_into_a_fail(run_report: Path, tmp_path:
     assert rescored["all_tests_pass"]["metadata"]["missing_tests"] == ["test_app.py::test_gone"]
 
 
-@pytest.mark.slow
 @contained
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_rescoring_never_changes_the_report_it_reads(run_report: Path, tmp_path: Path) -> None:
     before = {p: p.read_bytes() for p in run_report.rglob("*") if p.is_file()}
     result = cli("rescore", run_report, "--selector", STRICTER, "--report", run_report.parent)
@@ -145,10 +150,8 @@ def tampered_copy(report: Path, where: Path) -> Path:
     return copy
 
 
-@pytest.mark.slow
 @contained
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_an_evidence_file_changed_after_the_run_scores_n(run_report: Path, tmp_path: Path) -> None:
     copy = tampered_copy(run_report, tmp_path)
     result = cli("rescore", copy, "--selector", STRICTER, "--report", tmp_path / "re")
@@ -159,10 +162,8 @@ def test_an_evidence_file_changed_after_the_run_scores_n(run_report: Path, tmp_p
     assert "needs the repository: run again" in score["explanation"]
 
 
-@pytest.mark.slow
 @contained
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_a_manifest_rewritten_to_match_is_caught_by_the_provenance(
     run_report: Path, tmp_path: Path
 ) -> None:
@@ -243,9 +244,7 @@ def test_a_report_of_a_partially_contained_run_scores_its_tests_n(
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.mark.slow
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_db_diff_change_under_a_new_selector_gives_a_fresh_runs_verdict(tmp_path: Path) -> None:
     loose = tmp_path / "loose.yaml"
     loose.write_text(
@@ -280,9 +279,7 @@ def test_db_diff_change_under_a_new_selector_gives_a_fresh_runs_verdict(tmp_path
     assert (report / "evidence" / "databases" / "users.db").is_file()
 
 
-@pytest.mark.slow
-@AS_OTHER_USERS[0]
-@AS_OTHER_USERS[1]
+@in_full_containment
 def test_a_batch_rescores_as_a_batch_with_a_fresh_batchs_verdicts(tmp_path: Path) -> None:
     loose = tmp_path / "loose.yaml"
     loose.write_text(
