@@ -336,3 +336,40 @@ def test_a_diff_over_the_cap_is_left_out_and_its_score_is_n(
     score = scores(report_under(tmp_path / "re"))["scores"]["db_change"]
     assert score["value"] == "N"
     assert "needs the repository: run again (session diff: " in score["explanation"]
+
+
+MANY_ROWS = """
+import sqlite3
+
+def test_promote():
+    db = sqlite3.connect("app.db")
+    db.execute("UPDATE users SET role = 'member'")
+    db.execute("UPDATE users SET role = 'admin' WHERE id = 1400")
+    db.commit()
+    db.close()
+"""
+
+
+def test_every_changed_row_is_kept_not_only_the_reports_examples(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(pytester.path / "app.db")) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, role TEXT)")
+        db.executemany("INSERT INTO users (role) VALUES (?)", [("user",)] * 1500)
+        db.commit()
+    pytester.makepyfile(test_app=MANY_ROWS)
+    pytester.runpytest("--score", "--score-db-diff", f"--score-report={tmp_path / 'out'}")
+    report = report_under(tmp_path / "out")
+    examples = json.loads((report / "diff.json").read_text())
+    table = examples["comparisons"]["app.db"]["comparisons"]["data"]["tables"]["users"]
+    assert table["truncated"] is True
+    assert 1400 not in [row["key"]["id"] for row in table["rows_changed"]]
+    admin = json.dumps({"rows": {"changed": {"where": {"role": "admin"}}}})
+    result = cli("rescore", report, "--selector", admin, "--report", tmp_path / "re")
+    assert result.exit_code == 0, result.output
+    score = scores(report_under(tmp_path / "re"))["scores"]["db_change"]
+    assert score["value"] == "C", score["explanation"]
+    assert "id=1400" in score["explanation"]

@@ -369,7 +369,8 @@ class DiffStore:
 
     def whole(self, side: int, diff: Mapping[str, Any]) -> Json:
         """``diff`` (one side's, with examples only) with every entry the store holds for that
-        side in its lists: the diff whole again, for a report's evidence (issue 28)."""
+        side in its lists (:class:`SideRows`, read when iterated): the diff whole again, for a
+        report's evidence (issue 28)."""
         self.split()
         comparisons = {}
         for relpath, entry in _mapping(diff.get("comparisons")).items():
@@ -382,7 +383,7 @@ class DiffStore:
                     name: {
                         **table,
                         **{
-                            kind: list(self._side_rows(side, relpath, name, kind))
+                            kind: SideRows(self, side, relpath, name, kind)
                             for kind in lists
                             if kind in table
                         },
@@ -393,7 +394,7 @@ class DiffStore:
             comparisons[relpath] = {**entry, "comparisons": planes}
         return {**diff, "comparisons": comparisons}
 
-    def _side_rows(self, side: int, relpath: str, table: str, list_name: str) -> Iterator[Any]:
+    def side_rows(self, side: int, relpath: str, table: str, list_name: str) -> Iterator[Any]:
         """The entries one diff has in one list of one table, in the order stored."""
         number = self._table_ids.get((relpath, table))
         if number is None:
@@ -446,3 +447,17 @@ class StoredRows:
 
     def __iter__(self) -> Iterator[Any]:
         return self.store.rows(self.part, self.relpath, self.table, self.list_name)
+
+
+@dataclass(frozen=True)
+class SideRows:
+    """Every entry one diff has in one list of one table, read afresh on each iteration."""
+
+    store: DiffStore
+    side: int
+    relpath: str
+    table: str
+    list_name: str
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.store.side_rows(self.side, self.relpath, self.table, self.list_name)

@@ -80,13 +80,13 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     databases = context.resources.get(RESOURCE)
     if isinstance(databases, SessionDatabases) and databases.before is not None:
         try:
-            diff = _materialized(databases.complete(databases.diff(), TimeBudget(None)))
+            diff = databases.complete(databases.diff(), TimeBudget(None))
         except (DatabaseError, sqlite3.Error, OSError) as error:
             omitted[SESSION_DIFF] = f"the diff could not be read: {error}"
         else:
-            _keep(kept, omitted, SESSION_DIFF, encode_json(diff).encode())
+            _keep_json(kept, omitted, SESSION_DIFF, diff)
     for index, kept_rerun in enumerate(_reruns(context)):
-        _keep(kept, omitted, f"{REFERENCE_DIR}/{index}.json", encode_json(kept_rerun).encode())
+        _keep_json(kept, omitted, f"{REFERENCE_DIR}/{index}.json", kept_rerun)
     if level == "all":
         for relpath, path in sorted(_final_databases(context).items()):
             _keep(kept, omitted, f"{DATABASES_DIR}/{relpath}", _read(path))
@@ -203,14 +203,40 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _materialized(value: Any) -> Any:
-    """A diff whose streamed row lists (:class:`~pytest_scoring.db.diff.RowStream`) are lists."""
+class _OverCap(Exception):
+    """A file's content passed the per-file cap while it was read."""
+
+
+def _keep_json(kept: dict[str, bytes], omitted: dict[str, str], name: str, content: Any) -> None:
+    """Keep ``content`` (a diff whose row lists may be streams) as JSON, reading its rows only
+    up to the cap: a diff of millions of rows is never held whole (issue 12)."""
+    try:
+        whole = _materialized(content, [REPORT_FILE_CAP])
+    except _OverCap:
+        omitted[name] = f"over the per-file cap of {REPORT_FILE_CAP} bytes"
+        return
+    _keep(kept, omitted, name, encode_json(whole).encode())
+
+
+def _materialized(value: Any, left: list[int]) -> Any:
+    """``value`` with its streamed row lists (:class:`~pytest_scoring.db.diff.RowStream`,
+    :class:`~pytest_scoring.db.diff_store.SideRows`) read into lists, ``left[0]`` bytes at most.
+
+    :raises _OverCap: when the rows read pass the budget (counted compactly: the file written,
+        indented, is larger still).
+    """
     if isinstance(value, Mapping):
-        return {key: _materialized(item) for key, item in value.items()}
+        return {key: _materialized(item, left) for key, item in value.items()}
     if isinstance(value, str | bytes | int | float | bool) or value is None:
         return value
     if isinstance(value, Iterable):
-        return [_materialized(item) for item in value]
+        items = []
+        for item in value:
+            left[0] -= len(json.dumps(item, default=str))
+            if left[0] < 0:
+                raise _OverCap
+            items.append(item)
+        return items
     return value
 
 
