@@ -283,7 +283,11 @@ class Evaluation:
         return self.result
 
     def _evidence(self) -> dict[str, bytes]:
-        """What ``rescore`` will read (``--score-evidence``), taken while the snapshots last."""
+        """What ``rescore`` will read (``--score-evidence``), taken while the snapshots last;
+        nothing when the scores were withheld (the evaluator's files changed): what the run
+        saw then cannot be scored later either."""
+        if self.withheld is not None:
+            return {}
         route = "plugin" if self.settings.repository is None else "run"
         kept: list[dict[str, bytes]] = []
         self._stoppable(
