@@ -373,3 +373,10 @@ def test_every_changed_row_is_kept_not_only_the_reports_examples(
     score = scores(report_under(tmp_path / "re"))["scores"]["db_change"]
     assert score["value"] == "C", score["explanation"]
     assert "id=1400" in score["explanation"]
+
+
+def test_an_unknown_evidence_level_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    result = cli("run", tmp_path, "--evidence", "some", "--report", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "'some' is not one of 'none', 'diffs', 'all'" in result.output
+    assert not (tmp_path / "out").exists()
