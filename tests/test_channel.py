@@ -158,24 +158,16 @@ def test_the_key_is_read_from_its_descriptor_which_is_then_closed(key: bytes) ->
         assert read(key, [stream.read()]).start == START
 
 
-def test_a_key_file_is_deleted_and_the_stream_file_must_be_new(key: bytes, tmp_path: Path) -> None:
-    key_file, stream = tmp_path / "key", tmp_path / "stream"
-    key_file.write_text(key.hex())
-    channel = open_channel(stream_path=str(stream), key_path=str(key_file))
-    assert channel is not None and not key_file.exists()
-    channel.send(START)
-    channel.close()
-    assert read(key, [stream.read_bytes()]).start == START
-    key_file.write_text(key.hex())
-    with pytest.raises(ChannelError, match="cannot create the stream file"):
-        open_channel(stream_path=str(stream), key_path=str(key_file))
-
-
 @pytest.mark.parametrize("text", ["", "00" * (KEY_BYTES - 1), "zz" * KEY_BYTES])
-def test_a_key_that_is_not_one_is_refused(text: str, tmp_path: Path) -> None:
-    (tmp_path / "key").write_text(text)
+def test_a_key_that_is_not_one_is_refused(text: str) -> None:
+    key_read, key_write = os.pipe()
+    os.write(key_write, text.encode())
+    os.close(key_write)
+    stream_read, stream_write = os.pipe()
     with pytest.raises(ChannelError, match="not 32 bytes"):
-        open_channel(stream_path=str(tmp_path / "stream"), key_path=str(tmp_path / "key"))
+        open_channel(stream_fd=stream_write, key_fd=key_read)
+    os.close(stream_read)
+    os.close(stream_write)
 
 
 def test_no_end_record_is_a_forgery_only_when_nothing_else_ended_the_child(key: bytes) -> None:

@@ -22,7 +22,7 @@ from runs import run_cli
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.options import DEFAULT_LIMITS
 from pytest_scoring.evaluation.options import parse_limits
-from pytest_scoring.process import cgroup
+from pytest_scoring.kit import cgroup
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.supervisor import Limits
@@ -182,7 +182,7 @@ def test_a_disk_filler_stops_the_run_with_n_and_the_reason(tmp_path: Path) -> No
     (kept,) = [line for line in result.output.splitlines() if "private area is kept" in line]
     area = Path(kept.rsplit(": ", 1)[1])
     try:
-        (copy,) = area.glob("repo-*/repo")
+        (copy,) = area.glob("repo/repo")
         assert not (copy / "all-written").exists(), "killed before the filler was done"
     finally:
         shutil.rmtree(area, ignore_errors=True)

@@ -59,7 +59,7 @@ EVERY_RUN = (
 UNUSED_BY_A_PLAIN_SCORED_RUN = (
     "pytest_scoring.process.children",
     "pytest_scoring.process.supervisor",
-    "pytest_scoring.process.supervise",
+    "pytest_scoring.kit.supervise",
     "pytest_scoring.process.stream",
     "pytest_scoring.kit.launch",
     "pytest_scoring.kit.probe",

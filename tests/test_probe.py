@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
@@ -146,39 +145,38 @@ def test_another_interpreter_with_an_older_pytest_reports_the_same(suite: Path) 
     assert state.tally.counts()["xfailed"] == 1
 
 
-def test_the_launcher_writes_the_stream_to_a_file_and_deletes_the_key_file_first(
+def test_the_sandbox_helper_gives_the_launcher_runs_channel_and_saves_the_stream(
     suite: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    # An Inspect sandbox's run: the key on the helper's standard input, never in a file, an
+    # argument or a variable of the test process; the stream saved once the run is over.
     kit = ChildRunner(area=tmp_path_factory.mktemp("area")).kit()
     key = secrets.token_bytes(KEY_BYTES)
-    key_file, stream = kit / "key", kit / "stream.jsonl"
-    key_file.write_text(key.hex())
-    check = f"assert not os.path.exists({str(key_file)!r})"
-    gone = f"import os\n\ndef test_the_key_file_is_gone():\n    {check}\n"
-    (suite / "test_key.py").write_text(gone)
+    seen, stream, log = kit / "seen.txt", kit / "stream.jsonl", kit / "log"
+    look = (
+        "import os\n\ndef test_what_the_process_shows():\n"
+        f"    with open({str(seen)!r}, 'wb') as seen:\n"
+        "        seen.write(open('/proc/self/cmdline', 'rb').read())\n"
+        "        seen.write(repr(sorted(os.environ.items())).encode())\n"
+    )
+    (suite / "test_key.py").write_text(look)
+    launcher = [sys.executable, str(kit / LAUNCHER), "--", "-p", "no:cacheprovider"]
+    run = ["run", f"--cwd={suite}", f"--stdout={log}", f"--stderr={log}"]
+    run += [f"--stream-out={stream}", "--", *launcher]
     subprocess.run(
-        [
-            sys.executable,
-            str(kit / LAUNCHER),
-            f"--stream-file={stream}",
-            f"--key-file={key_file}",
-            "--",
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=suite,
+        [sys.executable, "-I", str(kit / "_pytest_scoring_sandbox.py"), *run],
+        input=key.hex() + "\n",
+        text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
-        check=False,
+        check=True,
         capture_output=True,
     )
     state = feed_file(ProbeState(root=suite, key=key), stream)
     assert state.rejected == 0 and state.stream_problems() == []
     assert state.end is not None and state.end["phases"] == state.phases == 14
-    assert state.tally.outcome_of("test_key.py::test_the_key_file_is_gone") == "passed"
-    kinds = [
-        json.loads(line.split(b" ", 3)[3])["type"] for line in stream.read_bytes().splitlines()
-    ]
-    assert kinds[0] == "start" and kinds[-1] == "end"
+    assert state.tally.outcome_of("test_key.py::test_what_the_process_shows") == "passed"
+    assert key.hex().encode() not in seen.read_bytes()
+    assert b"--stream-fd=" in seen.read_bytes() and b"stream.jsonl" not in seen.read_bytes()
 
 
 def test_each_test_keeps_the_same_message_as_in_process(

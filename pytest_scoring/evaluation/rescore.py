@@ -20,8 +20,8 @@ from typing import Final
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import COUNTED_AS_KEY
+from pytest_scoring.core.score import INFRASTRUCTURE
 from pytest_scoring.core.score import TAMPERING
-from pytest_scoring.core.score import UNSCORED_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
@@ -66,8 +66,6 @@ UNTRUSTED_ROUTE: Final = (
     "not scored: the report was written {where}, where the repository's code could change "
     "its outcomes; re-run with `pytest-scoring run`"
 )
-#: ``metadata.unscored`` of a scorer the evidence cannot decide: the evaluator's side.
-INFRASTRUCTURE: Final = "infrastructure"
 #: The scorer types that decide from the evidence alone (``composite`` from their scores).
 FROM_EVIDENCE: Final = frozenset({*TEST_SCORINGS, "db_change", "db_diff_change", "composite"})
 
@@ -303,10 +301,10 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
             lost = [name for name in evidence.problems if name.startswith(f"{REFERENCE_DIR}/")]
             reason = evidence.why_not(lost[0]) if lost else "not kept"
             why = f"{NEEDS_REPOSITORY} (reference rerun: {reason})"
-            return error_score(scorer.type, why, **{UNSCORED_KEY: INFRASTRUCTURE})
+            return error_score(scorer.type, why, INFRASTRUCTURE)
         if scorer.type in FROM_EVIDENCE or getattr(scorer, "from_evidence", False) is True:
             return None
-        return error_score(scorer.type, NEEDS_REPOSITORY, **{UNSCORED_KEY: INFRASTRUCTURE})
+        return error_score(scorer.type, NEEDS_REPOSITORY, INFRASTRUCTURE)
 
     return gate
 
@@ -317,9 +315,9 @@ def _test_gate(scorer: Scorer, evidence: Evidence, route: str, partial: bool) ->
     failed = TEST_SCORINGS[scorer.type].failed
     if OUTCOMES not in evidence.files:
         reason = f"{NEEDS_REPOSITORY} (outcomes: {evidence.why_not(OUTCOMES)})"
-        return error_score(scorer.type, reason, **{UNSCORED_KEY: TAMPERING, COUNTED_AS_KEY: failed})
+        return error_score(scorer.type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
     if route != "run" or partial:
         where = "in process" if route != "run" else "under partial containment"
         reason = UNTRUSTED_ROUTE.format(where=where)
-        return error_score(scorer.type, reason, **{UNSCORED_KEY: TAMPERING, COUNTED_AS_KEY: failed})
+        return error_score(scorer.type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
     return None

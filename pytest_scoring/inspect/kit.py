@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
+import secrets
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from pytest_scoring.kit import LAUNCHER
 from pytest_scoring.kit import PREFIX
 from pytest_scoring.kit import kit_files
 from pytest_scoring.kit import launch
+from pytest_scoring.kit.sandbox import extract
 
 #: The helper's name in the sandbox (:mod:`pytest_scoring.kit.sandbox`), beside the launcher.
 HELPER: Final = f"{PREFIX}sandbox.py"
@@ -42,8 +44,6 @@ MIN_PYTEST: Final = (7, 0)
 PART_SIZE: Final = 32 * 1024 * 1024
 #: Seconds the helper's short commands (snapshots, copies) may take.
 HELPER_TIMEOUT: Final = 600
-#: Where a symlink of the sandbox that leads out of its tree points in the host's copy.
-LEADS_OUT: Final = ".pytest-scoring: a symlink leading out of the sandbox's tree"
 #: Run by each candidate interpreter first: its version, and a private folder (mode 0700).
 BOOT: Final = (
     "import json, sys, tempfile; print(json.dumps({'python': list(sys.version_info[:3]),"
@@ -77,6 +77,9 @@ class SandboxKit:
     pytest_version: str
     #: The private folder (absolute, in the sandbox).
     folder: str
+    #: The sandbox's files are this machine's (Inspect's ``local`` sandbox): the evaluator
+    #: removes the folder itself once the sample is done, when the sandbox is gone.
+    shared: bool = False
     _count: int = 0
     #: Paths the next helper command removes first.
     _leftovers: list[str] = field(default_factory=list)
@@ -96,6 +99,8 @@ class SandboxKit:
         folder = str(boot["folder"])
         for name, source in kit_files().items():
             await environment.write_file(posixpath.join(folder, name), source.read_bytes())
+        token = posixpath.join(folder, f"shared-{secrets.token_hex(8)}")
+        await environment.write_file(token, b"")  # seen here: the sandbox's files are ours
         check = await environment.exec(
             [python, posixpath.join(folder, LAUNCHER), "--check"], timeout=HELPER_TIMEOUT
         )
@@ -110,7 +115,10 @@ class SandboxKit:
                 f"the sandbox's pytest is {versions['pytest']}; the probe needs pytest "
                 f"{version_text(MIN_PYTEST)} or newer"
             )
-        return cls(environment, python, versions["python"], versions["pytest"], folder)
+        shared = Path(token).is_file()
+        kit = cls(environment, python, versions["python"], versions["pytest"], folder, shared)
+        kit.discard(token)
+        return kit
 
     def path(self, name: str) -> str:
         """A new path in the private folder (``name`` tells what it holds)."""
@@ -125,20 +133,24 @@ class SandboxKit:
         commands: Sequence[Sequence[str]],
         timeout: float | None = HELPER_TIMEOUT,
         user: str | None = None,
+        secret: str | None = None,
     ) -> list[dict[str, Any]]:
         """Run helper commands in one process (as ``user``: default, the sandbox's), after
         removing what earlier steps left behind; their answers, in order.
 
+        :param secret: a line for the helper's standard input (a run's key: never in a file
+            or an argument).
         :raises SandboxProblem: when the helper fails (its error output is in the message).
         :raises SandboxUserUnsupportedError: when the sandbox cannot run commands as ``user``.
         """
         leftovers = [["remove", *self._leftovers]] if self._leftovers else []
         self._leftovers = []
         script = json.dumps([*leftovers, *map(list, commands)])
-        command = [self.python, posixpath.join(self.folder, HELPER), "batch", script]
+        # -I: no startup file, variable or user site-packages of the sandbox acts in it.
+        command = [self.python, "-I", posixpath.join(self.folder, HELPER), "batch", script]
         seconds = None if timeout is None else int(timeout) + 1
         result = await self.environment.exec(
-            command, timeout=seconds, timeout_retry=False, user=user
+            command, input=secret, timeout=seconds, timeout_retry=False, user=user
         )
         if not result.success:
             what = ", ".join(arguments[0] for arguments in commands)
@@ -163,21 +175,28 @@ class SandboxKit:
         log: str | None = None,
         ends: int = 0,
         outside: str | None = None,
+        grace: float = 0.0,
+        stream: str | None = None,
     ) -> list[str]:
-        """The helper's ``run`` of ``argv`` in ``cwd``: killed with everything it started at
-        ``timeout`` and when it ends. Output goes to ``log`` (both streams) or to two files.
+        """The helper's ``run`` of ``argv`` in ``cwd`` under the kit's supervisor: SIGINT at
+        ``timeout``, SIGKILL ``grace`` seconds later, and everything it started, in any session,
+        killed when it ends. Output goes to ``log`` (both streams) or to two files.
 
         :param env: variables set last, over the sandbox's environment.
         :param ends: bytes of the head and tail of each output the answer carries.
         :param outside: a folder (the repository) that cannot shadow the command: no entry of
             ``PATH`` or ``PYTHONPATH`` inside it or relative, and ``PYTHONSAFEPATH=1``.
+        :param stream: ``argv`` is the launcher: the probe's stream goes to this new file of
+            the sandbox, the key from the batch's ``secret``.
         """
         out = log or self.path("stdout")
         err = log or self.path("stderr")
         self._leftovers += [out] if out == err else [out, err]
         args = ["run", f"--cwd={cwd}", f"--stdout={out}", f"--stderr={err}", f"--ends={ends}"]
         if timeout is not None:
-            args.append(f"--timeout={timeout}")
+            args += [f"--timeout={timeout}", f"--grace={grace}"]
+        if stream is not None:
+            args.append(f"--stream-out={stream}")
         if outside is not None:
             args.append(f"--outside={outside}")
         args += [f"--env={name}={value}" for name, value in (env or {}).items()]
@@ -239,7 +258,9 @@ class SandboxKit:
         return True
 
     async def push(self, source: Path, dest: str) -> None:
-        """Copy the local folder ``source`` to the new folder ``dest`` of the sandbox."""
+        """Copy the local folder ``source`` into the folder ``dest`` of the sandbox (made when
+        missing; files of the same names are replaced, links inside it are never followed
+        out)."""
         bundle = source.with_name(f"{source.name}.tar")
         await anyio.to_thread.run_sync(_pack, source, bundle)
         parts: list[str] = []
@@ -281,22 +302,11 @@ def _pack(source: Path, bundle: Path) -> None:
         archive.add(source, arcname=".")
 
 
-def _keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's ``data`` filter, not stopping at what it refuses (the tree is the scored
-    repository's): a symlink leading out becomes a dangling one (so it is reported as the
-    plugin reports such a link, and never followed), a FIFO or device is left out."""
-    try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
-        if member.issym():
-            return member.replace(linkname=LEADS_OUT, deep=False)
-        return None
-
-
 def _unpack(bundle: Path, target: Path) -> None:
-    target.mkdir(parents=True)
+    """The sandbox's tree, unpacked by the kit's rule (:func:`~pytest_scoring.kit.sandbox.
+    extract`: a link leading out becomes a dangling one, a FIFO or device is left out)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with tarfile.open(bundle) as archive:
-            archive.extractall(target, filter=_keep)
+        extract(str(bundle), str(target))
     finally:
         bundle.unlink()

@@ -19,13 +19,18 @@ import secrets
 import shutil
 import tempfile
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
 
 import anyio
+from inspect_ai.hooks import Hooks
+from inspect_ai.hooks import SampleEnd
+from inspect_ai.hooks import hooks
 from inspect_ai.solver import TaskState
 from inspect_ai.util import sandbox
 
@@ -42,13 +47,17 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.db.discovery import matches_pattern
 from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.errors import OptionError
+from pytest_scoring.errors import ScoringError
+from pytest_scoring.evaluation.area import EvaluatorsTests
 from pytest_scoring.evaluation.options import ScoreOptionParser
 from pytest_scoring.fs.walk import SKIPPED_DIRS
+from pytest_scoring.inspect.interpreter import interpreter_signals
 from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
-from pytest_scoring.kit import launch
 from pytest_scoring.kit.channel import KEY_BYTES
+from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import feed_file
 from pytest_scoring.process.witness import ChildEnding
@@ -58,6 +67,9 @@ from pytest_scoring.reference.child import OUTPUT_TAIL
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import reference_timeout
 from pytest_scoring.reference.expected import ExpectedTests
+from pytest_scoring.reference.test_changes import change_signals
+from pytest_scoring.reference.test_changes import compare_tests
+from pytest_scoring.reference.tests_from import install_tests
 from pytest_scoring.scorers.base import ScoringContext
 
 #: Where the repository is in the sandbox when neither the scorer nor the sample says.
@@ -65,6 +77,7 @@ DEFAULT_REPO_PATH: Final = "/workspace"
 #: Sample metadata keys the scorers read.
 REPO_PATH_KEY: Final = "repo_path"
 DETERMINISTIC_KEY: Final = "deterministic"
+TESTS_FROM_KEY: Final = "tests_from"
 #: pytest's arguments in the sandbox: no cache folder written into the repository.
 PYTEST_ARGS: Final = ("-p", "no:cacheprovider")
 #: pytest's exit statuses of a session that ended as pytest meant it to.
@@ -92,6 +105,11 @@ class TestRun:
     backups: str
     #: The snapshot read back to the host (on first use).
     snapshot: Snapshot | None = None
+    #: ``tests_from``: the evaluator's tests put in before the run, and what the repository
+    #: had changed in its own (``tests_modified``).
+    tests: EvaluatorsTests | None = None
+    #: ``interpreter_modified``: what the check of the sandbox's interpreter found first.
+    interpreter: list[Signal] = field(default_factory=list)
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -132,10 +150,15 @@ class TestRun:
             tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         state = self.probe(tally)
         side = self.evaluator_side(state)
+        resources: dict[str, Any] = {}
+        if self.tests is not None:
+            settings.tests_from = Path(self.tests.installed.path)
+            resources = self.tests.resources()
         return ScoringContext(
             root=settings.root,
             tally=tally,
             settings=settings,
+            resources=resources,
             integrity=self.signals(state, side),
             # No process here is contained by us: partial containment as root cannot be.
             strict=strict.for_run(as_root=False).kinds,
@@ -148,6 +171,9 @@ class TestRun:
         """The integrity signals of the run, as ``pytest-scoring run`` reports them (``side``:
         what the evaluator caused)."""
         signals = [*state.integrity, *witness_signals(state, self.ending())]
+        signals += self.interpreter
+        if self.tests is not None:
+            signals += change_signals(self.tests.changes)
         if state.tally.expected is not None:  # with a set, selection cannot change a score
             signals = [signal for signal in signals if signal["kind"] != "selection"]
         early = self._early_end(state)
@@ -162,10 +188,11 @@ class TestRun:
     def evaluator_side(self, state: ProbeState) -> EvaluatorSide:
         """The evaluator's deadline ended the run: its ``early_end`` informs (the tests that
         did not run still count as failed)."""
+        paths = frozenset(self.tests.installed.evaluators if self.tests else ())
         early = self._early_end(state)
         if early is None or not self.run.timed_out or early["file"] is not None:
-            return EvaluatorSide()
-        return EvaluatorSide(caused=(early,))
+            return EvaluatorSide(paths=paths)
+        return EvaluatorSide(paths=paths, caused=(early,))
 
 
 class SampleScoring:
@@ -175,6 +202,8 @@ class SampleScoring:
         self.folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-inspect-"))
         self.lock = anyio.Lock()
         self._kit: SandboxKit | SandboxProblem | None = None
+        #: Folders of a sandbox whose files are this machine's, removed with the host folder.
+        self.shared: list[Path] = []
         self._runs: dict[str, TestRun] = {}
         #: ``repo_path`` as given -> the folder it names in the sandbox.
         self._repositories: dict[str, str] = {}
@@ -202,6 +231,8 @@ class SampleScoring:
             except SandboxProblem as problem:
                 self._kit = problem
                 raise
+            if self._kit.shared:
+                self.shared.append(Path(self._kit.folder))
         return self._kit
 
     async def repository(self, state: TaskState, repo_path: str | None) -> str:
@@ -221,41 +252,87 @@ class SampleScoring:
             self._repositories[path] = str(found["path"])
         return self._repositories[path]
 
-    async def test_run(self, state: TaskState, repo: str) -> TestRun:
-        """The repository's tests, run once for this sample (the first caller runs them)."""
+    async def test_run(self, state: TaskState, repo: str, tests_from: str | None = None) -> TestRun:
+        """The repository's tests, run once for this sample (the first caller runs them); with
+        ``tests_from`` (default: the sample's ``tests_from`` metadata), the evaluator's tests
+        put in first, by ``run --tests-from``'s rule.
+
+        :raises SandboxProblem: when the evaluator's tests cannot be put in.
+        """
+        tests_from = tests_from or state.metadata.get(TESTS_FROM_KEY)
+        if tests_from is not None and not isinstance(tests_from, str | Path):
+            raise SandboxProblem(f"tests_from: expected a folder, got {type(tests_from).__name__}")
+        key = f"{repo}|{tests_from or ''}"
         async with self.lock:
-            if repo not in self._runs:
+            if key not in self._runs:
                 deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
-                self._runs[repo] = await self.run_tests(repo, deterministic)
-            return self._runs[repo]
+                tests = None if tests_from is None else await self.put_tests(repo, tests_from)
+                args = tests.installed.args if tests else ()
+                self._runs[key] = await self.run_tests(repo, deterministic, args)
+                self._runs[key].tests = tests
+            return self._runs[key]
 
-    async def run_tests(self, root: str, deterministic: bool) -> TestRun:
-        """Run pytest in ``root`` of the sandbox through the launcher, the probe writing to a
-        file; then back up the databases it left (one helper process for all three).
+    async def put_tests(self, repo: str, tests_from: str | Path) -> EvaluatorsTests:
+        """Make the tests of ``repo`` in the sandbox those of ``tests_from`` (a folder of the
+        evaluator's machine), after the agent has finished and before any test runs: the
+        repository is read back, compared (``tests_modified``) and given PATH's tests here by
+        :func:`~pytest_scoring.reference.tests_from.install_tests`; what that replaced or
+        removed goes in the sandbox, and what it put in is written there.
 
-        A sandbox passes no descriptor to what it runs: the run's key goes in a file that the
-        launcher reads and deletes before any code of the repository runs, and the stream
-        comes back in a file the probe creates. Both have random names, given in the
-        launcher's arguments (docs/inspect.md#trust).
+        :raises SandboxProblem: naming PATH's problem (not a folder, a configuration that
+            cannot be read, a file that cannot be copied).
+        """
+        path = Path(tests_from)
+        if not path.is_dir():
+            raise SandboxProblem(f"tests_from: {path} is not a folder on the evaluator's machine")
+        kit = await self.kit()
+        copy = self.local("repository")
+        await kit.pull(repo, copy)
+        try:
+            placed = await anyio.to_thread.run_sync(_put_tests, path, copy)
+        except (ScoringError, OSError) as error:
+            raise SandboxProblem(f"tests_from: {error}") from None
+        installed = placed.installed
+        theirs = sorted({*installed.replaced, *installed.added, *installed.evaluators})
+        kit.discard(
+            *(sandbox_join(repo, relpath) for relpath in sorted({*theirs, *installed.removed}))
+        )
+        staging = self.local("tests-from")
+        await anyio.to_thread.run_sync(_stage, copy, theirs, staging)
+        await kit.push(staging, repo)
+        shutil.rmtree(copy, ignore_errors=True)
+        return placed
+
+    async def run_tests(self, root: str, deterministic: bool, args: Sequence[str] = ()) -> TestRun:
+        """Run pytest in ``root`` of the sandbox through the launcher, under the kit's
+        supervisor; then back up the databases it left (one helper process for all three).
+
+        The channel is ``run``'s: the helper gets the run's key on its standard input and hands
+        it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
+        name, which the helper saves once the run's whole tree is gone. No path and no
+        variable names either (docs/inspect.md#trust).
         """
         kit = await self.kit()
-        key, token = secrets.token_bytes(KEY_BYTES), secrets.token_hex(8)
-        probe_file, key_file = kit.path(f"probe-{token}.jsonl"), kit.path(f"key-{token}")
-        await kit.environment.write_file(key_file, key.hex())
-        backups = kit.path("databases")
-        options = [f"{launch.STREAM_FILE}{probe_file}", f"{launch.KEY_FILE}{key_file}"]
-        options += ["--deterministic"] if deterministic else []
+        key = secrets.token_bytes(KEY_BYTES)
+        probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
+        options = ["--deterministic"] if deterministic else []
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
-        pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS]
+        pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS, *args]
         log = kit.path("pytest.log")
-        run = kit.run_command(pytest, root, timeout, log=log, ends=OUTPUT_TAIL)
-        commands = [run, kit.parts_command(probe_file), snapshot_args(root, backups)]
-        answer, stream, databases = await kit.batch(commands, timeout=timeout + HELPER_TIMEOUT)
-        kit.discard(key_file)  # the launcher deleted it, unless it never ran
+        grace = grace_period(timeout)
+        run = kit.run_command(
+            pytest, root, timeout, log=log, ends=OUTPUT_TAIL, grace=grace, stream=probe_file
+        )
+        commands = [["interpreter"], run, kit.parts_command(probe_file)]
+        commands.append(snapshot_args(root, backups))
+        seconds = timeout + grace + HELPER_TIMEOUT
+        answers = await kit.batch(commands, timeout=seconds, secret=key.hex())
+        checked, answer, stream, databases = answers
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
         test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
+        test_run.interpreter = interpreter_signals(checked)
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
         test_run.run.tampered = tampered or None
@@ -284,6 +361,34 @@ class SampleScoring:
         await kit.pull(backups, target)
         kit.discard(backups)
         return only_matching(read_snapshot(answer, target, root, source), patterns)
+
+
+def check_tests_from(tests_from: str | Path | None) -> None:
+    """``tests_from=``: a folder of the evaluator's machine.
+
+    :raises OptionError: naming what it is instead.
+    """
+    if tests_from is not None and not Path(tests_from).is_dir():
+        raise OptionError(f"tests_from: {tests_from} is not a folder")
+
+
+def _put_tests(path: Path, copy: Path) -> EvaluatorsTests:
+    """``run --tests-from``'s rule on the host's copy of the repository: compared, then
+    given PATH's tests."""
+    changes = compare_tests(copy, path)
+    return EvaluatorsTests(install_tests(path, copy, str(path)), changes)
+
+
+def _stage(copy: Path, relpaths: Sequence[str], staging: Path) -> None:
+    """The files and folders ``relpaths`` of ``copy`` (PATH's, just put in) in ``staging``."""
+    staging.mkdir()
+    for relpath in relpaths:
+        source, target = copy / relpath, staging / relpath
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir() and not source.is_symlink():
+            shutil.copytree(source, target, symlinks=True)
+        elif source.exists() or source.is_symlink():
+            shutil.copy2(source, target, follow_symlinks=False)
 
 
 def _child_run(answer: dict[str, Any]) -> ChildRun:
@@ -339,26 +444,44 @@ def only_matching(snapshot: Snapshot, patterns: list[str]) -> Snapshot:
     )
 
 
-def close_resources(resources: dict[str, Any], folder: Path) -> None:
-    """Close the shared resources (diff stores) and remove the host folder."""
+def close_resources(resources: dict[str, Any], folder: Path, shared: list[Path]) -> None:
+    """Close the shared resources (diff stores) and remove the host folder, and the kit's
+    folder of a sandbox whose files are this machine's (Inspect's ``local``: its temporary
+    folder is the evaluator's)."""
     for resource in resources.values():
         close = getattr(resource, "close", None)
         if callable(close):
             close()
     resources.clear()
-    shutil.rmtree(folder, ignore_errors=True)
+    for path in [folder, *shared]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _SAMPLES: weakref.WeakKeyDictionary[TaskState, SampleScoring] = weakref.WeakKeyDictionary()
+#: The same, by the sample's run (``TaskState.uuid``): closed when Inspect says it ended.
+_RUNNING: dict[str, SampleScoring] = {}
 
 
 def sample_scoring(state: TaskState) -> SampleScoring:
-    """The sample's shared state (made on first use, removed when ``state`` is gone)."""
+    """The sample's shared state (made on first use, removed when the sample ends, or at the
+    latest when ``state`` is gone)."""
     found = _SAMPLES.get(state)
     if found is None:
-        found = _SAMPLES[state] = SampleScoring()
-        weakref.finalize(state, close_resources, found.resources, found.folder)
+        found = _SAMPLES[state] = _RUNNING[state.uuid] = SampleScoring()
+        weakref.finalize(state, close_resources, found.resources, found.folder, found.shared)
     return found
+
+
+@hooks(name="pytest_scoring_cleanup", description="Removes pytest-scoring's folders of a sample")
+class SampleCleanup(Hooks):
+    """Removes a sample's folders as soon as it ends: Inspect may keep its ``TaskState`` for
+    the rest of the process, and the ``local`` sandbox's kit folder is in the evaluator's
+    temporary folder (one per sample, else)."""
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        found = _RUNNING.pop(data.sample_id, None)
+        if found is not None:
+            close_resources(found.resources, found.folder, found.shared)
 
 
 def sandbox_join(root: str, path: str) -> str:

@@ -54,6 +54,7 @@ from pytest_scoring.inspect.metrics import inspect_metrics
 from pytest_scoring.inspect.metrics import scalar_value
 from pytest_scoring.inspect.reference import run_reference
 from pytest_scoring.inspect.sample import SampleScoring
+from pytest_scoring.inspect.sample import check_tests_from
 from pytest_scoring.inspect.sample import sample_scoring
 from pytest_scoring.inspect.sample import sandbox_join
 from pytest_scoring.reference.expected import ExpectedTests
@@ -184,14 +185,21 @@ def strict_choice(strict: str | Sequence[str]) -> StrictKinds:
 
 
 def _tests_scorer(
-    core: tests.TestScorer, repo_path: str | None, expected_tests: Any, strict: str | Sequence[str]
+    core: tests.TestScorer,
+    repo_path: str | None,
+    expected_tests: Any,
+    strict: str | Sequence[str],
+    tests_from: str | Path | None,
 ) -> Scorer:
     check_expected(expected_tests, "expected_tests")
+    check_tests_from(tests_from)
     kinds = strict_choice(strict)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
-        test_run = await sample.test_run(state, repo)
+        test_run = await sample.test_run(
+            state, repo, None if tests_from is None else str(tests_from)
+        )
         if expected_tests is not None:
             expected = await expected_set(expected_tests, "expected_tests")
         else:
@@ -215,6 +223,7 @@ def all_tests_pass_scorer(
     repo_path: str | None = None,
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
@@ -226,8 +235,14 @@ def all_tests_pass_scorer(
         or a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
     :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
         (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
+    :param tests_from: a folder of the evaluator's machine laid out like the repository
+        (usually the reference): its tests, conftests and pytest configuration replace the
+        repository's in the sandbox before the tests run, by ``run --tests-from``'s rule
+        (default: the sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
     """
-    return _tests_scorer(tests.all_tests_pass_scorer(), repo_path, expected_tests, strict)
+    return _tests_scorer(
+        tests.all_tests_pass_scorer(), repo_path, expected_tests, strict, tests_from
+    )
 
 
 @scorer(
@@ -239,10 +254,13 @@ def percent_passing_tests_scorer(
     repo_path: str | None = None,
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
-    return _tests_scorer(tests.percent_passing_tests_scorer(), repo_path, expected_tests, strict)
+    return _tests_scorer(
+        tests.percent_passing_tests_scorer(), repo_path, expected_tests, strict, tests_from
+    )
 
 
 @scorer(
@@ -254,10 +272,13 @@ def percent_failing_tests_scorer(
     repo_path: str | None = None,
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
 ) -> Scorer:
     """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
     tampering ``"N"`` counts as 100."""
-    return _tests_scorer(tests.percent_failing_tests_scorer(), repo_path, expected_tests, strict)
+    return _tests_scorer(
+        tests.percent_failing_tests_scorer(), repo_path, expected_tests, strict, tests_from
+    )
 
 
 _BY_METHOD: Final = {
@@ -273,6 +294,7 @@ def test_runner_scorer(
     repo_path: str | None = None,
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
@@ -280,7 +302,9 @@ def test_runner_scorer(
     :raises ConfigError: for any other method.
     """
     chosen = _BY_METHOD[tests.test_runner_scorer(scoring_method).type]
-    return chosen(repo_path=repo_path, expected_tests=expected_tests, strict=strict)
+    return chosen(
+        repo_path=repo_path, expected_tests=expected_tests, strict=strict, tests_from=tests_from
+    )
 
 
 # --- databases --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import posixpath
 from collections.abc import Sequence
 from datetime import UTC
 from datetime import datetime
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -38,6 +39,7 @@ from pytest_scoring.inspect.databases import first_location
 from pytest_scoring.inspect.databases import location_snapshot
 from pytest_scoring.inspect.databases import settings_for
 from pytest_scoring.inspect.databases import stored_diff
+from pytest_scoring.inspect.sample import check_tests_from
 from pytest_scoring.inspect.sample import sample_scoring
 from pytest_scoring.scorers.db_change import SessionDatabases
 
@@ -105,19 +107,27 @@ def snapshot_repo(
 
 
 @solver
-def run_tests(workspace_path: str | None = None, store_key: str = RUN_TESTS_KEY) -> Solver:
+def run_tests(
+    workspace_path: str | None = None,
+    store_key: str = RUN_TESTS_KEY,
+    tests_from: str | Path | None = None,
+) -> Solver:
     """Run the repository's tests in the sandbox now; the test scorers score this run.
 
     :param workspace_path: the repository (default: the sample's ``repo_path`` metadata, else
         ``/workspace``).
     :param store_key: where the counts, the failing tests and how the run ended are stored.
+    :param tests_from: the evaluator's tests put in first, as the test scorers' ``tests_from``
+        (default: the sample's ``tests_from`` metadata).
     """
+    check_tests_from(tests_from)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         sample = sample_scoring(state)
         try:
             repo = await sample.repository(state, workspace_path)
-            test_run = await sample.test_run(state, repo)
+            chosen = None if tests_from is None else str(tests_from)
+            test_run = await sample.test_run(state, repo, chosen)
         except ScoringError as error:
             return _failed(state, store_key, "run_tests", error)
         probe = test_run.probe()
@@ -135,6 +145,7 @@ def run_tests(workspace_path: str | None = None, store_key: str = RUN_TESTS_KEY)
                 "duration": test_run.run.duration,
                 "python": kit.python_version,
                 "pytest": kit.pytest_version,
+                **({"tests_from": test_run.tests.installed.to_json()} if test_run.tests else {}),
             },
         )
         return state

@@ -93,19 +93,6 @@ def read_key_descriptor(descriptor: int) -> bytes:
     return parse_key(b"".join(chunks))
 
 
-def read_key_file(path: str) -> bytes:
-    """Read the key from ``path``, then delete the file (nothing after us can read it)."""
-    try:
-        with open(path, "rb") as handle:
-            text = handle.read(4096)
-    except OSError as error:
-        raise ChannelError(f"cannot read the key file {path}: {error.strerror}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    return parse_key(text)
-
-
 def stream_descriptor(descriptor: int) -> int:
     """The inherited stream descriptor, made non-inheritable: no program the tests start
     gets it."""
@@ -114,16 +101,6 @@ def stream_descriptor(descriptor: int) -> int:
     except OSError as error:
         raise ChannelError(f"descriptor {descriptor} is not open: {error.strerror}") from None
     return descriptor
-
-
-def stream_file(path: str) -> int:
-    """A new file for the stream (never one that exists: nothing planted is appended to)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        return os.open(path, flags, 0o600)
-    except OSError as error:
-        raise ChannelError(f"cannot create the stream file {path}: {error.strerror}") from None
 
 
 def keyed_mac(key: bytes) -> Callable[[bytes], str]:
@@ -218,23 +195,16 @@ class Channel:
         self.encode = encode
 
 
-def open_channel(
-    stream_fd: int | None = None,
-    key_fd: int | None = None,
-    stream_path: str | None = None,
-    key_path: str | None = None,
-) -> Channel | None:
-    """The channel the launcher's arguments name: a descriptor and a key descriptor (``run``),
-    or a stream file and a key file (a sandbox); None when they name none.
+def open_channel(stream_fd: int | None = None, key_fd: int | None = None) -> Channel | None:
+    """The channel the launcher's arguments name: a stream descriptor and a key descriptor
+    (inherited from ``run``'s supervisor, or in a sandbox from the helper's); None when they
+    name none.
 
     :raises ChannelError: when they name one that cannot be used.
     """
     if stream_fd is not None and key_fd is not None:
         key = read_key_descriptor(key_fd)
         return Channel(key, stream_descriptor(stream_fd))
-    if stream_path is not None and key_path is not None:
-        key = read_key_file(key_path)
-        return Channel(key, stream_file(stream_path))
-    if (stream_fd, key_fd, stream_path, key_path) != (None, None, None, None):
+    if (stream_fd, key_fd) != (None, None):
         raise ChannelError("a stream needs its key (and a key its stream)")
     return None

@@ -7,8 +7,8 @@ Copied as a plain file with the rest of the kit (:mod:`pytest_scoring.kit`) into
 only the evaluator can write, and run as ``python <kit>/private/_pytest_scoring_launch.py
 [CHANNEL] [--deterministic] [--ignore-option FLAG[=]]... [--black-box [--evaluator-path=PATH]...
 [--repository-path=PATH]...] -- PYTEST_ARGS``, where CHANNEL is
-``--stream-fd=N --key-fd=N`` (``run``: inherited descriptors) or ``--stream-file=PATH
---key-file=PATH`` (a sandbox). Like all of the kit, it needs only the standard library and
+``--stream-fd=N --key-fd=N``: inherited descriptors (from ``run``'s supervisor, or in an
+Inspect sandbox from the helper's). Like all of the kit, it needs only the standard library and
 pytest, because the interpreter may be any one the evaluator names. Before any code of the
 repository can run, in this order (docs/security.md):
 
@@ -55,6 +55,7 @@ import json
 import os
 import platform
 import sys
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,9 +81,11 @@ BLACK_BOX, EVALUATOR_PATH = "--black-box", "--evaluator-path="
 REPOSITORY_PATH = "--repository-path="
 #: The same, for pytest-xdist's workers (``integrity.BLACK_BOX_VARIABLE``).
 BLACK_BOX_VARIABLE = "PYTEST_SCORING_BLACK_BOX"
-#: The channel's options: ``run``'s inherited descriptors, or a sandbox's files.
+#: ``--only=FILE``: a file of test ids, one a line; the session runs those only (a rerun of
+#: ``--retries``), the others deselected after every other plugin's selection.
+ONLY = "--only="
+#: The channel's options: inherited descriptors (no path names the channel).
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
-STREAM_FILE, KEY_FILE = "--stream-file=", "--key-file="
 #: This file's folder, which holds the channel and the probe and is never on ``sys.path``
 #: (``pytest_scoring.kit.PRIVATE_FOLDER``), and the kit's folder above it, which is.
 FOLDER = os.path.dirname(os.path.abspath(__file__))
@@ -103,9 +106,8 @@ def main(argv: Sequence[str]) -> int:
     except (channel_module.ChannelError, ValueError) as error:
         sys.stderr.write(f"pytest-scoring: the probe's channel cannot be opened: {error}\n")
         return NO_CHANNEL
-    for stream in (channel_options.get("stream_fd"), channel_options.get("stream_path")):
-        if stream is not None:
-            wire.protect_file(stream)  # opening it again (/proc/self/fd/N) is reach-in
+    if channel_options.get("stream_fd") is not None:
+        wire.protect_file(channel_options["stream_fd"])  # opening it again is reach-in
     try:
         import pytest
     except ImportError as error:
@@ -136,6 +138,8 @@ def main(argv: Sequence[str]) -> int:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
+    for path in _values(options, ONLY):
+        plugins.append(only_tests(pytest, path))
     if BLACK_BOX in options:
         places = {"evaluator": _values(options, EVALUATOR_PATH)}
         places["repository"] = _values(options, REPOSITORY_PATH)
@@ -145,6 +149,21 @@ def main(argv: Sequence[str]) -> int:
         os.environ[BLACK_BOX_VARIABLE] = json.dumps(places)  # for pytest-xdist's workers
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
+
+
+def only_tests(pytest: Any, path: str) -> Any:
+    """A plugin that keeps only the tests the file at ``path`` names (``--only``)."""
+    with open(path, encoding="utf-8") as listed:
+        wanted = {line.rstrip("\n") for line in listed if line.strip()}
+
+    def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+        dropped = [item for item in items if item.nodeid not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid in wanted]
+
+    hook = pytest.hookimpl(trylast=True)(pytest_collection_modifyitems)
+    return types.SimpleNamespace(pytest_collection_modifyitems=hook)
 
 
 def make_non_dumpable() -> str | None:
@@ -216,12 +235,11 @@ def _channel_options(options: Sequence[str]) -> dict[str, Any]:
     """
     found: dict[str, Any] = {}
     names = {STREAM_FD: "stream_fd", KEY_FD: "key_fd"}
-    names.update({STREAM_FILE: "stream_path", KEY_FILE: "key_path"})
     for option in options:
         for prefix, name in names.items():
             if option.startswith(prefix):
                 value = option[len(prefix) :]
-                found[name] = int(value) if name.endswith("_fd") else value
+                found[name] = int(value)
     return found
 
 

@@ -1,6 +1,6 @@
 """Starting a child through the supervisor, and learning how it ended (evaluator side).
 
-The supervisor (:mod:`pytest_scoring.process.supervise`) is a process of its own, in a session
+The supervisor (:mod:`pytest_scoring.kit.supervise`) is a process of its own, in a session
 of its own: Ctrl-C on the terminal reaches only the evaluator, which decides what the child
 gets (:meth:`Supervisor.interrupt`, :meth:`Supervisor.kill`). It reports the child's real exit
 status once every process of the child's tree is gone.
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.kit.supervise import SWEEP_LIMIT
 from pytest_scoring.process.environment import captured_environment
-from pytest_scoring.process.supervise import SWEEP_LIMIT
 
 #: Extra time the evaluator gives a supervisor past its child's deadline before killing it.
 SUPERVISOR_MARGIN: Final = 10.0
@@ -136,6 +136,8 @@ class ChildSpec:
     pass_fds: Sequence[int] = ()
     #: A cgroup of its own for the child's tree where cgroup v2 allows (a user of its own).
     cgroup: bool = False
+    #: The child's file mode creation mask (None: the supervisor's own).
+    umask: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +152,7 @@ class ChildSpec:
             "user": None if self.user is None else {"uid": self.user.uid, "gid": self.user.gid},
             "limits": self.limits.to_spec(own_user=self.user is not None),
             "cgroup": self.cgroup,
+            "umask": self.umask,
         }
 
 
@@ -162,7 +165,7 @@ class Supervisor:
         descriptors = sorted({spec.stdout, spec.stderr, *spec.pass_fds})
         self._process = subprocess.Popen(
             # -P: never import a ``pytest_scoring`` from the folder we were started in.
-            [sys.executable, "-P", "-m", "pytest_scoring.process.supervise"],
+            [sys.executable, "-P", "-m", "pytest_scoring.kit.supervise"],
             cwd="/",
             env=captured_environment(),
             stdin=subprocess.PIPE,

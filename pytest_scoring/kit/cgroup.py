@@ -1,5 +1,8 @@
 """A cgroup of its own for one child's tree, where cgroup v2 allows it (the supervisor, as root).
 
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
 Resource limits are per process (``RLIMIT_DATA``) or per user (``RLIMIT_NPROC``); a cgroup
 bounds the whole tree at once: ``pids.max`` its processes and threads, ``memory.max`` its
 memory, and ``cgroup.kill`` ends every process in it, wherever it went in the process tree.

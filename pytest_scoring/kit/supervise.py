@@ -1,7 +1,12 @@
 """The supervisor: one small process that contains every child the evaluator starts.
 
-Started as ``python -m pytest_scoring.process.supervise`` by
-:mod:`pytest_scoring.process.supervisor`. :func:`main` runs only there, never in the evaluator's
+PYTEST_DONT_REWRITE (pytest never rewrites or warns about this module, whatever the
+repository's ``filterwarnings`` says).
+
+Started as ``python -m pytest_scoring.kit.supervise`` by
+:mod:`pytest_scoring.process.supervisor`, and in an Inspect sandbox by the helper
+(:mod:`pytest_scoring.kit.sandbox`) as the kit's copy ``_pytest_scoring_supervise.py``.
+:func:`main` runs only there, never in the evaluator's
 own process: a subreaper there would reap, and so steal the exit statuses of, the evaluator's
 other children. It reads what to run as one JSON object on standard input, then:
 
@@ -35,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib.util
 import json
 import os
 import resource
@@ -46,9 +52,6 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
 from typing import Final
-
-from pytest_scoring.process import cgroup
-from pytest_scoring.process.cgroup import RunCgroup
 
 PR_SET_PDEATHSIG: Final = 1
 PR_SET_CHILD_SUBREAPER: Final = 36
@@ -76,6 +79,24 @@ def _libc() -> Any:
 _LIBC: Final = _libc()
 
 
+def sibling(name: str) -> Any:
+    """The kit's module ``name`` beside this file (``cgroup.py`` in the package, a copy named
+    ``_pytest_scoring_cgroup.py`` in a kit folder), loaded by path: the supervisor runs with
+    ``-I``, and a kit file imports nothing of pytest-scoring by name."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(folder, f"_pytest_scoring_{name}.py")
+    if not os.path.exists(path):
+        path = os.path.join(folder, f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_pytest_scoring_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cgroup: Final = sibling("cgroup")
+
+
 def become_subreaper() -> str | None:
     """Make orphaned descendants this process's children; why not, or None when it worked."""
     if _LIBC is None:
@@ -85,10 +106,12 @@ def become_subreaper() -> str | None:
     return None
 
 
-def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
+def _prepare_child(limits: dict[str, int], umask: int | None) -> Callable[[], None]:
     """What runs in the child between fork and exec (after the user was switched)."""
 
     def prepare() -> None:
+        if umask is not None:
+            os.umask(umask)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would be inherited
         for key, value in limits.items():
@@ -101,13 +124,13 @@ def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
     return prepare
 
 
-def _run_cgroup(wanted: bool, limits: dict[str, int]) -> RunCgroup | None:
+def _run_cgroup(wanted: bool, limits: dict[str, int]) -> Any:
     """A cgroup for the child's tree, when asked for and possible: it bounds the tree's
     processes and memory instead of ``limits``' ``nproc`` and ``data``, taken out of them."""
     if not wanted or cgroup.unavailable() is not None:
         return None
     try:
-        made = RunCgroup.make(limits.get("nproc"), limits.get("data"))
+        made = cgroup.RunCgroup.make(limits.get("nproc"), limits.get("data"))
     except OSError:  # no delegation here: the resource limits hold instead
         return None
     limits.pop("nproc", None)
@@ -136,6 +159,11 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def exit_code(status: int) -> int:
+    """A wait status as ``subprocess`` reports it (``os.waitstatus_to_exitcode``, 3.9+)."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 def _signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -160,7 +188,7 @@ class Supervision:
         self._interrupted_at: float | None = None
         self._killed = False
         self.subreaper_problem: str | None = None
-        self.cgroup: RunCgroup | None = None
+        self.cgroup: Any = None  # the cgroup module's RunCgroup, or None
 
     def start(self, subreaper_problem: str | None) -> None:
         spec = self.spec
@@ -183,6 +211,10 @@ class Supervision:
     def _popen(
         spec: dict[str, Any], user: dict[str, int], passed: list[int], limits: dict[str, int]
     ) -> subprocess.Popen[bytes]:
+        # ``user``, ``group`` and ``extra_groups`` exist from Python 3.9: named only when used.
+        switch: dict[str, Any] = {}
+        if user:
+            switch = {"user": user["uid"], "group": user["gid"], "extra_groups": []}
         return subprocess.Popen(
             spec["argv"],
             cwd=spec["cwd"],
@@ -192,10 +224,8 @@ class Supervision:
             stderr=int(spec["stderr_fd"]),
             pass_fds=passed,
             start_new_session=True,
-            user=user.get("uid"),
-            group=user.get("gid"),
-            extra_groups=[] if user else None,
-            preexec_fn=_prepare_child(limits),
+            preexec_fn=_prepare_child(limits, spec.get("umask")),
+            **switch,
         )
 
     def watch(self) -> None:
@@ -250,7 +280,7 @@ class Supervision:
                 break
             if pid == self.child.pid:
                 self.status = status
-                self.child.returncode = os.waitstatus_to_exitcode(status)
+                self.child.returncode = exit_code(status)
         return self.status is not None
 
     def sweep(self) -> int:
