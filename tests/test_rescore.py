@@ -11,6 +11,8 @@ from typing import TypeVar
 import pytest
 from click.testing import CliRunner
 from click.testing import Result
+from evaluator_flaky import FLAKY
+from evaluator_flaky import flaky_suite
 from runs import AS_EVALUATOR
 from runs import AS_OTHER_USERS
 from runs import SYSTEM_PYTHON
@@ -380,3 +382,18 @@ def test_an_unknown_evidence_level_is_refused_before_anything_runs(tmp_path: Pat
     assert result.exit_code == 2
     assert "'some' is not one of 'none', 'diffs', 'all'" in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_flaky_tests_count_as_the_run_counted_them(tmp_path: Path) -> None:
+    repo = flaky_suite(tmp_path / "repo")
+    options = ["--retries", "1", "--flaky", "exclude", *AS_EVALUATOR]
+    first = cli("run", repo, *options, "--report", tmp_path / "out")
+    assert first.exit_code == 0, first.output
+    original = scores(report_under(tmp_path / "out"))
+    assert original["tests"]["counts"]["flaky"] == len(FLAKY)
+    result = cli("rescore", report_under(tmp_path / "out"), "--report", tmp_path / "re")
+    assert result.exit_code == 0, result.output
+    rescored = scores(report_under(tmp_path / "re"))
+    assert rescored["tests"]["counts"] == original["tests"]["counts"]
+    assert rescored["tests"]["flaky"] == original["tests"]["flaky"]

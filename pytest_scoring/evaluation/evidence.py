@@ -177,6 +177,9 @@ def outcomes_json(context: ScoringContext) -> dict[str, Any]:
         "tests": tests,
         "collected": sorted(tally.collected),
         "collided": dict(tally.collided),
+        # Every attempt of each rerun test and the rule that judged them (issue 30's --retries).
+        "attempts": {nodeid: list(tries) for nodeid, tries in tally.attempts.items()},
+        "flaky_rule": tally.flaky_rule,
         "integrity": list(context.integrity),
         "evaluator_side": {
             "paths": sorted(context.evaluator_side.paths),

@@ -205,6 +205,8 @@ def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -
     outcomes: dict[str, Any] = evidence.json(OUTCOMES) if OUTCOMES in evidence.files else {}
     tally.collected.update(outcomes.get("collected", []))
     tally.collided.update(outcomes.get("collided", {}))
+    tally.attempts.update(outcomes.get("attempts", {}))
+    tally.flaky_rule = outcomes.get("flaky_rule", tally.flaky_rule)
     for test in outcomes.get("tests", []):
         tally.record_outcome(
             test["nodeid"], test["outcome"], test.get("duration", 0.0), test.get("message")
