@@ -52,7 +52,7 @@ def load_cog_helpers() -> ModuleType:
 
 
 def test_there_are_the_documented_commands() -> None:
-    assert COMMANDS == ["diff", "junit", "list", "match", "run", "show"]
+    assert COMMANDS == ["diff", "junit", "list", "match", "rescore", "run", "show"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

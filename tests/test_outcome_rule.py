@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -119,9 +120,7 @@ def run_route(pytester: pytest.Pytester, *args: str) -> dict[str, Any]:
     pytester.runpytest_subprocess("--score", "--reruns=1", *args)
     content = scores_json(pytester)
     for report in (pytester.path / "scores").glob("scan_id=*"):
-        for file in report.iterdir():
-            file.unlink()
-        report.rmdir()
+        shutil.rmtree(report)
     return content
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -73,9 +74,7 @@ def test_a_changed_configuration_changes_its_hash_and_nothing_else(
 ) -> None:
     first = scored_session(pytester, CONFIG)
     for folder in (pytester.path / "scores").glob("scan_id=*"):
-        for file in folder.iterdir():
-            file.unlink()
-        folder.rmdir()
+        shutil.rmtree(folder)
     second = scored_session(pytester, CONFIG + "# one more line\n")
     assert first["inputs"]["config"] != second["inputs"]["config"]
     assert first["inputs"]["selector"] == second["inputs"]["selector"]

@@ -93,7 +93,7 @@ def scored_result(scorers: list[Any], passed: int = 1) -> SessionResult:
 def test_a_report_holds_scores_json_and_the_scout_files(report: Path) -> None:
     names = sorted(path.name for path in report.iterdir())
     assert names == sorted(
-        ["scores.json", "index.html", "_scan.json", "_summary.json", "_errors.jsonl"]
+        ["scores.json", "index.html", "_scan.json", "_summary.json", "_errors.jsonl", "evidence"]
         + [f"{name}.parquet" for name in TEST_SCORERS]
     )
     assert read_json(report / "scores.json")["format_version"] == 1

@@ -22,8 +22,10 @@ import click
 from pytest_scoring.cli.output import EXIT_BAD_INPUT
 from pytest_scoring.cli.output import console
 from pytest_scoring.cli.output import exit_if_below
+from pytest_scoring.cli.output import exit_if_empty
 from pytest_scoring.cli.output import print_report
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
+from pytest_scoring.core.settings import EVIDENCE_LEVELS
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -92,6 +94,16 @@ strict_option = click.option(
     metavar="[KINDS]",
     help="Integrity signal kinds that make the test scores N: none, default, all or KIND,… "
     "(not given: default, and containment as root; alone: default,containment)",
+)
+
+
+#: ``--evidence none|diffs|all``: what the report keeps for ``rescore``.
+evidence_option = click.option(
+    "--evidence",
+    type=click.Choice(EVIDENCE_LEVELS),
+    default=None,
+    help="What the report keeps for rescore: none, diffs (the default: outcomes and database "
+    "diffs) or all (also the final databases)",
 )
 
 
@@ -374,6 +386,7 @@ class RunCommand(click.Command):
     help="Exit status 0, not 5, when no test was collected (for a batch: in every repository)",
 )
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
+@evidence_option
 @click.option(
     "--retries",
     default=0,
@@ -430,6 +443,7 @@ def run(
     expected_tests_drop_failing: bool,
     allow_empty: bool,
     keep: bool,
+    evidence: str | None,
     retries: int,
     flaky: str,
     env: tuple[str, ...],
@@ -492,6 +506,7 @@ def run(
         black_box=black_box,
         allow_empty=allow_empty,
         expected_tests_drop_failing=expected_tests_drop_failing,
+        evidence=evidence,
         env=env_assignments(env, "--env"),
         retries=retries,
         flaky=check_flaky_rule(flaky, "--flaky"),
@@ -507,6 +522,70 @@ def run(
     except ScoringError as error:  # said with the flags the user typed (issue 29)
         error.args = (request.as_typed(str(error)),)
         raise
+
+
+@main.command()
+@click.argument(
+    "reports", metavar="REPORT...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--config", type=click.Path(path_type=Path), metavar="FILE", help="Scorer configuration file"
+)
+@click.option("--selector", metavar="JSON|@FILE", help="Selector for db_change")
+@expected_tests_option
+@strict_option
+@report_root_option
+@click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Samples re-scored at a time",
+)
+@fail_under_option
+@click.option(
+    "--allow-empty", is_flag=True, help="Exit status 0, not 5, when no report collected a test"
+)
+@reports_user_errors
+def rescore(
+    reports: tuple[Path, ...],
+    config: Path | None,
+    selector: str | None,
+    expected_tests: str | None,
+    strict: str | None,
+    report_root: Path,
+    jobs: int,
+    fail_under: float | None,
+    allow_empty: bool,
+) -> None:
+    """Score finished reports again from their evidence, into new report folders.
+
+    The repositories are not needed: the tests are scored under a new expected set or strict
+    set, db_change and db_diff_change under a new selector, composite formulas anew; what the
+    evidence cannot decide scores N. The reports given are never changed. Several reports, or
+    a batch's report, give one batch.
+
+    Exit statuses as run's: 1 below --fail-under, 5 when no report collected a test.
+
+    Example: pytest-scoring rescore scores/scan_id=… --config stricter.yaml
+    """
+    from pytest_scoring.cli.rescoring import rescore_reports
+
+    kinds = None if strict is None else strict_kinds(strict)
+    from pytest_scoring.report.batch import collected_nothing
+    from pytest_scoring.report.batch import mean_percent_passing
+    from pytest_scoring.report.batch import tampered
+
+    done = rescore_reports(reports, config, selector, expected_tests, kinds, report_root, jobs)
+    for line in done.lines:
+        click.echo(line)
+    samples = done.samples  # exit statuses as run's (5: nothing collected; 1: below PCT)
+    empty = all(collected_nothing(sample) and not tampered(sample) for sample in samples)
+    exit_if_empty(empty, allow_empty, f"any of the {len(samples)} reports")
+    complete = all(sample.get("complete") for sample in samples)
+    count = len(samples) if done.batch else None
+    some_tampered = any(tampered(sample) for sample in samples)
+    exit_if_below(mean_percent_passing(samples), fail_under, complete, count, some_tampered)
 
 
 @main.command()

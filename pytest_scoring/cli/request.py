@@ -77,6 +77,8 @@ class RunRequest:
     #: ``--expected-tests-drop-failing``: with ``--tests-from``, a source folder's set may
     #: leave out the tests that fail there.
     expected_tests_drop_failing: bool = False
+    #: ``--evidence``: what the report keeps for ``rescore`` (None: the default, ``diffs``).
+    evidence: str | None = None
     #: ``--env NAME=VALUE``: variables the children get over the pinned environment.
     env: Mapping[str, str] = field(default_factory=dict)
     #: ``--retries N``: how many times a test that did not pass runs again.
@@ -134,6 +136,8 @@ class RunRequest:
             args.append(f"--score-expected-tests={self.invocation_dir / self.expected_tests}")
         if self.strict is not None:
             args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
+        if self.evidence is not None:
+            args.append(f"--score-evidence={self.evidence}")
         return args
 
     def as_typed(self, message: str) -> str:

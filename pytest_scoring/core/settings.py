@@ -41,6 +41,8 @@ STEERING_SETTINGS: Final = (
     "score_strict",
     "score_value_cap",
 )
+#: ``--evidence`` / ``--score-evidence`` levels: what a report keeps for re-scoring.
+EVIDENCE_LEVELS: Final = ("none", "diffs", "all")
 #: Folder under the report root keeping the first-seen databases for ``--score-db-reset``,
 #: one store per scored repository.
 RESET_STORE: Final = ".db-reset"
@@ -107,6 +109,9 @@ class ScoringSettings:
     #: The part of the evaluator's caches this session uses (default: the one ``run`` never
     #: reads; ``run`` sets its own).
     cache_route: CacheRoute = "in-process"
+    #: ``--score-evidence``: what the report keeps for ``pytest-scoring rescore``
+    #: (``none``, ``diffs`` or ``all``; docs/report.md#re-scoring).
+    evidence: str = "diffs"
     #: The configuration's ``env:`` table: variables ``run``'s children get over the pinned
     #: environment (``--env`` wins over it).
     environment: dict[str, str] = field(default_factory=dict)

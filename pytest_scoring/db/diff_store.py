@@ -397,6 +397,57 @@ class DiffStore:
                     return
                 yield _changed_row(list(lines))
 
+    def whole(self, side: int, diff: Mapping[str, Any]) -> Json:
+        """``diff`` (one side's, with examples only) with every entry the store holds for that
+        side in its lists (:class:`SideRows`, read when iterated): the diff whole again, for a
+        report's evidence (issue 28)."""
+        self.split()
+        comparisons = {}
+        for relpath, entry in _mapping(diff.get("comparisons")).items():
+            planes = dict(_mapping(_mapping(entry).get("comparisons")))
+            for plane, lists in LISTS.items():
+                tables = _mapping(_mapping(planes.get(plane)).get("tables"))
+                if not tables:
+                    continue
+                whole = {
+                    name: {
+                        **table,
+                        **{
+                            kind: SideRows(self, side, relpath, name, kind)
+                            for kind in lists
+                            if kind in table
+                        },
+                    }
+                    for name, table in tables.items()
+                }
+                planes[plane] = {**planes[plane], "tables": whole}
+            comparisons[relpath] = {**entry, "comparisons": planes}
+        return {**diff, "comparisons": comparisons}
+
+    def side_rows(self, side: int, relpath: str, table: str, list_name: str) -> Iterator[Any]:
+        """The entries one diff has in one list of one table, in the order stored."""
+        number = self._table_ids.get((relpath, table))
+        if number is None:
+            return
+        if list_name == "rows_changed":
+            cursor = self.connection.execute(
+                "SELECT c.row, r.key, r.extra, c.col, c.old, c.new FROM changes AS c "
+                "JOIN changed_rows AS r ON r.id = c.row WHERE c.side = ? AND c.t = ? "
+                "ORDER BY c.row, c.rowid",
+                (side, number),
+            )
+            with contextlib.closing(cursor):
+                for _row, lines in itertools.groupby(cursor, key=lambda line: line[0]):
+                    yield _changed_row(list(lines))
+            return
+        cursor = self.connection.execute(
+            "SELECT body FROM items WHERE side = ? AND t = ? AND list = ? ORDER BY rowid",
+            (side, number, list_name),
+        )
+        with contextlib.closing(cursor):
+            for (body,) in cursor:
+                yield json.loads(body)
+
     def close(self) -> None:
         self.connection.close()
 
@@ -459,3 +510,17 @@ class StoredRows:
         if self.list_name != "rows_changed" or not tests:
             return self
         return dataclasses.replace(self, filter=tests)
+
+
+@dataclass(frozen=True)
+class SideRows:
+    """Every entry one diff has in one list of one table, read afresh on each iteration."""
+
+    store: DiffStore
+    side: int
+    relpath: str
+    table: str
+    list_name: str
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.store.side_rows(self.side, self.relpath, self.table, self.list_name)

@@ -17,6 +17,7 @@ from typing import TypeVar
 from pytest_scoring.core.determinism import DEFAULT_FLAKY
 from pytest_scoring.core.determinism import FLAKY_RULES
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
+from pytest_scoring.core.settings import EVIDENCE_LEVELS
 
 _Number = TypeVar("_Number", int, float)
 
@@ -188,6 +189,14 @@ def add_options(parser: OptionParser) -> None:
         action="store_true",
         dest="score_deterministic",
         help="Patch salt and token generators to fixed values during the session",
+    )
+    group.addoption(
+        "--score-evidence",
+        dest="score_evidence",
+        choices=EVIDENCE_LEVELS,
+        default=None,
+        help="What the report keeps for pytest-scoring rescore: none, diffs (the default: "
+        "outcomes and database diffs) or all (also the final databases); no ini setting",
     )
     group.addoption(
         "--score-retries",

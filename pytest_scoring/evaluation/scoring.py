@@ -34,6 +34,9 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import collision_signals
 from pytest_scoring.core.signals import dedupe
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.evaluation.evidence import PROVENANCE_KEY as EVIDENCE_KEY
+from pytest_scoring.evaluation.evidence import collect_evidence
+from pytest_scoring.evaluation.evidence import manifest_digest
 from pytest_scoring.report import GITHUB_SUMMARY_ENV
 from pytest_scoring.report.parquet_helper import ParquetHelper
 from pytest_scoring.report.provenance import session_provenance
@@ -257,9 +260,13 @@ class Evaluation:
         scores = {scorer.name: self._score_one(scorer) for scorer in self.scorers}
         if self.stopped is not None:
             self.context.errors.append({"scanner": "", "error": self.stopped, "traceback": ""})
+        evidence = self._evidence()
         self._stoppable(self._close_resources)
         crashed = any(error["traceback"] for error in self.context.errors)
         names = self._public_names()
+        provenance = session_provenance(self.settings, self._fingerprints())
+        if (digest := manifest_digest(evidence)) is not None:
+            provenance[EVIDENCE_KEY] = {"manifest": digest, "level": self.settings.evidence}
         self.result = SessionResult(
             repository=str(self.settings.repository or self.settings.root),
             scorers=self.scorers,
@@ -269,10 +276,24 @@ class Evaluation:
             errors=_renamed(self.context.errors, names),
             files=_renamed(self.context.report_files, names),
             integrity=_renamed(self.context.integrity, names),
-            provenance=_renamed(session_provenance(self.settings, self._fingerprints()), names),
+            provenance=_renamed(provenance, names),
+            evidence=evidence,
         )
         _last_result = self.result
         return self.result
+
+    def _evidence(self) -> dict[str, bytes]:
+        """What ``rescore`` will read (``--score-evidence``), taken while the snapshots last;
+        nothing when the scores were withheld (the evaluator's files changed): what the run
+        saw then cannot be scored later either."""
+        if self.withheld is not None:
+            return {}
+        route = "plugin" if self.settings.repository is None else "run"
+        kept: list[dict[str, bytes]] = []
+        self._stoppable(
+            lambda: kept.append(collect_evidence(self.context, self.settings.evidence, route))
+        )
+        return kept[0] if kept else {}
 
     def _public_names(self) -> dict[str, str]:
         """:attr:`names`, after the copies of the reference that the reference rerun and the

@@ -228,6 +228,8 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         expected_source=_option_path(config, "score_expected_tests"),
         strict=_strict(config.getoption("score_strict"), strict),
         ignored_ini=_ignored_ini(config),
+        # No ini twin: the repository's files never choose what its report keeps.
+        evidence=config.getoption("score_evidence") or "diffs",
         verify_tests=verify_tests_path(
             config.getoption("score_verify_tests"), config.invocation_dir
         ),

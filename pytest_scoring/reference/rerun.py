@@ -287,6 +287,11 @@ class ReferenceRerun:
         parts = split.parts(FILE_MAX_ROWS)
         return Diffs(split, parts, metadata, missing, baseline, solution_final)
 
+    @property
+    def computed(self) -> Diffs | None:
+        """The diffs, once a scorer asked for them (None before, or when the run failed)."""
+        return self._diffs
+
     def reference_copies(self) -> list[Path]:
         """The rerun's copy of the reference and the baseline's: the report names them as the
         reference."""

@@ -25,6 +25,8 @@ SCAN_DIR_PREFIX: Final = "scan_id="
 #: The end of a report folder's hidden name while it is built (``.scan_id=<id>.tmp``).
 BUILDING_SUFFIX: Final = ".tmp"
 SCORES_FILE: Final = "scores.json"
+#: The folder of a report (or a batch's sample) that keeps the evidence (docs/report.md).
+EVIDENCE_DIR: Final = "evidence"
 
 
 def new_scan_id() -> str:
@@ -61,6 +63,8 @@ class SessionResult:
     #: Further top-level keys of ``scores.json`` (``containment`` and ``run`` under
     #: ``pytest-scoring run``).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What ``rescore`` reads, by path under :data:`EVIDENCE_DIR` (``--evidence``).
+    evidence: dict[str, bytes] = field(default_factory=dict)
     scan_id: str = field(default_factory=new_scan_id)
     created: str = field(default_factory=now_iso)
 

@@ -101,6 +101,7 @@ def write_sample(
     """
     from pytest_scoring.core.encoding import encode_json
     from pytest_scoring.report.writer import encode_data_file
+    from pytest_scoring.report.writer import write_evidence
 
     staging = target.staging if target.staging.is_dir() else target.prepare()
     try:
@@ -108,6 +109,7 @@ def write_sample(
         texts = {name: encode_data_file(content, value_cap) for name, content in files}
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
+        write_evidence(staging, result.evidence)
         entry = encode_json(sample_entry(result, target))
         (staging / SAMPLE_FILE).write_text(entry, encoding="utf-8")
         write_page(staging, {SCORES_FILE: entry, **texts})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -23,6 +24,7 @@ from pytest_scoring.fs.leftovers import make_held
 from pytest_scoring.fs.leftovers import remove_leftovers
 from pytest_scoring.report.html import write_page
 from pytest_scoring.report.result import BUILDING_SUFFIX
+from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.report.result import SCAN_DIR_PREFIX
 from pytest_scoring.report.result import SCORES_FILE
 from pytest_scoring.report.result import SessionResult
@@ -72,6 +74,7 @@ def write_report(
         )
         for name, text in texts.items():
             (building / name).write_text(text, encoding="utf-8")
+        write_evidence(building, result.evidence)
         # The page pastes the text just written: no second encoding of the report.
         write_page(building, texts)
         scan.write(building, parquet)
@@ -88,6 +91,14 @@ def write_report(
         if lock is not None:
             os.close(lock)
     return final
+
+
+def write_evidence(folder: Path, evidence: Mapping[str, bytes]) -> None:
+    """Write the evidence files (``rescore``'s input) under ``folder/evidence/``."""
+    for name, data in evidence.items():
+        path = folder / EVIDENCE_DIR / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def _made(folder: Path) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -88,6 +89,9 @@ class ScoringContext:
     #: The evaluation's own runner (``run``'s: its user, environment, limits); None until
     #: :attr:`children` is first asked for one.
     runner: ChildRunner | None = None
+    #: Answers for a scorer instead of running it, when it answers at all: re-scoring's
+    #: check of what a report's evidence can decide (composite's children pass it too).
+    gate: Callable[[Scorer], Score | None] | None = None
 
     @property
     def children(self) -> ChildRunner:
@@ -113,8 +117,9 @@ class ScoringContext:
 
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
     """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""
+    gated = context.gate(scorer) if context.gate is not None else None
     try:
-        score = with_unscored(_reportable(scorer.score(context)))
+        score = with_unscored(gated if gated is not None else _reportable(scorer.score(context)))
     except Exception as error:  # a scorer must never take the session down
         context.errors.append(
             {

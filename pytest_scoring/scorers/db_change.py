@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from typing import Protocol
 
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import accuracy
@@ -184,6 +185,14 @@ class SessionDatabases:
         within the selector's time budget."""
         return stream_cut_rows(diff, self._started(), self.after(), budget)
 
+    def problem(self) -> str | None:
+        """Why no diff can be had (no start snapshot), or None."""
+        return self.start_error if self.before is None else None
+
+    def final_file(self, relpath: str) -> Path | None:
+        """The file holding a database's finish state."""
+        return self.after().files.get(relpath)
+
     def close(self) -> None:
         """Remove the snapshot copies (after scoring)."""
         if self._workdir is not None:
@@ -192,6 +201,77 @@ class SessionDatabases:
         if self._hold is not None:
             os.close(self._hold)
             self._hold = None
+
+
+class DatabaseInputs(Protocol):
+    """What ``db_change`` reads: the session's diff, taken live (:class:`SessionDatabases`) or
+    read from a report's evidence (:class:`StoredDatabases`), so that both score alike."""
+
+    settings: ScoringSettings
+
+    def problem(self) -> str | None:
+        """Why no diff can be had, or None."""
+        ...
+
+    def diff(self, shared: bool = True) -> dict[str, Any]:
+        """The diff, with examples (for the report)."""
+        ...
+
+    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+        """``diff`` with every changed row (for selectors)."""
+        ...
+
+    def unsearched(self) -> list[str]:
+        """Folders left out of discovery that hold a database."""
+        ...
+
+    def final_file(self, relpath: str) -> Path | None:
+        """The file holding a database's finish state, when at hand."""
+        ...
+
+
+class StoredDatabases:
+    """The session's diff as a report's evidence kept it (``pytest-scoring rescore``)."""
+
+    def __init__(
+        self,
+        settings: ScoringSettings,
+        full_diff: dict[str, Any] | None,
+        problem: str | None,
+        finals: Mapping[str, Path],
+    ):
+        """:param full_diff: the diff with every changed row; None when it was not kept.
+        :param problem: why it cannot be used, when it cannot.
+        :param finals: the kept final databases, by path in the diff (``--evidence all``).
+        """
+        self.settings = settings
+        self._full = full_diff
+        self._problem = problem
+        self._finals = dict(finals)
+
+    def problem(self) -> str | None:
+        return self._problem if self._full is None else None
+
+    def diff(self, shared: bool = True) -> dict[str, Any]:
+        assert self._full is not None, "problem() first"
+        return self._full
+
+    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+        return diff
+
+    def unsearched(self) -> list[str]:
+        return []
+
+    def final_file(self, relpath: str) -> Path | None:
+        return self._finals.get(relpath)
+
+
+def database_inputs(context: ScoringContext) -> DatabaseInputs:
+    """The context's database inputs: kept evidence when re-scoring, else the live session's."""
+    stored = context.resources.get(RESOURCE)
+    if isinstance(stored, StoredDatabases):
+        return stored
+    return SessionDatabases.of(context)
 
 
 class DbChangeScorer:
@@ -218,9 +298,10 @@ class DbChangeScorer:
         SessionDatabases.of(context).start()
 
     def score(self, context: ScoringContext) -> Score:
-        databases = SessionDatabases.of(context)
-        if databases.before is None:
-            return error_score(self.type, databases.start_error)
+        databases = database_inputs(context)
+        problem = databases.problem()
+        if problem is not None:
+            return error_score(self.type, problem)
         diff = databases.diff(shared=not self.interim_score)
         value_cap = databases.settings.value_cap
         context.report_files["diff.json"] = fit_diff(
@@ -270,7 +351,7 @@ class DbChangeScorer:
         evidence = find_evidence(
             seen,
             matches if matched else None,
-            lambda relpath: databases.after().files.get(relpath),
+            databases.final_file,
             mentioned_names(metadata["selector"]),
         )
         if evidence is not None:
