@@ -123,6 +123,8 @@ def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
     """What ``db_diff_change`` decided from, per reference rerun that gave its diffs: the
     reference's, the session's and the baseline's diffs, each with every row from the diff
     store, and the rerun's metadata."""
+    if not any(key.startswith("reference:") for key in context.resources):
+        return  # no db_diff_change: a plain session never loads the rerun's modules
     # Loaded only here: the rerun's module is loaded already when a session has one.
     from pytest_scoring.db.diff_store import BASELINE
     from pytest_scoring.db.diff_store import REFERENCE

@@ -26,9 +26,6 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.core.signals import interpreter_paths
 from pytest_scoring.core.signals import make_signal
-from pytest_scoring.evaluation.reruns import Rerun
-from pytest_scoring.evaluation.reruns import copies_of
-from pytest_scoring.evaluation.reruns import rerun_failures
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import last_result
 from pytest_scoring.kit.integrity import IntegrityWatch
@@ -41,6 +38,7 @@ from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.scorers.base import Scorer
 
 if TYPE_CHECKING:
+    from pytest_scoring.evaluation.reruns import Rerun
     from pytest_scoring.reference.expected import ExpectedTests
 
 __all__ = ["PLUGIN_NAME", "ScoringSession", "XdistCollection", "last_result", "repository_root"]
@@ -59,6 +57,8 @@ class ScoringSession:
         watch: IntegrityWatch,
         expected: ExpectedTests | None = None,
     ):
+        if settings.retries:  # loaded before any test runs, and only when asked for
+            import pytest_scoring.evaluation.reruns  # noqa: F401
         self.config = config
         self.repository = repository_root(config)
         prefix = id_prefix(config.rootpath, self.repository)
@@ -157,6 +157,9 @@ class ScoringSession:
         ended = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         if not retries or not ended or self.evaluation.interrupted:
             return []
+        from pytest_scoring.evaluation.reruns import copies_of
+        from pytest_scoring.evaluation.reruns import rerun_failures
+
         found: list[Signal] = []
 
         def take(rerun: Rerun) -> None:

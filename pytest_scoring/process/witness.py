@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from typing import Final
 
 from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import make_signal
-from pytest_scoring.kit.launch import NO_CHANNEL
-from pytest_scoring.kit.launch import NO_PYTEST
-from pytest_scoring.process.stream import ProbeState
-from pytest_scoring.process.supervisor import ChildExit
+
+if TYPE_CHECKING:  # types only: an in-process session loads neither the stream nor the supervisor
+    from pytest_scoring.process.stream import ProbeState
+    from pytest_scoring.process.supervisor import ChildExit
 
 #: Installed plugins that make pytest exit 1 with every test passed, and the line each
 #: writes to pytest's output when it does (registered name, pattern).
@@ -145,6 +146,9 @@ def not_started(state: ProbeState, ending: ChildEnding) -> NotStarted | None:
     """Why pytest never started its session, when it exited with an error before it did."""
     if state.start is not None or not ending.exited or ending.exit_code == 0:
         return None
+    from pytest_scoring.kit.launch import NO_CHANNEL  # the launcher's own statuses
+    from pytest_scoring.kit.launch import NO_PYTEST
+
     if ending.exit_code in (NO_PYTEST, NO_CHANNEL):
         return NotStarted(first_error_line(ending.output), unscored="infrastructure")
     line = first_error_line(ending.output) or f"pytest exited with status {ending.exit_code}"
