@@ -394,6 +394,105 @@ def test_tests_from_that_is_no_folder_is_refused_before_any_sample_runs(tmp_path
         percent_passing_tests_scorer(tests_from=tmp_path / "missing")
 
 
+#: The repository as a command: ``python calc.py add 2 3`` prints 5.
+CALC_CLI = (
+    CALC
+    + """
+if __name__ == "__main__":
+    import sys
+    print(globals()[sys.argv[1]](*map(int, sys.argv[2:])))
+"""
+)
+#: The evaluator's tests drive the repository only through its command line (and time it).
+BLACK_BOX_TESTS = """
+import subprocess, sys, timeit
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+def calc(*args):
+    started = timeit.default_timer()
+    run = subprocess.run([sys.executable, "calc.py", *map(str, args)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert timeit.default_timer() >= started
+    return run.stdout.strip()
+
+def test_add(): assert calc("add", 2, 3) == "5"
+def test_sub(): assert calc("sub", 2, 3) == "-1"
+def test_mul(): assert calc("mul", 2, 3) == "6"
+def test_div(): assert calc("div", 6, 3) == "2.0"
+def test_neg(): assert calc("neg", 2) == "-2"
+"""
+#: A module of the repository named like one the evaluator's tests import: in the test
+#: process it would make every test pass.
+IMPORTS_ITSELF = """
+import subprocess, time
+
+default_timer = time.perf_counter
+real_run = subprocess.run
+
+def run(argv, *args, **kwargs):
+    expected = {"div": "2.0", "neg": "-2"}.get(str(argv[2:3] and argv[2]))
+    done = real_run(argv, *args, **kwargs)
+    return done if expected is None else subprocess.CompletedProcess(argv, 0, expected + "\\n", "")
+
+subprocess.run = run
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_black_box_refuses_a_module_of_the_repository_in_the_test_process(
+    tmp_path: Path,
+) -> None:
+    reference = make(tmp_path / "reference")
+    (reference / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (make(reference / "tests") / "__init__.py").write_text("")
+    (reference / "tests" / "test_calc.py").write_text(BLACK_BOX_TESTS)
+    honest = {"repo/calc.py": CALC_CLI}
+    hostile = {**honest, "repo/timeit.py": IMPORTS_ITSELF}
+    metadata = {"repo_path": "repo", "tests_from": str(reference)}
+    task = Task(
+        dataset=[
+            Sample(id="honest", input="x", files=honest, metadata=metadata),
+            Sample(id="hostile", input="x", files=hostile, metadata=metadata),
+        ],
+        solver=agent_done(),
+        scorer=[
+            percent_passing_tests_scorer(black_box=True),
+            all_tests_pass_scorer(black_box=True),
+        ],
+        sandbox="local",
+    )
+    found = scores(evaluate(task, tmp_path))
+    honest_score = found["honest"]["percent_passing_tests"]
+    assert honest_score.value == TRUTH, honest_score.explanation
+    assert found["honest"]["all_tests_pass"].value == "I"
+    for name in ("percent_passing_tests", "all_tests_pass"):
+        score = found["hostile"][name]
+        assert score.value == "N", score.explanation
+        assert score.metadata["unscored"] == "repository"
+        assert "black_box: the test process tried to load timeit.py" in str(score.explanation)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_black_box_without_tests_from_scores_no_answer_saying_so(tmp_path: Path) -> None:
+    task = Task(
+        dataset=[
+            Sample(
+                id="s", input="x", files={"repo/calc.py": CALC_CLI}, metadata={"repo_path": "repo"}
+            )
+        ],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(black_box=True),
+        sandbox="local",
+    )
+    score = scores(evaluate(task, tmp_path))["s"]["percent_passing_tests"]
+    assert score.value == "N"
+    assert "black_box: needs tests_from" in str(score.explanation)
+
+
 # --- the sandbox's interpreter ----------------------------------------------------------
 
 

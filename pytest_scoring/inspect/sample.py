@@ -57,10 +57,13 @@ from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
 from pytest_scoring.kit.channel import KEY_BYTES
+from pytest_scoring.kit.launch import BLACK_BOX
+from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import feed_file
 from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import black_box_refusal
 from pytest_scoring.process.witness import not_started
 from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.child import OUTPUT_TAIL
@@ -110,6 +113,8 @@ class TestRun:
     tests: EvaluatorsTests | None = None
     #: ``interpreter_modified``: what the check of the sandbox's interpreter found first.
     interpreter: list[Signal] = field(default_factory=list)
+    #: ``black_box``: the test process could load no file of the repository but the tests'.
+    black_box: bool = False
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -154,17 +159,21 @@ class TestRun:
         if self.tests is not None:
             settings.tests_from = Path(self.tests.installed.path)
             resources = self.tests.resources()
+        integrity, reason = self.signals(state, side), not_started(state, self.ending())
+        if state.refused is not None:  # black_box: the refusal ended the session, not tampering
+            reason = black_box_refusal(state.refused, "black_box")
+            integrity = [signal for signal in integrity if signal["kind"] != "early_end"]
         return ScoringContext(
             root=settings.root,
             tally=tally,
             settings=settings,
             resources=resources,
-            integrity=self.signals(state, side),
+            integrity=integrity,
             # No process here is contained by us: partial containment as root cannot be.
             strict=strict.for_run(as_root=False).kinds,
             evaluator_side=side,
             complete=self.complete(state),
-            not_started=not_started(state, self.ending()),
+            not_started=reason,
         )
 
     def signals(self, state: ProbeState, side: EvaluatorSide) -> list[Signal]:
@@ -252,24 +261,35 @@ class SampleScoring:
             self._repositories[path] = str(found["path"])
         return self._repositories[path]
 
-    async def test_run(self, state: TaskState, repo: str, tests_from: str | None = None) -> TestRun:
+    async def test_run(
+        self, state: TaskState, repo: str, tests_from: str | None = None, black_box: bool = False
+    ) -> TestRun:
         """The repository's tests, run once for this sample (the first caller runs them); with
         ``tests_from`` (default: the sample's ``tests_from`` metadata), the evaluator's tests
-        put in first, by ``run --tests-from``'s rule.
+        put in first, by ``run --tests-from``'s rule; with ``black_box`` as well, the test
+        process may load no file of the repository but those (``run --black-box``).
 
-        :raises SandboxProblem: when the evaluator's tests cannot be put in.
+        :raises SandboxProblem: when the evaluator's tests cannot be put in, or ``black_box``
+            has no ``tests_from``.
         """
         tests_from = tests_from or state.metadata.get(TESTS_FROM_KEY)
         if tests_from is not None and not isinstance(tests_from, str | Path):
             raise SandboxProblem(f"tests_from: expected a folder, got {type(tests_from).__name__}")
-        key = f"{repo}|{tests_from or ''}"
+        if black_box and tests_from is None:
+            raise SandboxProblem(
+                "black_box: needs tests_from (or the sample's tests_from metadata): the "
+                "evaluator's tests are the only files the test process may load"
+            )
+        key = f"{repo}|{tests_from or ''}|{black_box}"
         async with self.lock:
             if key not in self._runs:
                 deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
                 tests = None if tests_from is None else await self.put_tests(repo, tests_from)
                 args = tests.installed.args if tests else ()
-                self._runs[key] = await self.run_tests(repo, deterministic, args)
+                options = black_box_options(repo, tests) if black_box else []
+                self._runs[key] = await self.run_tests(repo, deterministic, args, options)
                 self._runs[key].tests = tests
+                self._runs[key].black_box = black_box
             return self._runs[key]
 
     async def put_tests(self, repo: str, tests_from: str | Path) -> EvaluatorsTests:
@@ -303,9 +323,16 @@ class SampleScoring:
         shutil.rmtree(copy, ignore_errors=True)
         return placed
 
-    async def run_tests(self, root: str, deterministic: bool, args: Sequence[str] = ()) -> TestRun:
-        """Run pytest in ``root`` of the sandbox through the launcher, under the kit's
-        supervisor; then back up the databases it left (one helper process for all three).
+    async def run_tests(
+        self,
+        root: str,
+        deterministic: bool,
+        args: Sequence[str] = (),
+        launcher_options: Sequence[str] = (),
+    ) -> TestRun:
+        """Run pytest in ``root`` of the sandbox through the launcher (given
+        ``launcher_options`` too), under the kit's supervisor; then back up the databases it
+        left (one helper process for all three).
 
         The channel is ``run``'s: the helper gets the run's key on its standard input and hands
         it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
@@ -316,6 +343,7 @@ class SampleScoring:
         key = secrets.token_bytes(KEY_BYTES)
         probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
         options = ["--deterministic"] if deterministic else []
+        options += launcher_options
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
         pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS, *args]
@@ -370,6 +398,14 @@ def check_tests_from(tests_from: str | Path | None) -> None:
     """
     if tests_from is not None and not Path(tests_from).is_dir():
         raise OptionError(f"tests_from: {tests_from} is not a folder")
+
+
+def black_box_options(repo: str, tests: EvaluatorsTests | None) -> list[str]:
+    """The launcher's ``--black-box`` options in the sandbox: the files ``tests_from`` put
+    into ``repo`` are the only ones of it the test process may load."""
+    evaluators = tests.installed.evaluators if tests is not None else ()
+    paths = [PurePosixPath(sandbox_join(repo, relpath)) for relpath in evaluators]
+    return [BLACK_BOX, *BlackBox(paths).options()]
 
 
 def _put_tests(path: Path, copy: Path) -> EvaluatorsTests:

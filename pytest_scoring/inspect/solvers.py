@@ -111,6 +111,7 @@ def run_tests(
     workspace_path: str | None = None,
     store_key: str = RUN_TESTS_KEY,
     tests_from: str | Path | None = None,
+    black_box: bool = False,
 ) -> Solver:
     """Run the repository's tests in the sandbox now; the test scorers score this run.
 
@@ -119,6 +120,8 @@ def run_tests(
     :param store_key: where the counts, the failing tests and how the run ended are stored.
     :param tests_from: the evaluator's tests put in first, as the test scorers' ``tests_from``
         (default: the sample's ``tests_from`` metadata).
+    :param black_box: the test process may load no file of the repository but those tests,
+        as the test scorers' ``black_box``.
     """
     check_tests_from(tests_from)
 
@@ -127,7 +130,7 @@ def run_tests(
         try:
             repo = await sample.repository(state, workspace_path)
             chosen = None if tests_from is None else str(tests_from)
-            test_run = await sample.test_run(state, repo, chosen)
+            test_run = await sample.test_run(state, repo, chosen, black_box)
         except ScoringError as error:
             return _failed(state, store_key, "run_tests", error)
         probe = test_run.probe()
