@@ -25,6 +25,10 @@ from pathlib import Path
 import pytest
 from inspect_ai import Task
 from inspect_ai.dataset import Sample
+from inspect_ai.util import SandboxEnvironment
+from inspect_ai.util import SandboxEnvironmentConfigType
+from inspect_ai.util import sandboxenv
+from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from test_channel_attacks import PATCHES_THE_WRITER
 from test_channel_attacks import SUITE
 from test_inspect import BENCHJACK
@@ -38,6 +42,7 @@ from test_inspect import scores
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.inspect import all_tests_pass_scorer
+from pytest_scoring.inspect import percent_failing_tests_scorer
 from pytest_scoring.inspect import percent_passing_tests_scorer
 from pytest_scoring.inspect import sandbox_state_scorer
 from pytest_scoring.kit.sandbox import LEADS_OUT
@@ -491,6 +496,50 @@ def test_black_box_without_tests_from_scores_no_answer_saying_so(tmp_path: Path)
     score = scores(evaluate(task, tmp_path))["s"]["percent_passing_tests"]
     assert score.value == "N"
     assert "black_box: needs tests_from" in str(score.explanation)
+
+
+@sandboxenv(name="local_with_verifier")
+class LocalWithVerifier(LocalSandboxEnvironment):
+    """Two local sandboxes per sample: ``default`` (the agent's) and ``verifier``."""
+
+    @classmethod
+    async def sample_init(
+        cls, task_name: str, config: SandboxEnvironmentConfigType | None, metadata: dict[str, str]
+    ) -> dict[str, SandboxEnvironment]:
+        return {"default": LocalSandboxEnvironment(), "verifier": LocalSandboxEnvironment()}
+
+
+#: Tests that pass only where nothing of the agent's sandbox but the repository is.
+ONLY_THE_REPOSITORY = """
+from pathlib import Path
+def test_the_repository_is_here(): assert (Path.cwd() / "calc.py").is_file()
+def test_nothing_else_of_the_agents(): assert not (Path.cwd().parent / "left.txt").exists()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_verifier_sandbox_runs_the_tests_on_a_copy_of_the_repository_only(
+    tmp_path: Path,
+) -> None:
+    files = {"repo/calc.py": CALC, "repo/test_env.py": ONLY_THE_REPOSITORY, "left.txt": "x"}
+    task = Task(
+        dataset=[Sample(id="s", input="x", files=files, metadata={"repo_path": "repo"})],
+        solver=agent_done(),
+        scorer=[
+            percent_passing_tests_scorer(verifier_sandbox="verifier"),
+            all_tests_pass_scorer(),  # in the agent's sandbox
+            percent_failing_tests_scorer(verifier_sandbox="missing"),
+        ],
+        sandbox="local_with_verifier",
+    )
+    found = scores(evaluate(task, tmp_path))["s"]
+    verified = found["percent_passing_tests"]
+    assert verified.value == 100, verified.explanation
+    assert found["all_tests_pass"].value == "I"
+    missing = found["percent_failing_tests"]
+    assert missing.value == "N"
+    assert "verifier_sandbox: SandboxEnvironment 'missing'" in str(missing.explanation)
 
 
 # --- the sandbox's interpreter ----------------------------------------------------------

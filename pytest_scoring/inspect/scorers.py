@@ -191,6 +191,7 @@ def _tests_scorer(
     strict: str | Sequence[str],
     tests_from: str | Path | None,
     black_box: bool,
+    verifier_sandbox: str | None,
 ) -> Scorer:
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
@@ -199,7 +200,11 @@ def _tests_scorer(
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
         test_run = await sample.test_run(
-            state, repo, None if tests_from is None else str(tests_from), black_box
+            state,
+            repo,
+            None if tests_from is None else str(tests_from),
+            black_box,
+            verifier_sandbox,
         )
         if expected_tests is not None:
             expected = await expected_set(expected_tests, "expected_tests")
@@ -226,6 +231,7 @@ def all_tests_pass_scorer(
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
     black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
@@ -244,9 +250,18 @@ def all_tests_pass_scorer(
     :param black_box: with ``tests_from`` only: the test process may load no file of the
         repository but the evaluator's tests (``run --black-box``): one that does ends the
         session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine
+        image): only the files under the repository are copied there and the tests run there,
+        away from the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
     """
     return _tests_scorer(
-        tests.all_tests_pass_scorer(), repo_path, expected_tests, strict, tests_from, black_box
+        tests.all_tests_pass_scorer(),
+        repo_path,
+        expected_tests,
+        strict,
+        tests_from,
+        black_box,
+        verifier_sandbox,
     )
 
 
@@ -261,6 +276,7 @@ def percent_passing_tests_scorer(
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
     black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
@@ -271,6 +287,7 @@ def percent_passing_tests_scorer(
         strict,
         tests_from,
         black_box,
+        verifier_sandbox,
     )
 
 
@@ -285,6 +302,7 @@ def percent_failing_tests_scorer(
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
     black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
     tampering ``"N"`` counts as 100."""
@@ -295,6 +313,7 @@ def percent_failing_tests_scorer(
         strict,
         tests_from,
         black_box,
+        verifier_sandbox,
     )
 
 
@@ -313,6 +332,7 @@ def test_runner_scorer(
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
     black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
@@ -326,6 +346,7 @@ def test_runner_scorer(
         strict=strict,
         tests_from=tests_from,
         black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
     )
 
 
