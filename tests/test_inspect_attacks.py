@@ -21,10 +21,13 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
+from typing import ClassVar
 
 import pytest
 from inspect_ai import Task
 from inspect_ai.dataset import Sample
+from inspect_ai.util import ExecResult
 from inspect_ai.util import SandboxEnvironment
 from inspect_ai.util import SandboxEnvironmentConfigType
 from inspect_ai.util import sandboxenv
@@ -35,6 +38,7 @@ from test_inspect import BENCHJACK
 from test_inspect import HELPER
 from test_inspect import ROOT
 from test_inspect import agent_done
+from test_inspect import agent_runs
 from test_inspect import evaluate
 from test_inspect import make
 from test_inspect import sandbox_python  # noqa: F401 (a fixture)
@@ -44,6 +48,7 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.inspect import all_tests_pass_scorer
 from pytest_scoring.inspect import percent_failing_tests_scorer
 from pytest_scoring.inspect import percent_passing_tests_scorer
+from pytest_scoring.inspect import run_tests
 from pytest_scoring.inspect import sandbox_state_scorer
 from pytest_scoring.kit.sandbox import LEADS_OUT
 
@@ -540,6 +545,105 @@ def test_verifier_sandbox_runs_the_tests_on_a_copy_of_the_repository_only(
     missing = found["percent_failing_tests"]
     assert missing.value == "N"
     assert "verifier_sandbox: SandboxEnvironment 'missing'" in str(missing.explanation)
+
+
+@sandboxenv(name="pid_namespace")
+class PidNamespace(LocalSandboxEnvironment):
+    """A local sandbox whose commands run in a PID namespace with an init of its own
+    (``unshare --pid --fork --mount-proc``, as root): a container's processes, without one.
+    Every command it runs is recorded in :attr:`commands`."""
+
+    commands: ClassVar[list[list[str]]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        # An init with the sandbox's own command, as Compose's ``init: true`` and ``command``.
+        init = ["sh", "-c", "sleep infinity & wait"]
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", *init]
+        self.unshare = subprocess.Popen(argv)
+        self.init = 0
+
+    def inner(self) -> int:
+        """The namespace's init, as this machine numbers it."""
+        children = Path(f"/proc/{self.unshare.pid}/task/{self.unshare.pid}/children")
+        while not self.init:
+            found = children.read_text().split()
+            self.init = int(found[0]) if found else 0
+        return self.init
+
+    @classmethod
+    async def sample_init(
+        cls, task_name: str, config: SandboxEnvironmentConfigType | None, metadata: dict[str, str]
+    ) -> dict[str, SandboxEnvironment]:
+        return {"default": cls()}
+
+    @classmethod
+    async def sample_cleanup(
+        cls,
+        task_name: str,
+        config: SandboxEnvironmentConfigType | None,
+        environments: dict[str, SandboxEnvironment],
+        interrupted: bool,
+    ) -> None:
+        for environment in environments.values():
+            namespace = environment.as_type(PidNamespace)
+            os.kill(namespace.inner(), 9)  # its init: every process of the namespace goes
+            namespace.unshare.wait()
+        await super().sample_cleanup(task_name, config, environments, interrupted)
+
+    async def exec(
+        self, cmd: list[str], input: Any = None, cwd: str | None = None, **kwargs: Any
+    ) -> ExecResult[str]:
+        PidNamespace.commands.append(list(cmd))
+        folder = os.path.join(self.directory.name, cwd or "")  # nsenter --mount forgets it
+        entered = ["nsenter", f"--target={self.inner()}", "--pid", "--mount", f"--wd={folder}"]
+        return await super().exec([*entered, "--", *cmd], input=input, cwd=cwd, **kwargs)
+
+
+#: The agent leaves a daemon that keeps writing the file the tests check.
+LEAVES_A_WRITER = (
+    "setsid sh -c 'while :; do echo agent > repo/state.txt; sleep 0.05; done' "
+    ">/dev/null 2>&1 </dev/null &"
+)
+STATE_IS_THE_TESTS = """
+import time
+from pathlib import Path
+
+def test_the_state_is_what_the_test_wrote():
+    for _ in range(20):
+        Path("state.txt").write_text("tests")
+        time.sleep(0.1)
+        assert Path("state.txt").read_text() == "tests"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+@pytest.mark.usefixtures("sandbox_python")
+def test_in_a_container_what_the_agent_left_running_is_stopped_before_the_tests(
+    tmp_path: Path,
+) -> None:
+    files = {"repo/test_state.py": STATE_IS_THE_TESTS}
+    task = Task(
+        dataset=[Sample(id="s", input="x", files=files, metadata={"repo_path": "repo"})],
+        solver=[agent_runs([["sh", "-c", LEAVES_A_WRITER]]), run_tests()],
+        scorer=all_tests_pass_scorer(),
+        sandbox="pid_namespace",
+    )
+    log = evaluate(task, tmp_path)
+    score = scores(log)["s"]["all_tests_pass"]
+    assert score.value == "C", score.explanation
+    assert log.samples is not None
+    stopped = log.samples[0].store["run_tests"]["stopped"]
+    assert any("echo agent" in process["command"] for process in stopped), stopped
+    # What the sandbox ran: the helper's stop, in the batch of the run, before the run.
+    (batch,) = [
+        json.loads(cmd[-1])
+        for cmd in PidNamespace.commands
+        if "batch" in cmd[-2:] and any(step[0] == "run" for step in json.loads(cmd[-1]))
+    ]
+    steps = [step[0] for step in batch]
+    assert steps.index("stop") < steps.index("run"), steps
 
 
 # --- the sandbox's interpreter ----------------------------------------------------------

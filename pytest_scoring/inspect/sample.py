@@ -118,6 +118,8 @@ class TestRun:
     black_box: bool = False
     #: The sample's sandbox it ran in (None: the default one; else ``verifier_sandbox``).
     sandbox: str | None = None
+    #: ``{"pid", "command"}`` of each process the agent left running, stopped before the run.
+    stopped: list[dict[str, Any]] = field(default_factory=list)
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -390,15 +392,15 @@ class SampleScoring:
         run = kit.run_command(
             pytest, root, timeout, log=log, ends=OUTPUT_TAIL, grace=grace, stream=probe_file
         )
-        commands = [["interpreter"], run, kit.parts_command(probe_file)]
+        commands = [["interpreter"], kit.stop_command(), run, kit.parts_command(probe_file)]
         commands.append(snapshot_args(root, backups))
         seconds = timeout + grace + HELPER_TIMEOUT
         answers = await kit.batch(commands, timeout=seconds, secret=key.hex())
-        checked, answer, stream, databases = answers
+        checked, stopped, answer, stream, databases = answers
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
         test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
-        test_run.sandbox = sandbox_name
+        test_run.sandbox, test_run.stopped = sandbox_name, stopped["stopped"]
         test_run.interpreter = interpreter_signals(checked)
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))

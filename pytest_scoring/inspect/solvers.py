@@ -151,6 +151,7 @@ def run_tests(
                 "duration": test_run.run.duration,
                 "python": kit.python_version,
                 "pytest": kit.pytest_version,
+                "stopped": test_run.stopped,
                 **({"tests_from": test_run.tests.installed.to_json()} if test_run.tests else {}),
             },
         )
