@@ -22,6 +22,9 @@ no larger than Inspect lets it read (docs/inspect.md).
 * ``interpreter`` (the helper runs under ``-I``): the files of pytest, pluggy and iniconfig
   against what their installer recorded, and the startup files on the tests' path that no
   installer recorded (``pytest_scoring.inspect.interpreter`` reads the answer).
+* ``stop``: every process of a container sandbox but its init, its own command and this
+  helper's line stopped and killed before the tests (nothing in the evaluator's own PID
+  namespace: Inspect's ``local``).
 * ``pack`` / ``unpack``: a tree (or some of its folders) as a tar file cut into parts, and
   parts joined and unpacked; ``parts``: one file cut into parts.
 
