@@ -236,12 +236,12 @@ class SandboxKit:
 
     def stop_command(self) -> list[str]:
         """The helper's ``stop``: every process of the sandbox but its init, its own command
-        and the kit stopped before the tests; nothing when the sandbox is this machine (its
-        files are ours and its PID namespace is ours: Inspect's ``local``)."""
+        and the kit stopped before the tests; nothing when the sandbox's PID namespace is
+        this process's (Inspect's ``local``, or any sandbox that shares this machine's
+        processes: those are the evaluator's)."""
         here = ""
-        if self.shared:
-            with contextlib.suppress(OSError):
-                here = os.readlink("/proc/self/ns/pid")
+        with contextlib.suppress(OSError):
+            here = os.readlink("/proc/self/ns/pid")
         return ["stop", f"--host-namespace={here}"]
 
     def parts_command(self, path: str) -> list[str]:

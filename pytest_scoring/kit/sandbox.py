@@ -657,10 +657,14 @@ def stop(options: argparse.Namespace) -> dict[str, Any]:
     helper's line), so that nothing the agent left running acts during the tests: each is
     stopped (SIGSTOP, no forking away) and then killed, until none is left.
 
-    Nothing when ``--host-namespace`` is this PID namespace: the sandbox is the evaluator's
-    own machine (Inspect's ``local``), whose other processes are the evaluator's.
+    Nothing when ``--host-namespace`` is this PID namespace (the evaluator's processes are
+    here: Inspect's ``local``), nor when it cannot be told (no ``/proc``).
     """
-    if options.host_namespace and os.readlink("/proc/self/ns/pid") == options.host_namespace:
+    try:
+        here = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return {"stopped": [], "skipped": "no /proc: the sandbox's processes cannot be told"}
+    if here == options.host_namespace:  # empty: the evaluator has no /proc, so is not here
         return {"stopped": [], "skipped": "the evaluator's own PID namespace"}
     spared, stopped = _parents(os.getpid()), []
     for _ in range(STOP_ROUNDS):
