@@ -151,6 +151,9 @@ COLUMN_MEANINGS = {
     "`0` for `false`, `no` or text that is no number); a `N` counts as `0`, a "
     "[tampering `N`](scoring.md#strict-kinds) as its scorer's failed value (`I`; `0` for "
     "`percent_passing_tests`, `100` for `percent_failing_tests`)",
+    "flaky": "in the rows of the test scorers after reruns ([`--retries`](scoring.md#reruns)): "
+    "the session's flaky tests, each with every attempt's outcome, as JSON text "
+    "(`tests.flaky`); else null",
 }
 
 

@@ -76,7 +76,7 @@ def size_text(size: int) -> str:
 #: The counts inside ``total``, in the order every view shows them (docs/report.md).
 COUNTED: Final = ("passed", "failed", "error", "not_run", "missing")
 #: The counts outside ``total``: shown after it.
-NOT_COUNTED: Final = ("skipped", "xfailed", "xpassed", "extra")
+NOT_COUNTED: Final = ("skipped", "xfailed", "xpassed", "extra", "flaky")
 
 
 def shown_counts(counts: Mapping[str, Any], not_run: int, expected: bool) -> dict[str, int]:

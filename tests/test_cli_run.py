@@ -328,7 +328,7 @@ def test_keep_leaves_the_private_copy_and_says_where(repo: Path, tmp_path: Path)
     (line,) = [line for line in result.output.splitlines() if "private area is kept" in line]
     area = Path(line.rsplit(": ", 1)[1])
     try:
-        (written,) = area.glob("repo-*/repo/written.txt")
+        (written,) = area.glob("repo/repo/written.txt")
         assert written.read_text() == "by the tests"
         assert not (repo / "written.txt").exists()
     finally:

@@ -246,7 +246,10 @@ ERRORS = [
         [{"type": "db_diff_change", "test_patterns": ["tests/*.py", "../*.py"]}],
         "c.yaml: scorers[0].test_patterns[1]: '../*.py': '..' would leave the repository",
     ),
-    ({"scorer": []}, "c.yaml: unknown key 'scorer' (expected 'scorers', 'paths', 'exclude')"),
+    (
+        {"scorer": []},
+        "c.yaml: unknown key 'scorer' (expected 'scorers', 'paths', 'exclude', 'env')",
+    ),
     ({"scorers": []}, "c.yaml: scorers: expected a non-empty list"),
     (None, "c.yaml: scorers: expected a non-empty list"),
 ]

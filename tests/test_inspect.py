@@ -642,6 +642,47 @@ def test_a_forger_in_the_sandbox_cannot_write_the_probes_stream(tmp_path: Path) 
     assert "without the probe's end record" in signals["exit_mismatch"]
 
 
+PINNED_TESTS = """\
+import os, time
+
+def test_the_zone_is_utc():
+    assert os.environ["TZ"] == "UTC" and time.strftime("%Z") == "UTC"
+
+def test_the_locale_and_hash_seed_are_pinned():
+    assert os.environ["LC_ALL"] == os.environ["LANG"] == "C.UTF-8"
+    assert os.environ["PYTHONHASHSEED"] == "0"
+
+def test_no_bytecode_is_written_and_files_are_0644(tmp_path):
+    assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
+    (tmp_path / "f").write_text("x")
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_the_sandboxs_tests_get_the_pinned_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {"TZ": "Asia/Tokyo", "LC_ALL": "C", "PYTHONHASHSEED": "7"}.items():
+        monkeypatch.setenv(name, value)  # the sandbox's own (local: the evaluator's) values
+    os.umask(0o077)
+    try:
+        repo = make(tmp_path / "repo")
+        (repo / "test_pinned.py").write_text(PINNED_TESTS)
+        task = Task(
+            dataset=[Sample(id="repo", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)],
+            solver=agent_done(),
+            scorer=percent_passing_tests_scorer(),
+            sandbox="local",
+        )
+        score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+    finally:
+        os.umask(0o022)
+    assert score.value == 100, score.explanation
+    assert score.metadata["counts"]["passed"] == 3
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("sandbox_python")
 def test_filterwarnings_error_in_the_sandbox_keeps_the_examples_scores(tmp_path: Path) -> None:

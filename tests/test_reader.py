@@ -76,7 +76,7 @@ def test_results_df_gives_one_frame_per_scorer_with_decoded_values(tmp_path: Pat
 def test_results_df_reads_every_column_when_asked(tmp_path: Path) -> None:
     folder = write_scored(tmp_path, passed=1, failed=0)
     frame = results_df(folder, exclude_columns=[]).scanners["flag"]
-    assert len(frame.columns) == 59  # the recorder's 58 and counted_as
+    assert len(frame.columns) == 60  # the recorder's 58, counted_as and flaky
 
 
 def test_transcript_rows_equal_result_rows_for_one_row_per_scorer(tmp_path: Path) -> None:

@@ -227,6 +227,7 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
             time_limit=REFERENCE_SHARE * template.timeout,
             guard=FileGuard(),
             users=pool if any(job.user is not None for job in users) else None,
+            pinned={**settings.environment, **template.env},
         )
         notices: list[str] = []
         users = _checked_users(users, runner, notices)
@@ -339,6 +340,9 @@ def _options_digest(
         "limits": template.limits.to_spec(),
         "selector": settings.selector,
         "as_root": os.geteuid() == 0,
+        "env": dict(template.env),
+        "retries": settings.retries,
+        "flaky": settings.flaky,
     }
     files = [settings.config_file, settings.expected_source]
     files += [Path(plugin) for plugin in template.plugins if plugin.endswith(".py")]

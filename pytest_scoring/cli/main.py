@@ -375,6 +375,31 @@ class RunCommand(click.Command):
 )
 @click.option("--keep", is_flag=True, help="Keep the private area with the copy of REPO")
 @click.option(
+    "--retries",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Run each test that did not pass again, up to N times, each in a fresh contained "
+    "pytest process; a test whose attempts differ is flaky",
+)
+@click.option(
+    "--flaky",
+    default="fail",
+    show_default=True,
+    type=click.Choice(["fail", "pass", "exclude"]),
+    help="How a flaky test counts: fail (it must pass every attempt), pass (one passing "
+    "attempt is enough), exclude (left out of total, listed)",
+)
+@click.option(
+    "--env",
+    "env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Set a variable of the children's environment, over the pinned one (TZ=UTC, "
+    "LC_ALL=C.UTF-8, PYTHONHASHSEED=0…) (repeatable)",
+)
+@click.option(
     "--limit",
     "limits",
     multiple=True,
@@ -405,6 +430,9 @@ def run(
     expected_tests_drop_failing: bool,
     allow_empty: bool,
     keep: bool,
+    retries: int,
+    flaky: str,
+    env: tuple[str, ...],
     limits: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
@@ -428,6 +456,8 @@ def run(
     Example: pytest-scoring run REPO --tests-from reference/ --expected-tests ids.txt
     """
     from pytest_scoring.cli.request import RunRequest
+    from pytest_scoring.core.determinism import check_flaky_rule
+    from pytest_scoring.core.determinism import env_assignments
     from pytest_scoring.evaluation.options import parse_limits
 
     strict_kinds(strict)
@@ -462,6 +492,9 @@ def run(
         black_box=black_box,
         allow_empty=allow_empty,
         expected_tests_drop_failing=expected_tests_drop_failing,
+        env=env_assignments(env, "--env"),
+        retries=retries,
+        flaky=check_flaky_rule(flaky, "--flaky"),
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route

@@ -83,7 +83,9 @@ def print_report(content: dict[str, Any], folder: Path) -> None:
         shown.print(terminal.score_table(content))
         _print_plain(shown, terminal.signal_lines(signals, scores))
         dropped = terminal.dropped_line(content.get("tests"))
-        _print_plain(shown, [terminal.counts_line(content), *([dropped] if dropped else [])])
+        flaky = terminal.flaky_line(content.get("tests"))
+        lines = [terminal.counts_line(content), *(line for line in (dropped, flaky) if line)]
+        _print_plain(shown, lines)
     shown.print(f"complete: {'yes' if content.get('complete') else 'no'}")
     _print_plain(shown, [terminal.integrity_line(signals)])
     shown.print(f"report: {folder}")

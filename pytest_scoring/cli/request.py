@@ -9,6 +9,7 @@ import os
 import pkgutil
 import re
 import shutil
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Final
 
 import pytest_scoring
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import FlakyRule
+from pytest_scoring.core.determinism import check_retries
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import DEFAULT_STRICT
@@ -73,6 +77,12 @@ class RunRequest:
     #: ``--expected-tests-drop-failing``: with ``--tests-from``, a source folder's set may
     #: leave out the tests that fail there.
     expected_tests_drop_failing: bool = False
+    #: ``--env NAME=VALUE``: variables the children get over the pinned environment.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: ``--retries N``: how many times a test that did not pass runs again.
+    retries: int = 0
+    #: ``--flaky``: how a test whose attempts differ counts.
+    flaky: FlakyRule = DEFAULT_FLAKY
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
@@ -90,6 +100,7 @@ class RunRequest:
             raise OptionError(f"--timeout: {self.timeout:g} is not a positive number of seconds")
         if self.python is not None:
             self.python = _interpreter(self.python)
+        check_retries(self.retries, "--retries")
         if self.tests_from is not None:
             self.tests_from = _tests_folder(self.tests_from, self.repo)
         if self.expected_tests_drop_failing and self.tests_from is None:
@@ -218,6 +229,9 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
             "puts PATH's tests into the copy itself"
         )
     settings.tests_from = request.tests_from
+    # run's own --retries and --flaky win over --score-retries/--score-flaky after "--".
+    settings.retries = request.retries or settings.retries
+    settings.flaky = request.flaky if request.flaky != DEFAULT_FLAKY else settings.flaky
     # Nothing of the repository runs in this process: its caches are never an in-process
     # session's (docs/security.md#keeping-the-caches-clean).
     settings.cache_route = "evaluator"

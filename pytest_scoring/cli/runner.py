@@ -35,6 +35,8 @@ from typing import Final
 from pytest_scoring.cli.request import RunRequest
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
+from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
+from pytest_scoring.core.determinism import PINNED_UMASK
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.core.signals import EvaluatorSide
@@ -55,6 +57,9 @@ from pytest_scoring.evaluation.assemble import build_scorers
 from pytest_scoring.evaluation.assemble import check_scorer_settings
 from pytest_scoring.evaluation.hooks import evaluator_plugins
 from pytest_scoring.evaluation.options import ParsedArguments
+from pytest_scoring.evaluation.reruns import Rerun
+from pytest_scoring.evaluation.reruns import RerunCopy
+from pytest_scoring.evaluation.reruns import rerun_failures
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import ScoringTimedOut
 from pytest_scoring.evaluation.scoring import scoring_deadline
@@ -72,9 +77,12 @@ from pytest_scoring.process.children import read_tail
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.supervisor import ChildExit
 from pytest_scoring.process.users import UserPool
+from pytest_scoring.process.witness import INTERNAL_ERROR
 from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import NotStarted
 from pytest_scoring.process.witness import black_box_refusal
+from pytest_scoring.process.witness import internal_error
+from pytest_scoring.process.witness import internal_error_line
 from pytest_scoring.process.witness import not_started
 from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.baseline import BaselineRun
@@ -267,6 +275,7 @@ def _runner(
         guard=FileGuard(job.shared.fingerprints if job else None),
         # The session as the evaluator (--user root): the other runs are the evaluator's too.
         users=users if user is not None else None,
+        pinned={**settings.environment, **request.env},  # --env wins over the configuration
     )
     if job is not None:  # the interpreter the jobs' users can run, and its environment
         runner.environment = dict(job.shared.environment)
@@ -288,7 +297,7 @@ def _tally(
     :param drop_failing: ``--expected-tests-drop-failing``.
     :raises OptionError: for a set that cannot be read or run.
     """
-    tally = OutcomeTally()
+    tally = OutcomeTally(flaky_rule=settings.flaky)
     if expected is None and settings.expected_source is not None:
         expected = load_expected_set(settings, drop_failing, runner)
     if expected is not None:
@@ -413,8 +422,13 @@ def _run(
     integrity, side = _integrity(
         state, ended, ending, evaluation.tally, problems, parsed.stops_early, trusted, witnessed
     )
+    reruns = 0
+    if settings.retries and _may_rerun(ended, state, exceeded):
+        reruns, integrity, side = _rerun(request, parsed, evaluation, deadline, integrity, side)
     evaluation.context.integrity, evaluation.context.evaluator_side = integrity, side
-    evaluation.context.not_started = _renamed_reason(not_started(state, ending), evaluation.names)
+    evaluation.context.not_started = _renamed_reason(
+        not_started(state, ending) or _internal_error(state, ending), evaluation.names
+    )
     # The evaluator's own stop (its -x) leaves tests unrun: the run is not complete either.
     stopped_by_evaluator = any(signal["kind"] == "early_end" for signal in side.caused)
     evaluation.interrupted = not session_complete(ended, state) or stopped_by_evaluator
@@ -434,9 +448,9 @@ def _run(
         )
     pytest_error = _pytest_error(ended, state, child.log, evaluation.names)
     if job is not None:  # a repository that hung or did not run scores "N" in a batch
-        evaluation.withheld = evaluation.withheld or _run_failure(
-            ended, pytest_error, request.timeout
-        )
+        failure = _run_failure(ended, pytest_error, request.timeout)
+        if evaluation.withheld is None and failure is not None:  # what the repository did
+            evaluation.withheld, evaluation.withheld_as = failure, "repository"
     _score_in_time(evaluation, max(deadline - time.monotonic(), grace_period(request.timeout)))
     result = evaluation.result
     assert result is not None
@@ -446,6 +460,8 @@ def _run(
         containment_reason="; ".join(problems) or None,
         run=_run_section(request.python or sys.executable, runner, ended, state, measured.versions),
     )
+    if settings.retries:
+        result.extra["run"].update(retries=settings.retries, reruns=reruns, flaky=settings.flaky)
     if installed is not None:
         result.extra["tests_from"] = installed.to_json()
     result.provenance["inputs"] = {**result.provenance["inputs"], "repository": measured.digest}
@@ -459,6 +475,82 @@ def _run(
         notices=_notices(runner, state),
         pytest_error=pytest_error,
     )
+
+
+def _internal_error(state: ProbeState, ending: ChildEnding) -> NotStarted | None:
+    """pytest ended its session with an INTERNALERROR (its exit status and the probe's end
+    record both say 3): the session is incomplete and the test scores ``"N"``, as by every
+    route."""
+    if ending.exit_code != INTERNAL_ERROR or state.exit_status() not in (INTERNAL_ERROR, None):
+        return None
+    if state.start is None:
+        return None
+    state.tally.broken = True
+    return internal_error(internal_error_line(ending.output))
+
+
+def _may_rerun(ended: ChildExit, state: ProbeState, exceeded: str | None) -> bool:
+    """Reruns follow a session that ended as pytest meant it to, within every limit."""
+    within = exceeded is None and state.refused is None and not state.past_max_tests
+    return within and session_complete(ended, state)
+
+
+def _rerun(
+    request: RunRequest,
+    parsed: ParsedArguments,
+    evaluation: Evaluation,
+    deadline: float,
+    integrity: list[Signal],
+    side: EvaluatorSide,
+) -> tuple[int, list[Signal], EvaluatorSide]:
+    """``--retries``: the tests that did not pass, run again in fresh copies; every rerun's
+    signals join the session's (docs/scoring.md#reruns).
+
+    :returns: how many reruns ran, and the signals and the evaluator's side with theirs.
+    """
+    settings, found, caused = evaluation.settings, list(integrity), list(side.caused)
+
+    def take(rerun: Rerun) -> None:
+        signals, its_side = _integrity(
+            rerun.state,
+            rerun.ended,
+            rerun.ending,
+            rerun.state.tally,
+            [],
+            parsed.stops_early,
+            rerun.trusted,
+            rerun.witnessed,
+        )
+        found.extend(signals)
+        caused.extend(its_side.caused)
+
+    tests_from = None
+    if settings.tests_from is not None:
+        path = settings.tests_from
+        tests_from = (path, evaluation.names.get(str(path), str(path)))
+
+    def fresh_copy(attempt: int) -> RerunCopy:
+        runner = evaluation.context.children
+        path, placed = copy_repository(runner, request.repo, tests_from, f"rerun-{attempt}")
+        if placed is None:
+            return RerunCopy(path, parsed.pytest_args)
+        installed = placed.installed
+        black_box = None
+        if request.black_box:
+            evaluator = [path / relpath for relpath in installed.evaluators]
+            black_box = BlackBox(evaluator, [request.repo])
+        return RerunCopy(
+            path,
+            [*installed.args, *parsed.pytest_args],
+            frozenset(installed.evaluators),
+            FilesWitness.start(path, installed.evaluators),
+            black_box,
+        )
+
+    latest = deadline - grace_period(request.timeout)
+    done = rerun_failures(evaluation, settings.retries, fresh_copy, take, latest, parsed.ignored)
+    side = EvaluatorSide(paths=side.paths, caused=tuple(caused))
+    return done, cap_signals(found, side), side
 
 
 def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:
@@ -577,6 +669,20 @@ def _run_section(
         "cpu_time": ended.cpu_time,
         "probe_lines_rejected": state.rejected,
         "child_claimed": {key: start.get(key) for key in versions} if state.start else None,
+        **pinned_section(runner),
+    }
+
+
+def pinned_section(runner: ChildRunner) -> dict[str, Any]:
+    """What the children's environment was pinned to (``run.pinned``, ``run.umask``) and
+    the names the evaluator set (``run.env``: their values may be secrets, never written)."""
+    if runner.pinned is None:
+        return {}
+    environment = runner.child_environment()
+    return {
+        "pinned": {name: environment[name] for name in PINNED_ENVIRONMENT},
+        "umask": f"{PINNED_UMASK:04o}",
+        "env": sorted(runner.pinned),
     }
 
 

@@ -11,9 +11,14 @@ import math
 from collections.abc import Callable
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from typing import final
 
 from pytest_scoring.core.score import CORRECT
+from pytest_scoring.core.score import INFRASTRUCTURE
+from pytest_scoring.core.score import NOANSWER
+from pytest_scoring.core.score import UNSCORED_KEY
+from pytest_scoring.core.score import UNSCORED_KINDS
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import counted_value
 from pytest_scoring.core.score import value_to_float
@@ -83,3 +88,32 @@ def threshold_accuracy(threshold: float, inclusive: bool = True, scale: float = 
 def compute_metrics(metrics: Sequence[Metric], scores: Sequence[Score]) -> dict[str, float]:
     """Every metric's value over the given scores, keyed by metric name."""
     return {metric.name: metric(scores) for metric in metrics}
+
+
+def unscored_kind(score: Score) -> str | None:
+    """A ``"N"``'s ``metadata.unscored`` (``infrastructure`` when it says none); None for a
+    score with a value."""
+    if score.get("value") != NOANSWER:
+        return None
+    metadata = score.get("metadata")
+    kind = metadata.get(UNSCORED_KEY) if isinstance(metadata, dict) else None
+    return kind if kind in UNSCORED_KINDS else INFRASTRUCTURE
+
+
+def denominators(metrics: Sequence[Metric], scores: Sequence[Score]) -> dict[str, Any]:
+    """One scorer's metrics over two denominators (docs/scoring.md#two-denominators):
+
+    * ``all``: every sample, each ``"N"`` as 0 (or its ``counted_as``);
+    * ``scored``: every sample but those the evaluator failed (``infrastructure``); a
+      ``tampering`` or ``repository`` ``"N"`` still counts as 0, so that no metric rewards a
+      repository for not being scored;
+
+    with the number of samples in each and of each kind of ``"N"``.
+    """
+    kinds = [unscored_kind(score) for score in scores]
+    scored = [score for score, kind in zip(scores, kinds, strict=True) if kind != INFRASTRUCTURE]
+    return {
+        "all": {"samples": len(scores), **compute_metrics(metrics, scores)},
+        "scored": {"samples": len(scored), **compute_metrics(metrics, scored)},
+        "unscored": {kind: kinds.count(kind) for kind in UNSCORED_KINDS},
+    }

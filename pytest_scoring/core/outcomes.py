@@ -22,6 +22,10 @@ from typing import NotRequired
 from typing import Protocol
 from typing import TypedDict
 
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import FlakyRule
+from pytest_scoring.core.determinism import flaky_outcome
+from pytest_scoring.core.determinism import is_flaky
 from pytest_scoring.core.rule import MESSAGE_CAP
 from pytest_scoring.core.rule import OUTCOMES
 from pytest_scoring.core.rule import SILENT
@@ -49,6 +53,8 @@ class TestRecord(TypedDict):
     subtests: NotRequired[dict[str, int]]
     #: The outcome the expected set asked for, when there is one and it lists the test.
     expected: NotRequired[ExpectedOutcome]
+    #: Every attempt's outcome, the session's first, when the test was rerun (``--retries``).
+    attempts: NotRequired[list[Outcome]]
 
 
 class PhaseRecord(TypedDict, total=False):
@@ -87,6 +93,8 @@ class Counts(TypedDict):
     #: missing when an expected set lists them.
     not_run: int
     total: int
+    #: Flaky tests left out of ``total`` (``--flaky exclude``; only after reruns).
+    flaky: NotRequired[int]
 
 
 class RunReport(Protocol):
@@ -104,6 +112,12 @@ class RunReport(Protocol):
     def user_properties(self) -> list[tuple[str, object]]: ...
     @property
     def longrepr(self) -> object: ...
+
+
+def _finished(state: TestState) -> bool:
+    """The test's attempt is over: its teardown reported, it errored in setup, or its outcome
+    was given whole (JUnit)."""
+    return state.finished or state.direct is not None or state.setup == "error"
 
 
 def short_longrepr(longrepr: object) -> str | None:
@@ -174,6 +188,13 @@ class OutcomeTally:
     expected: Mapping[str, ExpectedOutcome] | None = None
     #: What the report says about the set's source (``{"source", "tests", "dropped"}``).
     expected_source: dict[str, Any] | None = None
+    #: Every attempt's outcome of each test rerun (``--retries``; the session's first), by id.
+    attempts: dict[str, list[Outcome]] = field(default_factory=dict)
+    #: How a test whose attempts differ counts (``--flaky``).
+    flaky_rule: FlakyRule = DEFAULT_FLAKY
+    #: The session broke off (an INTERNALERROR): a test whose teardown never reported did
+    #: not finish and counts as not run, whichever hook saw its last phase first.
+    broken: bool = False
     #: Put before every id: the rootdir's path relative to the repository root (``"sub/"``),
     #: so that ids do not move when a repository moves pytest's rootdir with an ini file.
     id_prefix: str = ""
@@ -317,6 +338,46 @@ class OutcomeTally:
         self.tests[nodeid] = TestState(direct=outcome, duration=duration, messages=messages)
         self._changes += 1
 
+    def rerun_ids(self) -> list[str]:
+        """The collected tests to run again (``--retries``): those that did not pass (failed,
+        errored or never ran) in their latest attempt; with an expected set, its tests only."""
+        self._fold_pending()
+        wanted = self.expected
+        latest = {nodeid: tries[-1] for nodeid, tries in self.attempts.items()}
+        ids = []
+        for nodeid in sorted(self.collected):
+            if wanted is not None and nodeid not in wanted:
+                continue
+            outcome = latest.get(nodeid) or self._first_attempt(nodeid)
+            counted = outcome if wanted is None else judged(outcome, wanted[nodeid])
+            if counted in ("failed", "error"):
+                ids.append(nodeid)
+        return ids
+
+    def _first_attempt(self, nodeid: str) -> Outcome:
+        """The session's own outcome of a test: a test that never ran failed."""
+        state = self._tests.get(nodeid)
+        outcome = state.final() if state is not None else None
+        return "failed" if outcome is None else outcome
+
+    def record_attempt(self, nodeid: str, outcome: Outcome | None) -> None:
+        """One more attempt of a test, from a rerun (``--retries``); a test the rerun never
+        ran failed that attempt."""
+        self._fold_pending()
+        tries = self.attempts.setdefault(nodeid, [self._first_attempt(nodeid)])
+        tries.append("failed" if outcome is None else outcome)
+        self._changes += 1
+
+    def flaky(self) -> dict[str, list[Outcome]]:
+        """The tests whose attempts differ, with every attempt's outcome (``tests.flaky``)."""
+        return {nodeid: list(tries) for nodeid, tries in self.attempts.items() if is_flaky(tries)}
+
+    def _excluded(self) -> set[str]:
+        """Flaky tests ``--flaky exclude`` leaves out of ``total``."""
+        if self.flaky_rule != "exclude":
+            return set()
+        return set(self.flaky())
+
     def outcome_of(self, nodeid: str) -> Outcome | None:
         """The final outcome of one test, or None when none arrived."""
         return self._finished().get(nodeid)
@@ -331,8 +392,10 @@ class OutcomeTally:
         return list(self._memoized("not_run", self._not_run))
 
     def _not_run(self) -> list[str]:
-        finished = self._finished()
-        return sorted(nodeid for nodeid in self.collected if nodeid not in finished)
+        finished, excluded = self._finished(), self._excluded()
+        return sorted(
+            nodeid for nodeid in self.collected if nodeid not in finished and nodeid not in excluded
+        )
 
     def counted_not_run(self) -> int:
         """How many of the tests counted in ``total`` never ran: every one without an
@@ -349,7 +412,12 @@ class OutcomeTally:
     def missing(self) -> list[str]:
         """Expected tests with no final outcome (not collected, deselected, not run…)."""
         finished = self._finished()
-        return [nodeid for nodeid in self.expected or {} if nodeid not in finished]
+        excluded = self._excluded()
+        return [
+            nodeid
+            for nodeid in self.expected or {}
+            if nodeid not in finished and nodeid not in excluded
+        ]
 
     def extra(self) -> list[str]:
         """Tests with an outcome that the expected set does not list (none without a set)."""
@@ -363,8 +431,15 @@ class OutcomeTally:
         return finished
 
     def _final_outcomes(self) -> dict[str, Outcome]:
-        finals = ((nodeid, state.final()) for nodeid, state in self._tests.items())
-        return {nodeid: outcome for nodeid, outcome in finals if outcome is not None}
+        states = [
+            (key, state)
+            for key, state in self._tests.items()
+            if not self.broken or _finished(state)
+        ]
+        finals = {nodeid: state.final() for nodeid, state in states}
+        for nodeid, tries in self.attempts.items():
+            finals[nodeid] = flaky_outcome(tries, self.flaky_rule)
+        return {nodeid: outcome for nodeid, outcome in finals.items() if outcome is not None}
 
     def _memoized(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, computed once for the tally as it is now.
@@ -374,7 +449,13 @@ class OutcomeTally:
         folded in, test id collected or expected set given makes every answer stale.
         """
         self._fold_pending()
-        state = (self._changes, len(self._tests), len(self.collected), id(self.expected))
+        state = (
+            self._changes,
+            len(self._tests),
+            len(self.collected),
+            id(self.expected),
+            self.broken,
+        )
         if state != self._memo_state:
             self._memo, self._memo_state = {}, state
         if name not in self._memo:
@@ -382,6 +463,8 @@ class OutcomeTally:
         return self._memo[name]
 
     def _judge(self, nodeid: str, outcome: Outcome | None) -> Outcome | Literal["missing"] | None:
+        if nodeid in self._excluded():
+            return None
         if self.expected is None:
             return "failed" if outcome is None and nodeid in self.collected else outcome
         if nodeid not in self.expected:
@@ -391,8 +474,9 @@ class OutcomeTally:
     def records(self) -> list[TestRecord]:
         """Every test with a known outcome, in the order first seen."""
         records: list[TestRecord] = []
-        for nodeid, outcome in self._finished().items():
-            state = self._tests[nodeid]
+        excluded = {nodeid: self.attempts[nodeid][-1] for nodeid in self._excluded()}
+        for nodeid, outcome in {**self._finished(), **excluded}.items():
+            state = self._tests.get(nodeid) or TestState()
             record: TestRecord = {
                 "nodeid": nodeid,
                 "outcome": outcome,
@@ -406,6 +490,8 @@ class OutcomeTally:
                 record["subtests"] = dict(sorted(state.subtests.items()))
             if self.expected is not None and nodeid in self.expected:
                 record["expected"] = self.expected[nodeid]
+            if nodeid in self.attempts:
+                record["attempts"] = list(self.attempts[nodeid])
             records.append(record)
         return records
 
@@ -429,7 +515,11 @@ class OutcomeTally:
                 if observed == "xpassed":
                     tally["xpassed"] += 1
             not_run = self.not_run()
-        return {
+        excluded = self._excluded()
+        if self.expected is not None:  # an excluded expected test is neither pass nor miss
+            for nodeid in excluded & self.expected.keys():
+                tally[judged(None, self.expected[nodeid])] -= 1
+        counts: Counts = {
             "passed": tally["passed"],
             "failed": tally["failed"],
             "error": tally["error"],
@@ -441,6 +531,9 @@ class OutcomeTally:
             "not_run": len(not_run),
             "total": tally["passed"] + tally["failed"] + tally["error"] + tally["missing"],
         }
+        if self.attempts:
+            counts["flaky"] = len(excluded)
+        return counts
 
     def ids_with(self, outcome: Outcome | Literal["missing"]) -> list[str]:
         """Test ids that count as ``outcome``: judged against the expected set when there is one."""
@@ -475,6 +568,8 @@ class OutcomeTally:
         """The ``tests`` section of ``scores.json``."""
         section: dict[str, Any] = {"counts": self.counts(), "tests": self.records()}
         section["not_run"] = self.not_run()
+        if self.attempts:
+            section["flaky"] = self.flaky()
         if self.expected is not None:
             section["missing"] = self.missing()
             section["extra"] = self.extra()

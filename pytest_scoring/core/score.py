@@ -22,9 +22,15 @@ NOANSWER: Final = "N"
 #: signal of a strict kind proved that the repository shaped its own outcomes.
 UNSCORED_KEY: Final = "unscored"
 TAMPERING: Final = "tampering"
-#: ... ``repository``: the repository gave nothing to score (pytest could not start on its
-#: configuration, or it has no test).
+#: ... ``repository``: what the scored code caused (a timeout, a crash, an INTERNALERROR,
+#: pytest unable to start on its configuration, no test, a diff no selector could read).
 REPOSITORY: Final = "repository"
+#: ... ``infrastructure``: the evaluator's own failure (a scorer that crashed, a reference
+#: rerun that did not run, the evaluator's files changed, an interrupt). The only kind the
+#: ``scored`` denominator leaves out (docs/scoring.md#two-denominators).
+INFRASTRUCTURE: Final = "infrastructure"
+#: Every value of ``metadata.unscored``.
+UNSCORED_KINDS: Final = (TAMPERING, REPOSITORY, INFRASTRUCTURE)
 #: ``metadata.detects``: the scorer is a detector, its ``"C"`` a finding (docs/configuration.md).
 DETECTS_KEY: Final = "detects"
 #: ``metadata.counted_as`` of a ``"N"``: the value it counts as in every metric (a tampering
@@ -76,15 +82,32 @@ def make_score(
     }
 
 
-def error_score(scorer: str, error: BaseException | str, **metadata: Any) -> Score:
-    """A ``"N"`` (no answer) score for a scorer that could not decide."""
+def error_score(
+    scorer: str, error: BaseException | str, unscored: str = INFRASTRUCTURE, **metadata: Any
+) -> Score:
+    """A ``"N"`` (no answer) score for a scorer that could not decide.
+
+    :param unscored: what caused it (``metadata.unscored``): by default the evaluator's side.
+    """
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return make_score(
         NOANSWER,
         scorer,
         explanation=f"{scorer} could not score: {message}",
-        metadata={"error": message, **metadata},
+        metadata={"error": message, UNSCORED_KEY: unscored, **metadata},
     )
+
+
+def with_unscored(score: Score) -> Score:
+    """``score``, a ``"N"`` given ``metadata.unscored`` when its scorer (a plugin's) gave
+    none: not knowing the cause, the evaluator's side."""
+    metadata = score.get("metadata")
+    if score.get("value") != NOANSWER:
+        return score
+    metadata = metadata if isinstance(metadata, dict) else {}
+    if metadata.get(UNSCORED_KEY) in UNSCORED_KINDS:
+        return score
+    return {**score, "metadata": {**metadata, UNSCORED_KEY: INFRASTRUCTURE}}
 
 
 def counted_value(score: Score) -> Value:

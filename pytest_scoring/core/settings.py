@@ -14,6 +14,8 @@ from typing import Any
 from typing import Final
 from typing import Literal
 
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import FlakyRule
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import StrictKinds
@@ -105,6 +107,13 @@ class ScoringSettings:
     #: The part of the evaluator's caches this session uses (default: the one ``run`` never
     #: reads; ``run`` sets its own).
     cache_route: CacheRoute = "in-process"
+    #: The configuration's ``env:`` table: variables ``run``'s children get over the pinned
+    #: environment (``--env`` wins over it).
+    environment: dict[str, str] = field(default_factory=dict)
+    #: ``--retries``/``--score-retries``: how many times a test that did not pass runs again.
+    retries: int = 0
+    #: ``--flaky``/``--score-flaky``: how a test whose attempts differ counts.
+    flaky: FlakyRule = DEFAULT_FLAKY
 
     def scored_places(self) -> list[Path]:
         """The repository, its copy, the reference and the report root: folders a scored

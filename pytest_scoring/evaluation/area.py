@@ -220,16 +220,20 @@ class EvaluatorsTests:
 
 
 def copy_repository(
-    runner: ChildRunner, repo: Path, tests_from: tuple[Path, str] | None = None
+    runner: ChildRunner,
+    repo: Path,
+    tests_from: tuple[Path, str] | None = None,
+    folder: str = "repo",
 ) -> tuple[Path, EvaluatorsTests | None]:
     """The private copy of REPO that is scored, owned by the children's user; with
     ``--tests-from``, its tests made PATH's before any of its code runs.
 
     :param tests_from: PATH (its private copy) and how the report names it.
+    :param folder: the folder of the area it goes in (a rerun's copy has its own).
     :raises OptionError: when REPO cannot be copied (an unreadable file, a full disk), or
         PATH's tests cannot be put in.
     """
-    copy = runner.workspace("repo") / repo.name
+    copy = runner.workspace(folder, numbered=False) / repo.name
     _copy(repo, copy, "REPO")
     placed = None if tests_from is None else _put_tests(*tests_from, copy)
     runner.give(copy)

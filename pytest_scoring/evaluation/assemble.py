@@ -84,6 +84,7 @@ def _configured_scorers(
     settings.notes.extend(loaded.notes)
     # The configuration is the evaluator's: its folders are relative to the repository root.
     settings.db_exclude += [settings.root / folder for folder in loaded.exclude]
+    settings.environment.update(loaded.env)
     return loaded.scorers
 
 

@@ -14,6 +14,8 @@ from typing import Any
 from typing import Protocol
 from typing import TypeVar
 
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import FLAKY_RULES
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 
 _Number = TypeVar("_Number", int, float)
@@ -64,6 +66,10 @@ fail_under_type: Callable[[str], float] = _number_type(
 #: ``--score-selector-timeout``: a positive number of seconds.
 seconds_type: Callable[[str], float] = _number_type(
     float, lambda value: value > 0, "a number of seconds", "a positive number of seconds"
+)
+#: ``--score-retries``: a whole number of reruns, from 0.
+retries_type: Callable[[str], int] = _number_type(
+    int, lambda value: value >= 0, "a whole number of reruns", "a number of reruns of 0 or more"
 )
 #: ``--score-value-cap``: a whole number of bytes, at least 1.
 value_cap_type: Callable[[str], int] = _number_type(
@@ -182,6 +188,22 @@ def add_options(parser: OptionParser) -> None:
         action="store_true",
         dest="score_deterministic",
         help="Patch salt and token generators to fixed values during the session",
+    )
+    group.addoption(
+        "--score-retries",
+        dest="score_retries",
+        metavar="N",
+        type=retries_type,
+        default=0,
+        help="Run each test that did not pass again, up to N times, in a fresh contained "
+        "pytest process (no ini setting)",
+    )
+    group.addoption(
+        "--score-flaky",
+        dest="score_flaky",
+        choices=FLAKY_RULES,
+        default=DEFAULT_FLAKY,
+        help="How a test whose attempts differ counts: fail, pass or exclude (no ini setting)",
     )
     group.addoption(
         "--score-db-reset",

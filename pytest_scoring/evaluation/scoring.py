@@ -25,7 +25,7 @@ from typing import Protocol
 from typing import runtime_checkable
 
 from pytest_scoring.core.outcomes import OutcomeTally
-from pytest_scoring.core.score import UNSCORED_KEY
+from pytest_scoring.core.score import INFRASTRUCTURE
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
@@ -314,8 +314,8 @@ class Evaluation:
             self._stoppable(lambda: outcome.append(run_scorer(scorer, self.context)))
             if outcome:
                 return outcome[0]
-        cause = {UNSCORED_KEY: self.withheld_as} if self.withheld_as and not self.stopped else {}
-        score = error_score(scorer.type, self.stopped or self.withheld or "", **cause)
+        cause = self.withheld_as if self.withheld_as and not self.stopped else INFRASTRUCTURE
+        score = error_score(scorer.type, self.stopped or self.withheld or "", cause)
         self.context.scores[scorer.name] = score
         return score
 

@@ -23,6 +23,7 @@ from typing import Protocol
 from typing import TypeVar
 from typing import cast
 
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
 from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
@@ -217,6 +218,9 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         markdown=_path_setting(config, "score_markdown").path(),
         fail_under=_number_setting(config, "score_fail_under", fail_under_type),
         deterministic=bool(_option_or_ini(config, "score_deterministic")),
+        # No ini twins: a repository must not rerun its own failures until they pass.
+        retries=int(config.getoption("score_retries") or 0),
+        flaky=config.getoption("score_flaky") or DEFAULT_FLAKY,
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,

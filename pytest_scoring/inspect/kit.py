@@ -178,6 +178,7 @@ class SandboxKit:
         outside: str | None = None,
         grace: float = 0.0,
         stream: str | None = None,
+        umask: int | None = None,
     ) -> list[str]:
         """The helper's ``run`` of ``argv`` in ``cwd`` under the kit's supervisor: SIGINT at
         ``timeout``, SIGKILL ``grace`` seconds later, and everything it started, in any session,
@@ -187,6 +188,7 @@ class SandboxKit:
         :param ends: bytes of the head and tail of each output the answer carries.
         :param outside: a folder (the repository) that cannot shadow the command: no entry of
             ``PATH`` or ``PYTHONPATH`` inside it or relative, and ``PYTHONSAFEPATH=1``.
+        :param umask: the command's file mode creation mask (the sandbox's own without it).
         :param stream: ``argv`` is the launcher: the probe's stream goes to this new file of
             the sandbox, the key from the batch's ``secret``.
         """
@@ -200,6 +202,8 @@ class SandboxKit:
             args.append(f"--stream-out={stream}")
         if outside is not None:
             args.append(f"--outside={outside}")
+        if umask is not None:
+            args.append(f"--umask={umask:03o}")
         args += [f"--env={name}={value}" for name, value in (env or {}).items()]
         return [*args, "--", *argv]
 

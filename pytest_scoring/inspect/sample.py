@@ -35,6 +35,8 @@ from inspect_ai.solver import TaskState
 from inspect_ai.util import SandboxEnvironment
 from inspect_ai.util import sandbox
 
+from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
+from pytest_scoring.core.determinism import PINNED_UMASK
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import cap_text
@@ -377,7 +379,8 @@ class SampleScoring:
         The channel is ``run``'s: the helper gets the run's key on its standard input and hands
         it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
         name, which the helper saves once the run's whole tree is gone. No path and no
-        variable names either (docs/inspect.md#trust).
+        variable names either (docs/inspect.md#trust). The tests get ``run``'s pinned
+        environment and umask (docs/scoring.md#determinism).
         """
         kit = await self.kit(sandbox_name)
         key = secrets.token_bytes(KEY_BYTES)
@@ -390,7 +393,15 @@ class SampleScoring:
         log = kit.path("pytest.log")
         grace = grace_period(timeout)
         run = kit.run_command(
-            pytest, root, timeout, log=log, ends=OUTPUT_TAIL, grace=grace, stream=probe_file
+            pytest,
+            root,
+            timeout,
+            env=dict(PINNED_ENVIRONMENT),
+            umask=PINNED_UMASK,
+            log=log,
+            ends=OUTPUT_TAIL,
+            grace=grace,
+            stream=probe_file,
         )
         commands = [["interpreter"], kit.stop_command(), run, kit.parts_command(probe_file)]
         commands.append(snapshot_args(root, backups))

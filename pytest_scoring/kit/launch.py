@@ -55,6 +55,7 @@ import json
 import os
 import platform
 import sys
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,9 @@ BLACK_BOX, EVALUATOR_PATH = "--black-box", "--evaluator-path="
 REPOSITORY_PATH = "--repository-path="
 #: The same, for pytest-xdist's workers (``integrity.BLACK_BOX_VARIABLE``).
 BLACK_BOX_VARIABLE = "PYTEST_SCORING_BLACK_BOX"
+#: ``--only=FILE``: a file of test ids, one a line; the session runs those only (a rerun of
+#: ``--retries``), the others deselected after every other plugin's selection.
+ONLY = "--only="
 #: The channel's options: inherited descriptors (no path names the channel).
 STREAM_FD, KEY_FD = "--stream-fd=", "--key-fd="
 #: This file's folder, which holds the channel and the probe and is never on ``sys.path``
@@ -134,6 +138,8 @@ def main(argv: Sequence[str]) -> int:
         args += ["-p", DETERMINISTIC]  # by name: pytest-xdist's workers load it too
     ignored = [option[len(IGNORE) :] for option in options if option.startswith(IGNORE)]
     plugins.append(EvaluatorNames(ignored, getattr(integrity, "read_ini", None)))
+    for path in _values(options, ONLY):
+        plugins.append(only_tests(pytest, path))
     if BLACK_BOX in options:
         places = {"evaluator": _values(options, EVALUATOR_PATH)}
         places["repository"] = _values(options, REPOSITORY_PATH)
@@ -143,6 +149,21 @@ def main(argv: Sequence[str]) -> int:
         os.environ[BLACK_BOX_VARIABLE] = json.dumps(places)  # for pytest-xdist's workers
     sys.argv = ["pytest", *pytest_args]  # pytest's messages name "pytest", as users know them
     return int(pytest.main(args + list(pytest_args), plugins=plugins))
+
+
+def only_tests(pytest: Any, path: str) -> Any:
+    """A plugin that keeps only the tests the file at ``path`` names (``--only``)."""
+    with open(path, encoding="utf-8") as listed:
+        wanted = {line.rstrip("\n") for line in listed if line.strip()}
+
+    def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+        dropped = [item for item in items if item.nodeid not in wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid in wanted]
+
+    hook = pytest.hookimpl(trylast=True)(pytest_collection_modifyitems)
+    return types.SimpleNamespace(pytest_collection_modifyitems=hook)
 
 
 def make_non_dumpable() -> str | None:

@@ -220,6 +220,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             "pass_fds": descriptors,
             "timeout": options.timeout,
             "grace": options.grace,
+            "umask": options.umask,
         }
         try:
             ended = _supervise(spec, [out.fileno(), errors.fileno(), *descriptors])
@@ -694,6 +695,7 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--stdout", required=True)
     command.add_argument("--stderr", required=True)
     command.add_argument("--env", action="append", default=[])
+    command.add_argument("--umask", type=lambda text: int(text, 8), help="octal, e.g. 022")
     command.add_argument("--outside", help="the repository, kept out of PATH and PYTHONPATH")
     command.add_argument("--ends", type=int, default=0, help="bytes of head and tail shown")
     command.add_argument("argv", nargs=argparse.REMAINDER)

@@ -106,10 +106,12 @@ def become_subreaper() -> str | None:
     return None
 
 
-def _prepare_child(limits: dict[str, int]) -> Callable[[], None]:
+def _prepare_child(limits: dict[str, int], umask: int | None) -> Callable[[], None]:
     """What runs in the child between fork and exec (after the user was switched)."""
 
     def prepare() -> None:
+        if umask is not None:
+            os.umask(umask)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # an ignored SIGINT would be inherited
         for key, value in limits.items():
@@ -222,7 +224,7 @@ class Supervision:
             stderr=int(spec["stderr_fd"]),
             pass_fds=passed,
             start_new_session=True,
-            preexec_fn=_prepare_child(limits),
+            preexec_fn=_prepare_child(limits, spec.get("umask")),
             **switch,
         )
 

@@ -26,6 +26,9 @@ from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import early_end_signal
 from pytest_scoring.core.signals import interpreter_paths
 from pytest_scoring.core.signals import make_signal
+from pytest_scoring.evaluation.reruns import Rerun
+from pytest_scoring.evaluation.reruns import copies_of
+from pytest_scoring.evaluation.reruns import rerun_failures
 from pytest_scoring.evaluation.scoring import Evaluation
 from pytest_scoring.evaluation.scoring import last_result
 from pytest_scoring.kit.integrity import IntegrityWatch
@@ -33,6 +36,8 @@ from pytest_scoring.kit.integrity import ini_signals
 from pytest_scoring.kit.integrity import relative_inside
 from pytest_scoring.kit.integrity import repository_root
 from pytest_scoring.kit.integrity import stop_reason
+from pytest_scoring.process.witness import internal_error
+from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.scorers.base import Scorer
 
 if TYPE_CHECKING:
@@ -56,7 +61,8 @@ class ScoringSession:
     ):
         self.config = config
         self.repository = repository_root(config)
-        tally = OutcomeTally(id_prefix=id_prefix(config.rootpath, self.repository))
+        prefix = id_prefix(config.rootpath, self.repository)
+        tally = OutcomeTally(id_prefix=prefix, flaky_rule=settings.flaky)
         if expected is not None:
             tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         self.evaluation = Evaluation(
@@ -104,6 +110,14 @@ class ScoringSession:
         self.evaluation.interrupted = interrupted
         self.stopped_by = excinfo if interrupted else None
 
+    @pytest.hookimpl
+    def pytest_internalerror(self, excrepr: object) -> None:
+        """pytest's session ends with an INTERNALERROR: it did not complete, and the test
+        scores are ``"N"`` saying so, as by every route (docs/scoring.md#broken-sessions)."""
+        lines = [line.strip() for line in str(excrepr).splitlines() if line.strip()]
+        self.evaluation.interrupted = self.tally.broken = True
+        self.evaluation.context.not_started = internal_error(lines[-1] if lines else None)
+
     # trylast: score after other plugins' sessionfinish (e.g. junitxml has its tally).
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -112,7 +126,10 @@ class ScoringSession:
             # the evaluator's interpreter: what they do is never the repository's tampering.
             side = EvaluatorSide(paths=interpreter_paths(self.repository))
             self.evaluation.context.evaluator_side = side
-            self.evaluation.context.integrity = self._integrity(session, side)
+            reruns = self._rerun(session, exitstatus)
+            self.evaluation.context.integrity = cap_signals(
+                [*self._integrity(session, side), *reruns], side
+            )
             self.evaluation.score()
             self.evaluation.report(self._junit_xml())
         if self.evaluation.stopped is not None:
@@ -132,6 +149,22 @@ class ScoringSession:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _rerun(self, session: pytest.Session, exitstatus: int) -> list[Signal]:
+        """``--score-retries``: the tests that did not pass, run again in fresh copies of the
+        repository after a session that ended as pytest meant it to; the reruns' signals."""
+        retries = self.evaluation.settings.retries
+        ended = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        if not retries or not ended or self.evaluation.interrupted:
+            return []
+        found: list[Signal] = []
+
+        def take(rerun: Rerun) -> None:
+            found.extend([*rerun.state.integrity, *witness_signals(rerun.state, rerun.ending)])
+
+        fresh_copy = copies_of(self.evaluation, self.repository, self.config.rootpath)
+        rerun_failures(self.evaluation, retries, fresh_copy, take)
+        return found
 
     def _integrity(self, session: pytest.Session, side: EvaluatorSide) -> list[Signal]:
         """Every signal of the session: the watch's (workers' included), the ini's, the end's."""

@@ -28,6 +28,8 @@ from pathlib import PurePath
 from typing import IO
 from typing import Final
 
+from pytest_scoring.core.determinism import PINNED_UMASK
+from pytest_scoring.core.determinism import pinned_environment
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.fs.guard import FileGuard
 from pytest_scoring.kit import LAUNCHER
@@ -143,6 +145,10 @@ class ChildRunner:
     #: Give children a private ``HOME`` and ``TMPDIR`` (``run``: nothing of one repository is
     #: seen by another); in process they keep the evaluator's.
     private_folders: bool = False
+    #: The pinned environment and umask (``run``; docs/scoring.md#determinism), with what the
+    #: evaluator set over it (``--env``, the configuration's ``env``); None: in process, the
+    #: children get the evaluator's environment as it is.
+    pinned: dict[str, str] | None = None
     #: The longest any child may run (``run --timeout`` leaves time to score); None: no cap.
     time_limit: float | None = None
     #: Fingerprints of the evaluator's files, checked before scoring (``run`` only).
@@ -180,6 +186,7 @@ class ChildRunner:
             environment=self.environment,
             area=area,
             private_folders=self.private_folders,
+            pinned=self.pinned,
             time_limit=self.time_limit,
             guard=self.guard,
             exits=self.exits,
@@ -188,19 +195,24 @@ class ChildRunner:
         runner._disk, runner._owned_area, runner._another_run = self._disk, True, True
         return runner
 
-    def folder(self, name: str) -> Path:
-        """A new folder only the evaluator can read (snapshots, logs, pristine copies)."""
+    def folder(self, name: str, numbered: bool = True) -> Path:
+        """A new folder only the evaluator can read (snapshots, logs, pristine copies).
+
+        :param numbered: named ``NAME-N``, N counting the runner's folders; else ``NAME``
+            (made once per runner: the children's copy and ``HOME``, whose paths the tests
+            see, at the same place in every run).
+        """
         if self.area is None:
             self.area = Path(tempfile.mkdtemp(prefix="pytest-scoring-"))
             self._owned_area = True
         self._count += 1
-        folder = self.area / f"{name}-{self._count}"
+        folder = self.area / (f"{name}-{self._count}" if numbered else name)
         folder.mkdir(mode=0o700)
         return folder
 
-    def workspace(self, name: str) -> Path:
+    def workspace(self, name: str, numbered: bool = True) -> Path:
         """A new folder the children's user owns and may write (a copy they run in)."""
-        folder = self.folder(name)
+        folder = self.folder(name, numbered)
         if self.area is not None and self.user is not None:
             # The area lets the children's user through, without listing it.
             self.area.chmod(0o711)
@@ -234,12 +246,15 @@ class ChildRunner:
 
     def _home_and_tmp(self) -> tuple[Path, Path]:
         if self._homes is None:
-            self._homes = (self.workspace("home"), self.workspace("tmp"))
+            self._homes = (self.workspace("home", numbered=False), self.workspace("tmp", False))
         return self._homes
 
     def child_environment(self) -> dict[str, str]:
-        """The evaluator's captured environment, with the children's private folders."""
+        """The evaluator's captured environment, pinned where the runner pins it, with the
+        children's private folders."""
         environment = dict(self.environment)
+        if self.pinned is not None:
+            environment = pinned_environment(environment, self.pinned)
         if self.private_folders:
             home, tmp = self._home_and_tmp()
             environment.update(HOME=str(home), TMPDIR=str(tmp))
@@ -260,6 +275,7 @@ class ChildRunner:
         grace: float | None = None,
         tally: OutcomeTally | None = None,
         black_box: BlackBox | None = None,
+        only: Sequence[str] | None = None,
     ) -> PytestChild:
         """Start pytest in ``cwd`` through the launcher, its probe streaming to us.
 
@@ -270,6 +286,8 @@ class ChildRunner:
         :param tally: where the outcomes go (default: a new one, in the child's state).
         :param black_box: ``--black-box``: the test process loads no file of ``cwd`` (nor of
             the repository's other copies) but the evaluator's.
+        :param only: the ids (relative to pytest's rootdir) of the only tests to run, the
+            others deselected (a rerun of ``--retries``).
         """
         key = secrets.token_bytes(KEY_BYTES)
         log = self.folder("pytest") / "output.txt"
@@ -281,6 +299,8 @@ class ChildRunner:
         options += [f"{launch.IGNORE}{name}" for name in ignored_options]
         if black_box is not None:
             options += [launch.BLACK_BOX, *black_box.options()]
+        if only is not None:
+            options.append(f"{launch.ONLY}{self._id_file(only)}")
         argv = [*self.launcher_command(*options), "--", *args]
         try:
             with _new_file(log) as output:
@@ -296,6 +316,7 @@ class ChildRunner:
                     limits=self.limits,
                     pass_fds=[write_end, key_end],
                     cgroup=self.user is not None,
+                    umask=self._umask(),
                 )
                 supervisor = self._start(spec)
         except BaseException:
@@ -332,6 +353,7 @@ class ChildRunner:
             user=self.user,
             limits=self.limits,
             cgroup=self.user is not None,
+            umask=self._umask(),
         )
         supervisor = self._start(spec)
         try:
@@ -342,6 +364,20 @@ class ChildRunner:
             raise
         self._ended(supervisor, ended)
         return ended
+
+    def _id_file(self, ids: Sequence[str]) -> Path:
+        """A file of test ids the children can read, not write."""
+        folder = self.folder("only")
+        path = folder / "ids.txt"
+        path.write_text("".join(f"{nodeid}\n" for nodeid in ids), encoding="utf-8")
+        path.chmod(0o644)
+        folder.chmod(0o755)
+        if self.area is not None and self.user is not None:
+            self.area.chmod(0o711)
+        return path
+
+    def _umask(self) -> int | None:
+        return None if self.pinned is None else PINNED_UMASK
 
     def _start(self, spec: ChildSpec) -> Supervisor:
         supervisor = Supervisor(spec)

@@ -136,6 +136,8 @@ class ChildSpec:
     pass_fds: Sequence[int] = ()
     #: A cgroup of its own for the child's tree where cgroup v2 allows (a user of its own).
     cgroup: bool = False
+    #: The child's file mode creation mask (None: the supervisor's own).
+    umask: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +152,7 @@ class ChildSpec:
             "user": None if self.user is None else {"uid": self.user.uid, "gid": self.user.gid},
             "limits": self.limits.to_spec(own_user=self.user is not None),
             "cgroup": self.cgroup,
+            "umask": self.umask,
         }
 
 

@@ -162,6 +162,35 @@ def not_started(state: ProbeState, ending: ChildEnding) -> NotStarted | None:
     return NotStarted(f"pytest could not start on the repository's configuration: {line}")
 
 
+#: pytest's exit status after an INTERNALERROR (``pytest.ExitCode.INTERNAL_ERROR``).
+INTERNAL_ERROR: Final = 3
+#: What pytest puts before every line of an INTERNALERROR's traceback.
+INTERNAL_ERROR_PREFIX: Final = "INTERNALERROR>"
+
+
+def internal_error(exception: str | None) -> NotStarted:
+    """Why the test scores are ``"N"`` when pytest ended its session with an INTERNALERROR:
+    the same words by every route (docs/scoring.md#broken-sessions). What the scored code
+    caused: ``unscored: "repository"``.
+
+    :param exception: the error's last line (``SystemError: boom``), when known.
+    """
+    said = f" ({exception[:REASON_CHARS]})" if exception else ""
+    return NotStarted(
+        f"pytest stopped its session with an INTERNALERROR{said}: the session did not complete",
+        unscored="repository",
+    )
+
+
+def internal_error_line(output: str) -> str | None:
+    """The last ``INTERNALERROR>`` line of pytest's output (the exception), or None."""
+    found = None
+    for line in output.splitlines():
+        if line.startswith(INTERNAL_ERROR_PREFIX) and line[len(INTERNAL_ERROR_PREFIX) :].strip():
+            found = line[len(INTERNAL_ERROR_PREFIX) :].strip()
+    return found
+
+
 def first_error_line(output: str) -> str:
     """pytest's own first error line in its output: a usage error (``pytest: error: …``),
     an ``ERROR: …`` line, the exception of a conftest that failed to import (``E   …``), or

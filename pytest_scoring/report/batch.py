@@ -20,7 +20,9 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.core.metrics import compute_metrics
+from pytest_scoring.core.metrics import denominators
 from pytest_scoring.core.outcomes import OutcomeTally
+from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.score import is_tampering
 from pytest_scoring.errors import ReportError
@@ -97,16 +99,20 @@ class BatchResult:
     def metrics(self) -> dict[str, dict[str, float]]:
         """Each scorer's metrics over the samples that have its score."""
         return {
-            scorer.name: compute_metrics(
-                scorer.metrics,
-                [
-                    sample["scores"][scorer.name]
-                    for sample in self.samples
-                    if scorer.name in sample["scores"]
-                ],
-            )
+            scorer.name: compute_metrics(scorer.metrics, self._scores_of(scorer.name))
             for scorer in self.scorers
         }
+
+    def denominators(self) -> dict[str, dict[str, Any]]:
+        """Each scorer's metrics over ``all`` samples and the ``scored`` ones, with the
+        counts of each kind of ``"N"`` (:func:`~pytest_scoring.core.metrics.denominators`)."""
+        return {
+            scorer.name: denominators(scorer.metrics, self._scores_of(scorer.name))
+            for scorer in self.scorers
+        }
+
+    def _scores_of(self, name: str) -> list[Score]:
+        return [sample["scores"][name] for sample in self.samples if name in sample["scores"]]
 
     def scores_json(self) -> dict[str, Any]:
         """The content of ``scores.json`` (format 2)."""
@@ -116,6 +122,7 @@ class BatchResult:
             "created": self.created,
             "complete": self.complete,
             "metrics": self.metrics(),
+            "denominators": self.denominators(),
             "samples": self.samples,
             "errors": self.errors,
             "batch": self.batch,

@@ -41,6 +41,7 @@ from pytest_scoring.kit.integrity import find_ini
 from pytest_scoring.kit.integrity import hooks_in_source
 from pytest_scoring.kit.integrity import ini_signals
 from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.process.witness import internal_error
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.provenance import provenance
 from pytest_scoring.report.result import SessionResult
@@ -140,9 +141,11 @@ class _Suite:
 class _JUnitFile(BoundedParser):
     """One JUnit file read as a stream: each ``<testsuite>`` is handed on when it ends."""
 
-    def __init__(self, budget: ReadBudget, on_suite: Callable[[_Suite], None]):
+    def __init__(
+        self, budget: ReadBudget, on_suite: Callable[[_Suite], None], modules: _ModuleFiles
+    ):
         super().__init__()
-        self.budget, self.on_suite = budget, on_suite
+        self.budget, self.on_suite, self.modules = budget, on_suite, modules
         self.suites: list[_Suite] = []
         self.case: _Entry | None = None
         #: The text of the result element being read while its message is wanted, and how
@@ -157,9 +160,9 @@ class _JUnitFile(BoundedParser):
             self.suites.append(_Suite(attributes.get("name"), attributes.get("tests"), self.depth))
         elif tag == "testcase" and self._in_suite():
             self.budget.take_case()
-            nodeid = case_nodeid(
-                attributes.get("name", ""), attributes.get("classname"), attributes.get("file")
-            )
+            name, classname = attributes.get("name", ""), attributes.get("classname")
+            file = attributes.get("file") or self.modules.file_of(classname)
+            nodeid = case_nodeid(name, classname, file)
             status = attributes.get("status", "").lower()
             time = _seconds(attributes.get("time"))
             self.case = _Entry(nodeid, status in _NOT_RUN_STATUSES, time)
@@ -253,6 +256,48 @@ def case_nodeid(name: str, classname: str | None, file: str | None) -> str:
     return "::".join(part for part in (file, classname, name) if part)
 
 
+@dataclass
+class _ModuleFiles:
+    """The test file a dotted classname names (``tests.test_more.LastTests`` ->
+    ``tests/test_more.py``), looked up once per classname under the repository: pytest's JUnit
+    writes no ``file``, and the other routes' ids name the file (docs/scoring.md#junit)."""
+
+    #: The repository (None: ids stay as the XML writes them).
+    root: Path | None
+    _found: dict[str, str | None] = field(default_factory=dict)
+
+    def file_of(self, classname: str | None) -> str | None:
+        """The longest leading part of ``classname`` that is a ``.py`` file of the
+        repository (never through a link), as a relative path; None when there is none."""
+        if self.root is None or not classname:
+            return None
+        if classname not in self._found:
+            self._found[classname] = self._lookup(classname.split("."))
+        return self._found[classname]
+
+    def _lookup(self, parts: list[str]) -> str | None:
+        assert self.root is not None
+        for end in range(len(parts), 0, -1):
+            relpath = "/".join(parts[:end]) + ".py"
+            if all(parts[:end]) and _plain_file(self.root, relpath):
+                return relpath
+        return None
+
+
+def _plain_file(root: Path, relpath: str) -> bool:
+    """``relpath`` is a regular file under ``root`` with no link on the way."""
+    path = root
+    for part in relpath.split("/"):
+        path = path / part
+        if path.is_symlink():
+            return False
+    return path.is_file()
+
+
+#: pytest's JUnit entry for an INTERNALERROR: no test, the session's own end.
+INTERNAL_CASE: Final = "pytest::internal"
+
+
 @dataclass(slots=True)
 class _Result:
     """One test's outcome as one file says it."""
@@ -274,6 +319,8 @@ class JUnitReading:
     conflicts: list[Signal] = field(default_factory=list)
     #: The files whose reading stopped at a bound (docs/security.md#bounds).
     cuts: list[Cut] = field(default_factory=list)
+    #: pytest's session ended with an INTERNALERROR: its exception's line (or ``""``).
+    internal_error: str | None = None
     #: The file each test's counted outcome comes from.
     _source: dict[str, Path] = field(default_factory=dict, repr=False)
 
@@ -283,6 +330,9 @@ class JUnitReading:
         test's own run may write files into the folder being read (issue 26)."""
         tests = self.tally.tests
         for nodeid, result in results.items():
+            if nodeid == INTERNAL_CASE and result.outcome == "error":
+                self.internal_error = _last_line(result.message)
+                continue
             earlier = tests.get(nodeid)
             if earlier is not None:
                 previous = earlier.final()
@@ -312,6 +362,11 @@ class JUnitReading:
             return None
 
 
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
 def read_junit(
     paths: Sequence[Path], root: Path | None = None, budget: ReadBudget | None = None
 ) -> JUnitReading:
@@ -328,8 +383,9 @@ def read_junit(
     :raises JUnitError: naming the file that is missing, empty, malformed or not JUnit.
     """
     reading, budget = JUnitReading(root), budget or ReadBudget()
+    modules = _ModuleFiles(root)
     for path in paths:
-        _FileFold(path, budget).read(reading)
+        _FileFold(path, budget).read(reading, modules)
     return reading
 
 
@@ -342,8 +398,8 @@ class _FileFold:
         self.suite_of: dict[str, int] = {}  # test id -> the suite of this file that had it first
         self.suites = 0
 
-    def read(self, reading: JUnitReading) -> None:
-        parser = _JUnitFile(self.budget, self.add_suite)
+    def read(self, reading: JUnitReading, modules: _ModuleFiles) -> None:
+        parser = _JUnitFile(self.budget, self.add_suite, modules)
         with open_regular(self.path) as source:
             cut = parser.feed(self.path, source, self.budget.bytes)
         parser.flush()
@@ -424,13 +480,15 @@ def score_junit(
     context = ScoringContext(root=repository, tally=tally, integrity=integrity, strict=strict.kinds)
     if reading.cuts:
         context.not_started = NotStarted(_cut_reason(reading.cuts))
+    elif reading.internal_error is not None:
+        context.not_started, context.complete = internal_error(reading.internal_error), False
     scores = run_scorers(scorers, context)
     return SessionResult(
         repository=str(repository),
         scorers=scorers,
         scores=scores,
         tests=tally.to_json(),
-        complete=not any(error["traceback"] for error in context.errors),
+        complete=context.complete and not any(error["traceback"] for error in context.errors),
         errors=context.errors,
         integrity=integrity,
         provenance=provenance(

@@ -82,12 +82,15 @@ COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     # Ours, after the recorder's 58: what the row counted as in the metrics (a tampering
     # "N" counts as a failed sample, docs/scoring.md#metrics).
     ("counted_as", "string"),
+    # The session's flaky tests with every attempt's outcome, as JSON text, in the rows of the
+    # test scorers after reruns (``--retries``, docs/scoring.md#reruns); else null.
+    ("flaky", "string"),
 )
 
 
 def arrow_schema() -> pa.Schema:
     """The scan-result schema: the recorder's 58 columns (text columns as ``large_string``,
-    like the recorder), then ``counted_as``."""
+    like the recorder), then ``counted_as`` and ``flaky``."""
     import pyarrow as pa
 
     types = {

@@ -31,6 +31,7 @@ from pytest_scoring.fs.private import read_private_json
 from pytest_scoring.report.parquet import json_lines
 from pytest_scoring.report.parquet import write_parquet
 from pytest_scoring.scorers.base import Scorer
+from pytest_scoring.scorers.tests import TEST_SCORINGS
 from pytest_scoring.text import number_text
 
 if TYPE_CHECKING:
@@ -313,6 +314,7 @@ class ScanWriter:
             "value": value,
             "value_type": value_type,
             "counted_as": counted_as(score),
+            "flaky": _flaky(scorer, transcript),
             "answer": _text(score.get("answer")),
             "explanation": _text(score.get("explanation")),
             "metadata": _json(score.get("metadata") or {}),
@@ -344,6 +346,15 @@ class ScanWriter:
             "scan_tags": "[]",
             "scan_metadata": _json(dict(self.scan.metadata)),
         }
+
+
+def _flaky(scorer: Scorer, transcript: Transcript) -> str | None:
+    """The ``flaky`` column: a test scorer's row holds the session's flaky tests and their
+    attempts (``tests.flaky``) when tests were rerun; every other row null."""
+    flaky = transcript.tests.get("flaky")
+    if getattr(scorer, "type", None) not in TEST_SCORINGS or not isinstance(flaky, dict):
+        return None
+    return _json(flaky)
 
 
 def _tracebacks(transcript: Transcript) -> dict[str, str]:

@@ -113,6 +113,23 @@ def samples_line(content: dict[str, Any]) -> str:
     return f"repositories: {len(samples)}" + (f" ({', '.join(notes)})" if notes else "")
 
 
+#: How many flaky tests the terminal names (the report lists them all).
+FLAKY_SHOWN: Final = 3
+
+
+def flaky_line(tests: object) -> str | None:
+    """``flaky: 2 tests (tests/test_a.py::test_x failed, passed; …)`` after reruns, or None."""
+    flaky = tests.get("flaky") if isinstance(tests, dict) else None
+    if not isinstance(flaky, dict) or not flaky:
+        return None
+    shown = [
+        f"{nodeid} {', '.join(map(str, attempts)) if isinstance(attempts, list) else ''}"
+        for nodeid, attempts in list(flaky.items())[:FLAKY_SHOWN]
+    ]
+    more = f"; {len(flaky) - FLAKY_SHOWN} more" if len(flaky) > FLAKY_SHOWN else ""
+    return f"flaky: {plural(len(flaky), 'test')} ({'; '.join(shown)}{more})"
+
+
 def counts_line(content: Mapping[str, Any]) -> str:
     """``tests: 3 passed, 1 failed, 2 errors = 6 counted; not counted: 1 skipped`` from a
     ``scores.json``, in the one wording of :func:`~pytest_scoring.text.tests_text`."""

@@ -26,6 +26,7 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import DETECTS_KEY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
+from pytest_scoring.core.score import with_unscored
 from pytest_scoring.core.signals import EvaluatorSide
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class ScoringContext:
 def run_scorer(scorer: Scorer, context: ScoringContext) -> Score:
     """Run one scorer, turning any exception into a ``"N"`` score and an error entry."""
     try:
-        score = _reportable(scorer.score(context))
+        score = with_unscored(_reportable(scorer.score(context)))
     except Exception as error:  # a scorer must never take the session down
         context.errors.append(
             {

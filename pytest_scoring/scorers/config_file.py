@@ -24,10 +24,12 @@ from typing import Any
 from typing import Final
 from typing import final
 
+from pytest_scoring.core.determinism import env_assignments
 from pytest_scoring.documents import PARSERS
 from pytest_scoring.documents import DocumentError
 from pytest_scoring.documents import read_document
 from pytest_scoring.errors import ConfigError
+from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.fixture_file import fixture_scorers
@@ -43,7 +45,7 @@ RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
 ENTRY_KEYS: Final = ("type", "name", "detects")
 #: Keys a configuration file may have at its top level.
-TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude")
+TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env")
 #: Most scorers a configuration may list: past it the file is refused before any is checked.
 MAX_SCORERS: Final = 50_000
 #: The composite type, whose ``scorers`` parameter names other entries.
@@ -90,6 +92,19 @@ def _exclude_list(raw: Any, source: str) -> list[str]:
     if not isinstance(raw, list) or not all(isinstance(item, str) and item for item in raw):
         raise ConfigError(f"{source}: exclude: expected a list of folders such as ['vendor']")
     return list(raw)
+
+
+def _env_table(raw: Any, source: str) -> dict[str, str]:
+    """The ``env:`` table: variables the children of ``run`` get over the pinned environment
+    (docs/scoring.md#determinism)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
+        raise ConfigError(f'{source}: env: expected a table of NAME = "value" (text values)')
+    try:
+        return env_assignments((f"{name}={value}" for name, value in raw.items()), "env")
+    except OptionError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
@@ -429,6 +444,8 @@ class Configuration:
     notes: list[str] = field(default_factory=list)
     #: The ``exclude:`` list: folders left out of discovery and the reference copy (as written).
     exclude: list[str] = field(default_factory=list)
+    #: The ``env:`` table: variables over the pinned environment of ``run``'s children.
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def load_configuration(
@@ -455,6 +472,7 @@ def load_configuration(
         scorers,
         _paths_table(top.get("paths"), path.name),
         exclude=_exclude_list(top.get("exclude"), path.name),
+        env=_env_table(top.get("env"), path.name),
     )
 
 

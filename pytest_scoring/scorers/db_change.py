@@ -22,6 +22,7 @@ from pytest_scoring.core.metrics import accuracy
 from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import REPOSITORY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import error_score
@@ -251,7 +252,7 @@ class DbChangeScorer:
             try:
                 verdict = selector.evaluate(seen, budget)
             except SelectorTimeout as error:
-                return error_score(self.type, str(error), **metadata)
+                return error_score(self.type, str(error), REPOSITORY, **metadata)
             matched, warnings = verdict.matched, list(verdict.warnings)
 
             def matches(narrowed: Mapping[str, Any]) -> bool:
@@ -262,6 +263,7 @@ class DbChangeScorer:
             return error_score(
                 self.type,
                 f"cannot tell what the session did: {'; '.join(lost.values())}",
+                REPOSITORY,
                 lost_databases=lost,
                 counts=summary,
             )

@@ -27,6 +27,7 @@ from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.core.score import REPOSITORY
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import error_score
@@ -181,13 +182,14 @@ class DiffChangeScorer:
                 verdict = self._evaluate(diffs.split, "scored", budget)
                 matched_in = self._matched_in(verdict, code, diffs.split, budget)
         except SelectorTimeout as error:
-            return error_score(self.type, str(error), **metadata)
+            return error_score(self.type, str(error), REPOSITORY, **metadata)
         metadata["matched_in"] = matched_in
         lost = lost_databases(diffs.split.solution)
         if not verdict.matched and lost:
             return error_score(
                 self.type,
                 f"cannot tell what the session did: {'; '.join(lost.values())}",
+                REPOSITORY,
                 lost_databases=lost,
                 **metadata,
             )
