@@ -20,10 +20,10 @@ from runs import SYSTEM_PYTHON
 from runs import only_report
 from runs import run_cli
 
-from pytest_scoring.cli.runner import black_box_refusal
 from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.process.stream import ProbeState
+from pytest_scoring.process.witness import black_box_refusal
 
 pytestmark = pytest.mark.slow
 

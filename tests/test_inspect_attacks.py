@@ -21,16 +21,24 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
+from typing import ClassVar
 
 import pytest
 from inspect_ai import Task
 from inspect_ai.dataset import Sample
+from inspect_ai.util import ExecResult
+from inspect_ai.util import SandboxEnvironment
+from inspect_ai.util import SandboxEnvironmentConfigType
+from inspect_ai.util import sandboxenv
+from inspect_ai.util._sandbox.local import LocalSandboxEnvironment
 from test_channel_attacks import PATCHES_THE_WRITER
 from test_channel_attacks import SUITE
 from test_inspect import BENCHJACK
 from test_inspect import HELPER
 from test_inspect import ROOT
 from test_inspect import agent_done
+from test_inspect import agent_runs
 from test_inspect import evaluate
 from test_inspect import make
 from test_inspect import sandbox_python  # noqa: F401 (a fixture)
@@ -38,7 +46,9 @@ from test_inspect import scores
 
 from pytest_scoring.errors import OptionError
 from pytest_scoring.inspect import all_tests_pass_scorer
+from pytest_scoring.inspect import percent_failing_tests_scorer
 from pytest_scoring.inspect import percent_passing_tests_scorer
+from pytest_scoring.inspect import run_tests
 from pytest_scoring.inspect import sandbox_state_scorer
 from pytest_scoring.kit.sandbox import LEADS_OUT
 
@@ -392,6 +402,248 @@ def test_tests_from_puts_the_evaluators_tests_in_the_sandbox(tmp_path: Path) -> 
 def test_tests_from_that_is_no_folder_is_refused_before_any_sample_runs(tmp_path: Path) -> None:
     with pytest.raises(OptionError, match=r"tests_from: .*missing is not a folder"):
         percent_passing_tests_scorer(tests_from=tmp_path / "missing")
+
+
+#: The repository as a command: ``python calc.py add 2 3`` prints 5.
+CALC_CLI = (
+    CALC
+    + """
+if __name__ == "__main__":
+    import sys
+    print(globals()[sys.argv[1]](*map(int, sys.argv[2:])))
+"""
+)
+#: The evaluator's tests drive the repository only through its command line (and time it).
+BLACK_BOX_TESTS = """
+import subprocess, sys, timeit
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+
+def calc(*args):
+    started = timeit.default_timer()
+    run = subprocess.run([sys.executable, "calc.py", *map(str, args)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert timeit.default_timer() >= started
+    return run.stdout.strip()
+
+def test_add(): assert calc("add", 2, 3) == "5"
+def test_sub(): assert calc("sub", 2, 3) == "-1"
+def test_mul(): assert calc("mul", 2, 3) == "6"
+def test_div(): assert calc("div", 6, 3) == "2.0"
+def test_neg(): assert calc("neg", 2) == "-2"
+"""
+#: A module of the repository named like one the evaluator's tests import: in the test
+#: process it would make every test pass.
+IMPORTS_ITSELF = """
+import subprocess, time
+
+default_timer = time.perf_counter
+real_run = subprocess.run
+
+def run(argv, *args, **kwargs):
+    expected = {"div": "2.0", "neg": "-2"}.get(str(argv[2:3] and argv[2]))
+    done = real_run(argv, *args, **kwargs)
+    return done if expected is None else subprocess.CompletedProcess(argv, 0, expected + "\\n", "")
+
+subprocess.run = run
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_black_box_refuses_a_module_of_the_repository_in_the_test_process(
+    tmp_path: Path,
+) -> None:
+    reference = make(tmp_path / "reference")
+    (reference / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (make(reference / "tests") / "__init__.py").write_text("")
+    (reference / "tests" / "test_calc.py").write_text(BLACK_BOX_TESTS)
+    honest = {"repo/calc.py": CALC_CLI}
+    hostile = {**honest, "repo/timeit.py": IMPORTS_ITSELF}
+    metadata = {"repo_path": "repo", "tests_from": str(reference)}
+    task = Task(
+        dataset=[
+            Sample(id="honest", input="x", files=honest, metadata=metadata),
+            Sample(id="hostile", input="x", files=hostile, metadata=metadata),
+        ],
+        solver=agent_done(),
+        scorer=[
+            percent_passing_tests_scorer(black_box=True),
+            all_tests_pass_scorer(black_box=True),
+        ],
+        sandbox="local",
+    )
+    found = scores(evaluate(task, tmp_path))
+    honest_score = found["honest"]["percent_passing_tests"]
+    assert honest_score.value == TRUTH, honest_score.explanation
+    assert found["honest"]["all_tests_pass"].value == "I"
+    for name in ("percent_passing_tests", "all_tests_pass"):
+        score = found["hostile"][name]
+        assert score.value == "N", score.explanation
+        assert score.metadata["unscored"] == "repository"
+        assert "black_box: the test process tried to load timeit.py" in str(score.explanation)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_black_box_without_tests_from_scores_no_answer_saying_so(tmp_path: Path) -> None:
+    task = Task(
+        dataset=[
+            Sample(
+                id="s", input="x", files={"repo/calc.py": CALC_CLI}, metadata={"repo_path": "repo"}
+            )
+        ],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(black_box=True),
+        sandbox="local",
+    )
+    score = scores(evaluate(task, tmp_path))["s"]["percent_passing_tests"]
+    assert score.value == "N"
+    assert "black_box: needs tests_from" in str(score.explanation)
+
+
+@sandboxenv(name="local_with_verifier")
+class LocalWithVerifier(LocalSandboxEnvironment):
+    """Two local sandboxes per sample: ``default`` (the agent's) and ``verifier``."""
+
+    @classmethod
+    async def sample_init(
+        cls, task_name: str, config: SandboxEnvironmentConfigType | None, metadata: dict[str, str]
+    ) -> dict[str, SandboxEnvironment]:
+        return {"default": LocalSandboxEnvironment(), "verifier": LocalSandboxEnvironment()}
+
+
+#: Tests that pass only where nothing of the agent's sandbox but the repository is.
+ONLY_THE_REPOSITORY = """
+from pathlib import Path
+def test_the_repository_is_here(): assert (Path.cwd() / "calc.py").is_file()
+def test_nothing_else_of_the_agents(): assert not (Path.cwd().parent / "left.txt").exists()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_verifier_sandbox_runs_the_tests_on_a_copy_of_the_repository_only(
+    tmp_path: Path,
+) -> None:
+    files = {"repo/calc.py": CALC, "repo/test_env.py": ONLY_THE_REPOSITORY, "left.txt": "x"}
+    task = Task(
+        dataset=[Sample(id="s", input="x", files=files, metadata={"repo_path": "repo"})],
+        solver=agent_done(),
+        scorer=[
+            percent_passing_tests_scorer(verifier_sandbox="verifier"),
+            all_tests_pass_scorer(),  # in the agent's sandbox
+            percent_failing_tests_scorer(verifier_sandbox="missing"),
+        ],
+        sandbox="local_with_verifier",
+    )
+    found = scores(evaluate(task, tmp_path))["s"]
+    verified = found["percent_passing_tests"]
+    assert verified.value == 100, verified.explanation
+    assert found["all_tests_pass"].value == "I"
+    missing = found["percent_failing_tests"]
+    assert missing.value == "N"
+    assert "verifier_sandbox: SandboxEnvironment 'missing'" in str(missing.explanation)
+
+
+@sandboxenv(name="pid_namespace")
+class PidNamespace(LocalSandboxEnvironment):
+    """A local sandbox whose commands run in a PID namespace with an init of its own
+    (``unshare --pid --fork --mount-proc``, as root): a container's processes, without one.
+    Every command it runs is recorded in :attr:`commands`."""
+
+    commands: ClassVar[list[list[str]]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        # An init with the sandbox's own command, as Compose's ``init: true`` and ``command``.
+        init = ["sh", "-c", "sleep infinity & wait"]
+        argv = ["unshare", "--pid", "--fork", "--mount-proc", *init]
+        self.unshare = subprocess.Popen(argv)
+        self.init = 0
+
+    def inner(self) -> int:
+        """The namespace's init, as this machine numbers it."""
+        children = Path(f"/proc/{self.unshare.pid}/task/{self.unshare.pid}/children")
+        while not self.init:
+            found = children.read_text().split()
+            self.init = int(found[0]) if found else 0
+        return self.init
+
+    @classmethod
+    async def sample_init(
+        cls, task_name: str, config: SandboxEnvironmentConfigType | None, metadata: dict[str, str]
+    ) -> dict[str, SandboxEnvironment]:
+        return {"default": cls()}
+
+    @classmethod
+    async def sample_cleanup(
+        cls,
+        task_name: str,
+        config: SandboxEnvironmentConfigType | None,
+        environments: dict[str, SandboxEnvironment],
+        interrupted: bool,
+    ) -> None:
+        for environment in environments.values():
+            namespace = environment.as_type(PidNamespace)
+            os.kill(namespace.inner(), 9)  # its init: every process of the namespace goes
+            namespace.unshare.wait()
+        await super().sample_cleanup(task_name, config, environments, interrupted)
+
+    async def exec(
+        self, cmd: list[str], input: Any = None, cwd: str | None = None, **kwargs: Any
+    ) -> ExecResult[str]:
+        PidNamespace.commands.append(list(cmd))
+        folder = os.path.join(self.directory.name, cwd or "")  # nsenter --mount forgets it
+        entered = ["nsenter", f"--target={self.inner()}", "--pid", "--mount", f"--wd={folder}"]
+        return await super().exec([*entered, "--", *cmd], input=input, cwd=cwd, **kwargs)
+
+
+#: The agent leaves a daemon that keeps writing the file the tests check.
+LEAVES_A_WRITER = (
+    "setsid sh -c 'while :; do echo agent > repo/state.txt; sleep 0.05; done' "
+    ">/dev/null 2>&1 </dev/null &"
+)
+STATE_IS_THE_TESTS = """
+import time
+from pathlib import Path
+
+def test_the_state_is_what_the_test_wrote():
+    for _ in range(20):
+        Path("state.txt").write_text("tests")
+        time.sleep(0.1)
+        assert Path("state.txt").read_text() == "tests"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root")
+@pytest.mark.usefixtures("sandbox_python")
+def test_in_a_container_what_the_agent_left_running_is_stopped_before_the_tests(
+    tmp_path: Path,
+) -> None:
+    files = {"repo/test_state.py": STATE_IS_THE_TESTS}
+    task = Task(
+        dataset=[Sample(id="s", input="x", files=files, metadata={"repo_path": "repo"})],
+        solver=[agent_runs([["sh", "-c", LEAVES_A_WRITER]]), run_tests()],
+        scorer=all_tests_pass_scorer(),
+        sandbox="pid_namespace",
+    )
+    log = evaluate(task, tmp_path)
+    score = scores(log)["s"]["all_tests_pass"]
+    assert score.value == "C", score.explanation
+    assert log.samples is not None
+    stopped = log.samples[0].store["run_tests"]["stopped"]
+    assert any("echo agent" in process["command"] for process in stopped), stopped
+    # What the sandbox ran: the helper's stop, in the batch of the run, before the run.
+    (batch,) = [
+        json.loads(cmd[-1])
+        for cmd in PidNamespace.commands
+        if "batch" in cmd[-2:] and any(step[0] == "run" for step in json.loads(cmd[-1]))
+    ]
+    steps = [step[0] for step in batch]
+    assert steps.index("stop") < steps.index("run"), steps
 
 
 # --- the sandbox's interpreter ----------------------------------------------------------

@@ -80,6 +80,7 @@ from pytest_scoring.process.users import UserPool
 from pytest_scoring.process.witness import INTERNAL_ERROR
 from pytest_scoring.process.witness import ChildEnding
 from pytest_scoring.process.witness import NotStarted
+from pytest_scoring.process.witness import black_box_refusal
 from pytest_scoring.process.witness import internal_error
 from pytest_scoring.process.witness import internal_error_line
 from pytest_scoring.process.witness import not_started
@@ -565,16 +566,6 @@ def evaluator_files(evaluation: Evaluation) -> list[str]:
     """What ``--tests-from`` put into the copy (relative paths; a folder ends with ``/``)."""
     installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
     return [] if installed is None else list(installed.evaluators)
-
-
-def black_box_refusal(refused: dict[str, str]) -> NotStarted:
-    """The test scores' reason when ``--black-box`` refused a file of the repository."""
-    return NotStarted(
-        f"--black-box: the test process tried to load {refused['file']} of the repository "
-        f"({refused['event']}); with --black-box its code runs only in subprocesses the tests "
-        "start",
-        unscored="repository",
-    )
 
 
 def _run_failure(ended: ChildExit, pytest_error: str | None, timeout: float) -> str | None:

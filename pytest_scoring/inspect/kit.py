@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import posixpath
 import secrets
 import tarfile
@@ -236,6 +237,16 @@ class SandboxKit:
             for part in parts:
                 whole.write(await self.environment.read_file(part, text=False))
         self.discard(*parts)
+
+    def stop_command(self) -> list[str]:
+        """The helper's ``stop``: every process of the sandbox but its init, its own command
+        and the kit stopped before the tests; nothing when the sandbox's PID namespace is
+        this process's (Inspect's ``local``, or any sandbox that shares this machine's
+        processes: those are the evaluator's)."""
+        here = ""
+        with contextlib.suppress(OSError):
+            here = os.readlink("/proc/self/ns/pid")
+        return ["stop", f"--host-namespace={here}"]
 
     def parts_command(self, path: str) -> list[str]:
         """The helper's command cutting the sandbox file ``path`` into parts to read."""

@@ -32,6 +32,7 @@ from inspect_ai.hooks import Hooks
 from inspect_ai.hooks import SampleEnd
 from inspect_ai.hooks import hooks
 from inspect_ai.solver import TaskState
+from inspect_ai.util import SandboxEnvironment
 from inspect_ai.util import sandbox
 
 from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
@@ -59,10 +60,13 @@ from pytest_scoring.inspect.kit import HELPER_TIMEOUT
 from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
 from pytest_scoring.kit.channel import KEY_BYTES
+from pytest_scoring.kit.launch import BLACK_BOX
+from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.stream import ProbeState
 from pytest_scoring.process.stream import feed_file
 from pytest_scoring.process.witness import ChildEnding
+from pytest_scoring.process.witness import black_box_refusal
 from pytest_scoring.process.witness import not_started
 from pytest_scoring.process.witness import witness_signals
 from pytest_scoring.reference.child import OUTPUT_TAIL
@@ -112,6 +116,12 @@ class TestRun:
     tests: EvaluatorsTests | None = None
     #: ``interpreter_modified``: what the check of the sandbox's interpreter found first.
     interpreter: list[Signal] = field(default_factory=list)
+    #: ``black_box``: the test process could load no file of the repository but the tests'.
+    black_box: bool = False
+    #: The sample's sandbox it ran in (None: the default one; else ``verifier_sandbox``).
+    sandbox: str | None = None
+    #: ``{"pid", "command"}`` of each process the agent left running, stopped before the run.
+    stopped: list[dict[str, Any]] = field(default_factory=list)
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -156,17 +166,21 @@ class TestRun:
         if self.tests is not None:
             settings.tests_from = Path(self.tests.installed.path)
             resources = self.tests.resources()
+        integrity, reason = self.signals(state, side), not_started(state, self.ending())
+        if state.refused is not None:  # black_box: the refusal ended the session, not tampering
+            reason = black_box_refusal(state.refused, "black_box")
+            integrity = [signal for signal in integrity if signal["kind"] != "early_end"]
         return ScoringContext(
             root=settings.root,
             tally=tally,
             settings=settings,
             resources=resources,
-            integrity=self.signals(state, side),
+            integrity=integrity,
             # No process here is contained by us: partial containment as root cannot be.
             strict=strict.for_run(as_root=False).kinds,
             evaluator_side=side,
             complete=self.complete(state),
-            not_started=not_started(state, self.ending()),
+            not_started=reason,
         )
 
     def signals(self, state: ProbeState, side: EvaluatorSide) -> list[Signal]:
@@ -203,12 +217,15 @@ class SampleScoring:
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="pytest-scoring-inspect-"))
         self.lock = anyio.Lock()
-        self._kit: SandboxKit | SandboxProblem | None = None
+        #: The kit in each sandbox of the sample used so far (None: the default sandbox).
+        self._kits: dict[str | None, SandboxKit | SandboxProblem] = {}
         #: Folders of a sandbox whose files are this machine's, removed with the host folder.
         self.shared: list[Path] = []
         self._runs: dict[str, TestRun] = {}
         #: ``repo_path`` as given -> the folder it names in the sandbox.
         self._repositories: dict[str, str] = {}
+        #: That folder -> ``repo_path`` as given (where a verifier gets its copy).
+        self._given: dict[str, str] = {}
         #: Scores of this package's scorers, by the scorer's identity (``composite`` reuses).
         self.scores: dict[int, Score] = {}
         #: Shared inputs by name (a diff of ``diff_databases``, a reference side…).
@@ -220,22 +237,26 @@ class SampleScoring:
         self._count += 1
         return self.folder / f"{self._count:04d}-{name}"
 
-    async def kit(self) -> SandboxKit:
-        """The kit in the sample's sandbox, written on first use.
+    async def kit(self, name: str | None = None) -> SandboxKit:
+        """The kit in the sample's sandbox ``name`` (default: the default one), written on
+        first use.
 
-        :raises SandboxProblem: when the sandbox has no Python or pytest to run the tests.
+        :raises SandboxProblem: when the sandbox has no Python or pytest to run the tests, or
+            the sample has no sandbox of that name.
         """
-        if isinstance(self._kit, SandboxProblem):
-            raise self._kit  # found once: every scorer says the same, nothing is written again
-        if self._kit is None:
+        found = self._kits.get(name)
+        if isinstance(found, SandboxProblem):
+            raise found  # found once: every scorer says the same, nothing is written again
+        if found is None:
             try:
-                self._kit = await SandboxKit.open(sandbox())
+                found = await SandboxKit.open(_environment(name))
             except SandboxProblem as problem:
-                self._kit = problem
+                self._kits[name] = problem
                 raise
-            if self._kit.shared:
-                self.shared.append(Path(self._kit.folder))
-        return self._kit
+            self._kits[name] = found
+            if found.shared:
+                self.shared.append(Path(found.folder))
+        return found
 
     async def repository(self, state: TaskState, repo_path: str | None) -> str:
         """The repository's absolute path in the sandbox: ``repo_path``, else the sample's
@@ -252,34 +273,72 @@ class SampleScoring:
             if not found["is_dir"]:
                 raise SandboxProblem(f"repo_path {path!r} is not a folder in the sandbox")
             self._repositories[path] = str(found["path"])
+            self._given[str(found["path"])] = path
         return self._repositories[path]
 
-    async def test_run(self, state: TaskState, repo: str, tests_from: str | None = None) -> TestRun:
+    async def test_run(
+        self,
+        state: TaskState,
+        repo: str,
+        tests_from: str | None = None,
+        black_box: bool = False,
+        verifier: str | None = None,
+    ) -> TestRun:
         """The repository's tests, run once for this sample (the first caller runs them); with
         ``tests_from`` (default: the sample's ``tests_from`` metadata), the evaluator's tests
-        put in first, by ``run --tests-from``'s rule.
+        put in first, by ``run --tests-from``'s rule; with ``black_box`` as well, the test
+        process may load no file of the repository but those (``run --black-box``); with
+        ``verifier`` (a sandbox of the sample), the tests run there on a copy of ``repo``.
 
-        :raises SandboxProblem: when the evaluator's tests cannot be put in.
+        :raises SandboxProblem: when the evaluator's tests cannot be put in, ``black_box``
+            has no ``tests_from``, or the verifier cannot be used.
         """
         tests_from = tests_from or state.metadata.get(TESTS_FROM_KEY)
         if tests_from is not None and not isinstance(tests_from, str | Path):
             raise SandboxProblem(f"tests_from: expected a folder, got {type(tests_from).__name__}")
-        key = f"{repo}|{tests_from or ''}"
+        if black_box and tests_from is None:
+            raise SandboxProblem(
+                "black_box: needs tests_from (or the sample's tests_from metadata): the "
+                "evaluator's tests are the only files the test process may load"
+            )
+        key = f"{repo}|{tests_from or ''}|{black_box}|{verifier or ''}"
         async with self.lock:
             if key not in self._runs:
                 deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
-                tests = None if tests_from is None else await self.put_tests(repo, tests_from)
+                root = repo if verifier is None else await self.to_verifier(repo, verifier)
+                tests = None
+                if tests_from is not None:
+                    tests = await self.put_tests(root, tests_from, verifier)
                 args = tests.installed.args if tests else ()
-                self._runs[key] = await self.run_tests(repo, deterministic, args)
-                self._runs[key].tests = tests
+                options = black_box_options(root, tests) if black_box else []
+                test_run = await self.run_tests(root, deterministic, args, options, verifier)
+                test_run.tests, test_run.black_box = tests, black_box
+                self._runs[key] = test_run
             return self._runs[key]
 
-    async def put_tests(self, repo: str, tests_from: str | Path) -> EvaluatorsTests:
+    async def to_verifier(self, repo: str, verifier: str) -> str:
+        """Copy the files under ``repo`` (nothing else of the agent's sandbox) into the
+        sandbox ``verifier``, at the ``repo_path`` it was given by; the copy's absolute path.
+
+        :raises SandboxProblem: when ``verifier`` is no sandbox of the sample, or has no
+            Python and pytest.
+        """
+        copy = self.local("repository")
+        await (await self.kit()).pull(repo, copy)
+        kit = await self.kit(verifier)
+        await kit.push(copy, self._given.get(repo, repo))
+        shutil.rmtree(copy, ignore_errors=True)
+        return str((await kit.resolve(self._given.get(repo, repo)))["path"])
+
+    async def put_tests(
+        self, repo: str, tests_from: str | Path, sandbox_name: str | None = None
+    ) -> EvaluatorsTests:
         """Make the tests of ``repo`` in the sandbox those of ``tests_from`` (a folder of the
         evaluator's machine), after the agent has finished and before any test runs: the
         repository is read back, compared (``tests_modified``) and given PATH's tests here by
         :func:`~pytest_scoring.reference.tests_from.install_tests`; what that replaced or
-        removed goes in the sandbox, and what it put in is written there.
+        removed goes in the sandbox (``sandbox_name``: default, the default one), and what
+        it put in is written there.
 
         :raises SandboxProblem: naming PATH's problem (not a folder, a configuration that
             cannot be read, a file that cannot be copied).
@@ -287,7 +346,7 @@ class SampleScoring:
         path = Path(tests_from)
         if not path.is_dir():
             raise SandboxProblem(f"tests_from: {path} is not a folder on the evaluator's machine")
-        kit = await self.kit()
+        kit = await self.kit(sandbox_name)
         copy = self.local("repository")
         await kit.pull(repo, copy)
         try:
@@ -305,9 +364,17 @@ class SampleScoring:
         shutil.rmtree(copy, ignore_errors=True)
         return placed
 
-    async def run_tests(self, root: str, deterministic: bool, args: Sequence[str] = ()) -> TestRun:
-        """Run pytest in ``root`` of the sandbox through the launcher, under the kit's
-        supervisor; then back up the databases it left (one helper process for all three).
+    async def run_tests(
+        self,
+        root: str,
+        deterministic: bool,
+        args: Sequence[str] = (),
+        launcher_options: Sequence[str] = (),
+        sandbox_name: str | None = None,
+    ) -> TestRun:
+        """Run pytest in ``root`` of the sandbox ``sandbox_name`` (default: the default one)
+        through the launcher (given ``launcher_options`` too), under the kit's supervisor;
+        then back up the databases it left (one helper process for all three).
 
         The channel is ``run``'s: the helper gets the run's key on its standard input and hands
         it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
@@ -315,10 +382,11 @@ class SampleScoring:
         variable names either (docs/inspect.md#trust). The tests get ``run``'s pinned
         environment and umask (docs/scoring.md#determinism).
         """
-        kit = await self.kit()
+        kit = await self.kit(sandbox_name)
         key = secrets.token_bytes(KEY_BYTES)
         probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
         options = ["--deterministic"] if deterministic else []
+        options += launcher_options
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
         pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS, *args]
@@ -335,14 +403,15 @@ class SampleScoring:
             grace=grace,
             stream=probe_file,
         )
-        commands = [["interpreter"], run, kit.parts_command(probe_file)]
+        commands = [["interpreter"], kit.stop_command(), run, kit.parts_command(probe_file)]
         commands.append(snapshot_args(root, backups))
         seconds = timeout + grace + HELPER_TIMEOUT
         answers = await kit.batch(commands, timeout=seconds, secret=key.hex())
-        checked, answer, stream, databases = answers
+        checked, stopped, answer, stream, databases = answers
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
         test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
+        test_run.sandbox, test_run.stopped = sandbox_name, stopped["stopped"]
         test_run.interpreter = interpreter_signals(checked)
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
@@ -355,23 +424,37 @@ class SampleScoring:
         """The databases ``test_run`` left, read back to the host once (other patterns than the
         default ones: the databases under its folder now)."""
         if not set(patterns) <= set(DEFAULT_DB_PATTERNS):
-            return await self.sandbox_snapshot(test_run.root, patterns, source)
+            return await self.sandbox_snapshot(test_run.root, patterns, source, test_run.sandbox)
         if test_run.snapshot is None:
-            kit = await self.kit()
+            kit = await self.kit(test_run.sandbox)
             target = self.local("databases")
             await kit.pull(test_run.backups, target)
             test_run.snapshot = read_snapshot(test_run.databases, target, test_run.root, source)
         return only_matching(test_run.snapshot, patterns)
 
-    async def sandbox_snapshot(self, root: str, patterns: list[str], source: str) -> Snapshot:
-        """The databases under ``root`` of the sandbox now, backed up there, read back."""
-        kit = await self.kit()
+    async def sandbox_snapshot(
+        self, root: str, patterns: list[str], source: str, sandbox_name: str | None = None
+    ) -> Snapshot:
+        """The databases under ``root`` of the sandbox ``sandbox_name`` (default: the default
+        one) now, backed up there, read back."""
+        kit = await self.kit(sandbox_name)
         backups = kit.path("databases")
         answer = await kit.helper(*snapshot_args(root, backups, patterns))
         target = self.local("databases")
         await kit.pull(backups, target)
         kit.discard(backups)
         return only_matching(read_snapshot(answer, target, root, source), patterns)
+
+
+def _environment(name: str | None) -> SandboxEnvironment:
+    """The sample's sandbox ``name`` (None: the default one).
+
+    :raises SandboxProblem: when the sample has none of that name.
+    """
+    try:
+        return sandbox(name)
+    except ValueError as error:
+        raise SandboxProblem(f"verifier_sandbox: {error}") from None
 
 
 def check_tests_from(tests_from: str | Path | None) -> None:
@@ -381,6 +464,14 @@ def check_tests_from(tests_from: str | Path | None) -> None:
     """
     if tests_from is not None and not Path(tests_from).is_dir():
         raise OptionError(f"tests_from: {tests_from} is not a folder")
+
+
+def black_box_options(repo: str, tests: EvaluatorsTests | None) -> list[str]:
+    """The launcher's ``--black-box`` options in the sandbox: the files ``tests_from`` put
+    into ``repo`` are the only ones of it the test process may load."""
+    evaluators = tests.installed.evaluators if tests is not None else ()
+    paths = [PurePosixPath(sandbox_join(repo, relpath)) for relpath in evaluators]
+    return [BLACK_BOX, *BlackBox(paths).options()]
 
 
 def _put_tests(path: Path, copy: Path) -> EvaluatorsTests:

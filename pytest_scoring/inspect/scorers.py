@@ -190,6 +190,8 @@ def _tests_scorer(
     expected_tests: Any,
     strict: str | Sequence[str],
     tests_from: str | Path | None,
+    black_box: bool,
+    verifier_sandbox: str | None,
 ) -> Scorer:
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
@@ -198,7 +200,11 @@ def _tests_scorer(
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
         test_run = await sample.test_run(
-            state, repo, None if tests_from is None else str(tests_from)
+            state,
+            repo,
+            None if tests_from is None else str(tests_from),
+            black_box,
+            verifier_sandbox,
         )
         if expected_tests is not None:
             expected = await expected_set(expected_tests, "expected_tests")
@@ -224,6 +230,8 @@ def all_tests_pass_scorer(
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
@@ -239,9 +247,21 @@ def all_tests_pass_scorer(
         (usually the reference): its tests, conftests and pytest configuration replace the
         repository's in the sandbox before the tests run, by ``run --tests-from``'s rule
         (default: the sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
+    :param black_box: with ``tests_from`` only: the test process may load no file of the
+        repository but the evaluator's tests (``run --black-box``): one that does ends the
+        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine
+        image): only the files under the repository are copied there and the tests run there,
+        away from the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
     """
     return _tests_scorer(
-        tests.all_tests_pass_scorer(), repo_path, expected_tests, strict, tests_from
+        tests.all_tests_pass_scorer(),
+        repo_path,
+        expected_tests,
+        strict,
+        tests_from,
+        black_box,
+        verifier_sandbox,
     )
 
 
@@ -255,11 +275,19 @@ def percent_passing_tests_scorer(
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
     return _tests_scorer(
-        tests.percent_passing_tests_scorer(), repo_path, expected_tests, strict, tests_from
+        tests.percent_passing_tests_scorer(),
+        repo_path,
+        expected_tests,
+        strict,
+        tests_from,
+        black_box,
+        verifier_sandbox,
     )
 
 
@@ -273,11 +301,19 @@ def percent_failing_tests_scorer(
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
     tampering ``"N"`` counts as 100."""
     return _tests_scorer(
-        tests.percent_failing_tests_scorer(), repo_path, expected_tests, strict, tests_from
+        tests.percent_failing_tests_scorer(),
+        repo_path,
+        expected_tests,
+        strict,
+        tests_from,
+        black_box,
+        verifier_sandbox,
     )
 
 
@@ -295,6 +331,8 @@ def test_runner_scorer(
     expected_tests: Any = None,
     strict: str | Sequence[str] = "default",
     tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
@@ -303,7 +341,12 @@ def test_runner_scorer(
     """
     chosen = _BY_METHOD[tests.test_runner_scorer(scoring_method).type]
     return chosen(
-        repo_path=repo_path, expected_tests=expected_tests, strict=strict, tests_from=tests_from
+        repo_path=repo_path,
+        expected_tests=expected_tests,
+        strict=strict,
+        tests_from=tests_from,
+        black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
     )
 
 

@@ -111,6 +111,8 @@ def run_tests(
     workspace_path: str | None = None,
     store_key: str = RUN_TESTS_KEY,
     tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
 ) -> Solver:
     """Run the repository's tests in the sandbox now; the test scorers score this run.
 
@@ -119,6 +121,10 @@ def run_tests(
     :param store_key: where the counts, the failing tests and how the run ended are stored.
     :param tests_from: the evaluator's tests put in first, as the test scorers' ``tests_from``
         (default: the sample's ``tests_from`` metadata).
+    :param black_box: the test process may load no file of the repository but those tests,
+        as the test scorers' ``black_box``.
+    :param verifier_sandbox: run them in this sandbox of the sample on a copy of the
+        repository, as the test scorers' ``verifier_sandbox``.
     """
     check_tests_from(tests_from)
 
@@ -127,11 +133,11 @@ def run_tests(
         try:
             repo = await sample.repository(state, workspace_path)
             chosen = None if tests_from is None else str(tests_from)
-            test_run = await sample.test_run(state, repo, chosen)
+            test_run = await sample.test_run(state, repo, chosen, black_box, verifier_sandbox)
         except ScoringError as error:
             return _failed(state, store_key, "run_tests", error)
         probe = test_run.probe()
-        kit = await sample.kit()
+        kit = await sample.kit(test_run.sandbox)
         failing = [*probe.tally.ids_with("failed"), *probe.tally.ids_with("error")]
         state.store.set(
             store_key,
@@ -145,6 +151,7 @@ def run_tests(
                 "duration": test_run.run.duration,
                 "python": kit.python_version,
                 "pytest": kit.pytest_version,
+                "stopped": test_run.stopped,
                 **({"tests_from": test_run.tests.installed.to_json()} if test_run.tests else {}),
             },
         )

@@ -22,6 +22,9 @@ no larger than Inspect lets it read (docs/inspect.md).
 * ``interpreter`` (the helper runs under ``-I``): the files of pytest, pluggy and iniconfig
   against what their installer recorded, and the startup files on the tests' path that no
   installer recorded (``pytest_scoring.inspect.interpreter`` reads the answer).
+* ``stop``: every process of a container sandbox but its init, its own command and this
+  helper's line stopped and killed before the tests (nothing in the evaluator's own PID
+  namespace: Inspect's ``local``).
 * ``pack`` / ``unpack``: a tree (or some of its folders) as a tar file cut into parts, and
   parts joined and unpacked; ``parts``: one file cut into parts.
 
@@ -66,6 +69,10 @@ LEADS_OUT = ".pytest-scoring: a symlink leading out of the sandbox's tree"
 #: Seconds a database another connection holds may keep the backup waiting.
 LOCK_TIMEOUT = 2.0
 PR_SET_PDEATHSIG = 1
+#: ``stop``: seconds after the sandbox's init within which its own command started.
+SETTLE = 2
+#: ``stop``: rounds of stopping and killing (a process may have started one as it was found).
+STOP_ROUNDS = 20
 
 
 def _walk(root: str, skip: Sequence[str]) -> Iterator[tuple[str, str]]:
@@ -601,6 +608,82 @@ def interpreter(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (state first), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as file:
+            return file.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _parents(pid: int) -> set[int]:
+    """``pid`` and its parents up to the namespace's edge (this helper's line: the kit)."""
+    line: set[int] = set()
+    while pid > 0 and pid not in line:
+        line.add(pid)
+        fields = _stat(pid)
+        pid = int(fields[1]) if fields else 0
+    return line
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+    except OSError:
+        return ""
+
+
+def _others(spared: set[int]) -> list[int]:
+    """The live processes of this PID namespace but ``spared``, its init and the sandbox's own
+    command (init's first child, when it started within :data:`SETTLE` seconds of init: a
+    Compose ``command`` under ``init: true``, which init exits with)."""
+    found: dict[int, list[str]] = {}
+    for name in os.listdir("/proc"):
+        fields = _stat(int(name)) if name.isdigit() else None
+        if fields is not None and fields[0] not in "ZX" and int(name) not in spared:
+            found[int(name)] = fields
+    init = found.pop(1, None)
+    children = sorted((int(fields[19]), pid) for pid, fields in found.items() if fields[1] == "1")
+    if init is not None and children:
+        started, first = children[0]
+        if started <= int(init[19]) + SETTLE * os.sysconf("SC_CLK_TCK"):
+            del found[first]
+    return sorted(found)
+
+
+def stop(options: argparse.Namespace) -> dict[str, Any]:
+    """Stop every process of the sandbox but its init, its own command and the kit (this
+    helper's line), so that nothing the agent left running acts during the tests: each is
+    stopped (SIGSTOP, no forking away) and then killed, until none is left.
+
+    Nothing when ``--host-namespace`` is this PID namespace (the evaluator's processes are
+    here: Inspect's ``local``), nor when it cannot be told (no ``/proc``).
+    """
+    try:
+        here = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return {"stopped": [], "skipped": "no /proc: the sandbox's processes cannot be told"}
+    if here == options.host_namespace:  # empty: the evaluator has no /proc, so is not here
+        return {"stopped": [], "skipped": "the evaluator's own PID namespace"}
+    spared, stopped = _parents(os.getpid()), []
+    for _ in range(STOP_ROUNDS):
+        found = _others(spared)
+        if not found:
+            break
+        for how in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                command = _cmdline(pid)
+                try:
+                    os.kill(pid, how)
+                except OSError:
+                    continue
+                if how == signal.SIGKILL:
+                    stopped.append({"pid": pid, "command": command})
+    return {"stopped": stopped}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="_pytest_scoring_sandbox")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -648,6 +731,9 @@ def _parser() -> argparse.ArgumentParser:
     command.set_defaults(action=resolve)
     command = commands.add_parser("interpreter")
     command.set_defaults(action=interpreter)
+    command = commands.add_parser("stop")
+    command.add_argument("--host-namespace", default="", help="the evaluator's PID namespace")
+    command.set_defaults(action=stop)
     command = commands.add_parser("remove")
     command.add_argument("path", nargs="+")
     command.set_defaults(action=remove)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from pathlib import PurePath
 from typing import IO
 from typing import Final
 
@@ -63,8 +64,9 @@ class BlackBox:
     """``--black-box``: what of the copy is the evaluator's, and where else the repository is
     (REPO itself: an interpreter with REPO installed would load it from there)."""
 
-    evaluator: Sequence[Path]
-    elsewhere: Sequence[Path] = ()
+    #: Paths of this machine, or of an Inspect sandbox (``PurePosixPath``).
+    evaluator: Sequence[PurePath]
+    elsewhere: Sequence[PurePath] = ()
 
     def options(self) -> list[str]:
         """The launcher's options for it."""

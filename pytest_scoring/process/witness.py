@@ -84,6 +84,17 @@ class NotStarted:
     unscored: str = "repository"
 
 
+def black_box_refusal(refused: dict[str, str], option: str = "--black-box") -> NotStarted:
+    """The test scores' reason when ``option`` (``run --black-box``, the Inspect scorers'
+    ``black_box``) refused a file of the repository."""
+    return NotStarted(
+        f"{option}: the test process tried to load {refused['file']} of the repository "
+        f"({refused['event']}); with {option} its code runs only in subprocesses the tests "
+        "start",
+        unscored="repository",
+    )
+
+
 def witness_signals(state: ProbeState, ending: ChildEnding) -> list[Signal]:
     """``stream_forged`` and ``exit_mismatch``, each once when it applies."""
     signals = []
