@@ -92,6 +92,18 @@ def open_page(browser: Any, folder: Path) -> None:
     browser.get_log("browser")  # start each page with an empty console
 
 
+def shown_soon(browser: Any, css: str) -> list[Any]:
+    """The elements ``css`` finds once the page has built them: a section is built on the
+    ``hashchange`` a click fires, after the click returns (generous: a loaded machine)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    found: list[Any] = WebDriverWait(browser, 60).until(
+        lambda driver: driver.find_elements(By.CSS_SELECTOR, css)
+    )
+    return found
+
+
 def console_problems(browser: Any) -> list[str]:
     return [entry["message"] for entry in browser.get_log("browser") if entry["level"] != "INFO"]
 
@@ -289,7 +301,7 @@ def test_a_batch_page_has_a_table_of_repositories_linking_to_each_ones_page(
     open_page(browser, folder)
     rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tbody tr")
     rows[0].find_element(By.CSS_SELECTOR, "td.repo a").click()
-    assert browser.find_elements(By.CSS_SELECTOR, "#sample-0 table.scores")
+    assert shown_soon(browser, "#sample-0 table.scores")
     assert not browser.find_elements(By.CSS_SELECTOR, "#sample-1 table.scores")
 
     open_page(browser, folder)
