@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,21 @@ from pytest_scoring.errors import OptionError
 from pytest_scoring.inspect import all_tests_pass_scorer
 from pytest_scoring.inspect import percent_failing_tests_scorer
 from pytest_scoring.inspect import percent_passing_tests_scorer
+from pytest_scoring.inspect import run_tests
 from pytest_scoring.inspect import test_runner_scorer as runner_scorer
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
 )
+
+
+@pytest.fixture(autouse=True)
+def collect_inspects_streams() -> Iterator[None]:
+    """Inspect's eval leaves anyio memory streams to the garbage collector: collected in the
+    test's teardown, where the warning above is ignored, not when the session ends."""
+    yield
+    gc.collect()
+
 
 #: One test passes, one fails its first attempt only (its attempts are counted in a file of
 #: the evaluator's, outside every copy of the repository: seeded, the same every time), one
@@ -52,13 +64,22 @@ FLAKY = "test_flaky.py::test_fails_the_first_time"
 ALWAYS = "test_flaky.py::test_always_fails"
 
 
-def flaky_task(tmp_path: Path, scorers: list[Any], conftest: str = "") -> Task:
+def flaky_repo(tmp_path: Path, conftest: str = "") -> Path:
     repo = make(tmp_path / "repo")
     (repo / "test_flaky.py").write_text(FLAKY_SUITE)
     if conftest:
         (repo / "conftest.py").write_text(conftest)
-    sample = Sample(id="repo", input="x", files={"repo": str(repo)}, metadata={"repo_path": "repo"})
-    return Task(dataset=[sample], solver=agent_done(), scorer=scorers, sandbox="local")
+    return repo
+
+
+def sample(repo: Path, name: str = "repo", **metadata: Any) -> Sample:
+    files = {"repo": str(repo)}
+    return Sample(id=name, input="x", files=files, metadata={"repo_path": "repo", **metadata})
+
+
+def flaky_task(tmp_path: Path, scorers: list[Any], conftest: str = "") -> Task:
+    dataset = [sample(flaky_repo(tmp_path, conftest))]
+    return Task(dataset=dataset, solver=agent_done(), scorer=scorers, sandbox="local")
 
 
 def variables(tmp_path: Path) -> dict[str, str]:
@@ -152,3 +173,24 @@ def test_bad_env_retries_and_flaky_are_refused_before_any_sample_runs(
         percent_passing_tests_scorer(**parameters)
     with pytest.raises(OptionError, match=message):
         runner_scorer("pass-fail", **parameters)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_the_samples_env_and_run_tests_reruns_are_what_the_scorers_use(tmp_path: Path) -> None:
+    env = variables(tmp_path)
+    repo = flaky_repo(tmp_path)
+    task = Task(
+        dataset=[sample(repo, env=env), sample(repo, "bad", env={"TZ": 1})],
+        solver=run_tests(retries=2),
+        scorer=percent_passing_tests_scorer(retries=2, flaky="pass"),
+        sandbox="local",
+    )
+    found = scores(evaluate(task, tmp_path))
+    score = found["repo"]["percent_passing_tests"]
+    assert score.value == 75, score.explanation
+    assert score.metadata["flaky"] == {FLAKY: ["failed", "passed"]}
+    assert Path(env["ATTEMPTS_FILE"]).read_text() == "2"  # the solver's run, not run again
+    refused = found["bad"]["percent_passing_tests"]
+    assert refused.value == "N"
+    assert "the sample's metadata 'env': 'TZ': 1 is not NAME=VALUE" in refused.explanation

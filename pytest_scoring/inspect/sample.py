@@ -467,11 +467,12 @@ class SampleScoring:
         and channel, in a fresh copy of the folder as it was before the run (as it was after
         it when the first caller asked for no reruns), given the launcher's ``--only``
         (docs/scoring.md#reruns)."""
-        tally = test_run.probe().tally
+        state = test_run.probe()
+        tally = state.tally
         test_run.attempts(tally, EvaluatorSide(), len(test_run.reruns))
         ids = tally.rerun_ids()
-        if not ids or test_run.launch is None:
-            return False
+        if not ids or test_run.launch is None or not test_run.complete(state):
+            return False  # reruns follow a session that ended as pytest meant it to
         kit, launch = await self.kit(test_run.sandbox), test_run.launch
         pristine = test_run.pristine or test_run.root
         attempt = len(test_run.reruns) + 1
