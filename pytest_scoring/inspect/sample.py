@@ -353,7 +353,8 @@ class SampleScoring:
                 "black_box: needs tests_from (or the sample's tests_from metadata): the "
                 "evaluator's tests are the only files the test process may load"
             )
-        key = f"{repo}|{tests_from or ''}|{black_box}|{verifier or ''}|{env}"
+        variables = sorted((env or {}).items())
+        key = f"{repo}|{tests_from or ''}|{black_box}|{verifier or ''}|{variables}"
         async with self.lock:
             if key not in self._runs:
                 deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
@@ -483,7 +484,9 @@ class SampleScoring:
         rerun = launch.with_root(copy, test_run.tests, test_run.black_box)
         copied = [["copy", f"--source={pristine}", f"--dest={copy}"]]
         found, _ = await self._launch(kit, rerun, copy, copied, [], f"{ONLY}{only}")
-        kit.discard(only)  # with the next helper command: this one removed what was left first
+        # With the next helper command (this one removed what was left first); nothing of
+        # a rerun's copy is read afterwards.
+        kit.discard(only, posixpath.dirname(copy))
         found.selected = frozenset(ids)
         test_run.reruns.append(found)
         return True
