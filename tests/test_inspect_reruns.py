@@ -194,3 +194,28 @@ def test_the_samples_env_and_run_tests_reruns_are_what_the_scorers_use(tmp_path:
     refused = found["bad"]["percent_passing_tests"]
     assert refused.value == "N"
     assert "the sample's metadata 'env': 'TZ': 1 is not NAME=VALUE" in refused.explanation
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sandbox_python")
+def test_reruns_of_the_evaluators_tests_under_black_box_run_in_their_copy(
+    tmp_path: Path,
+) -> None:
+    reference = make(tmp_path / "reference")
+    (reference / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (make(reference / "tests") / "__init__.py").write_text("")
+    (reference / "tests" / "test_flaky.py").write_text(FLAKY_SUITE)
+    repo = make(tmp_path / "repo")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    env = variables(tmp_path)
+    task = Task(
+        dataset=[sample(repo, tests_from=str(reference))],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(black_box=True, env=env, retries=2, flaky="pass"),
+        sandbox="local",
+    )
+    score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+    # the evaluator's test files of each rerun's copy are the ones the process may load
+    assert score.value == 75, score.explanation
+    assert score.metadata["flaky"] == {f"tests/{FLAKY}": ["failed", "passed"]}
+    assert Path(env["ATTEMPTS_FILE"]).read_text() == "2"
