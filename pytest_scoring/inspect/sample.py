@@ -19,6 +19,7 @@ import secrets
 import shutil
 import tempfile
 import weakref
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -35,8 +36,12 @@ from inspect_ai.solver import TaskState
 from inspect_ai.util import SandboxEnvironment
 from inspect_ai.util import sandbox
 
-from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
 from pytest_scoring.core.determinism import PINNED_UMASK
+from pytest_scoring.core.determinism import FlakyRule
+from pytest_scoring.core.determinism import check_retries
+from pytest_scoring.core.determinism import env_assignments
+from pytest_scoring.core.determinism import pinned_environment
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import cap_text
@@ -61,6 +66,7 @@ from pytest_scoring.inspect.kit import SandboxKit
 from pytest_scoring.inspect.kit import SandboxProblem
 from pytest_scoring.kit.channel import KEY_BYTES
 from pytest_scoring.kit.launch import BLACK_BOX
+from pytest_scoring.kit.launch import ONLY
 from pytest_scoring.process.children import BlackBox
 from pytest_scoring.process.children import grace_period
 from pytest_scoring.process.stream import ProbeState
@@ -84,6 +90,7 @@ DEFAULT_REPO_PATH: Final = "/workspace"
 REPO_PATH_KEY: Final = "repo_path"
 DETERMINISTIC_KEY: Final = "deterministic"
 TESTS_FROM_KEY: Final = "tests_from"
+ENV_KEY: Final = "env"
 #: pytest's arguments in the sandbox: no cache folder written into the repository.
 PYTEST_ARGS: Final = ("-p", "no:cacheprovider")
 #: pytest's exit statuses of a session that ended as pytest meant it to.
@@ -122,6 +129,14 @@ class TestRun:
     sandbox: str | None = None
     #: ``{"pid", "command"}`` of each process the agent left running, stopped before the run.
     stopped: list[dict[str, Any]] = field(default_factory=list)
+    #: ``retries``: the reruns after this run, in order, each in a fresh copy of the folder.
+    reruns: list[TestRun] = field(default_factory=list)
+    #: Of a rerun: the ids (as this run's tally has them) of the tests it was to run.
+    selected: frozenset[str] = frozenset()
+    #: How it ran (None: a rerun), for its reruns.
+    launch: _Launch | None = None
+    #: A copy of the folder made before the run, for reruns ("": none).
+    pristine: str = ""
 
     def probe(self, tally: OutcomeTally | None = None) -> ProbeState:
         """The stream folded into ``tally`` (a new one by default)."""
@@ -154,19 +169,24 @@ class TestRun:
         settings: ScoringSettings,
         expected: ExpectedTests | None = None,
         strict: StrictKinds = DEFAULT_STRICT,
+        flaky: FlakyRule = DEFAULT_FLAKY,
+        retries: int = 0,
     ) -> ScoringContext:
-        """A scoring context over this run, with ``expected`` as the expected set and
-        ``strict`` the kinds that make the test scores ``"N"``."""
-        tally = OutcomeTally()
+        """A scoring context over this run and its first ``retries`` reruns, with
+        ``expected`` as the expected set, ``strict`` the kinds that make the test scores
+        ``"N"`` and ``flaky`` how a test whose attempts differ counts."""
+        tally = OutcomeTally(flaky_rule=flaky)
         if expected is not None:
             tally.expected, tally.expected_source = expected.outcomes, expected.describe()
         state = self.probe(tally)
         side = self.evaluator_side(state)
+        rerun_signals, side = self.attempts(tally, side, retries)
         resources: dict[str, Any] = {}
         if self.tests is not None:
             settings.tests_from = Path(self.tests.installed.path)
             resources = self.tests.resources()
-        integrity, reason = self.signals(state, side), not_started(state, self.ending())
+        integrity = cap_signals([*self.signals(state, side), *rerun_signals], side)
+        reason = not_started(state, self.ending())
         if state.refused is not None:  # black_box: the refusal ended the session, not tampering
             reason = black_box_refusal(state.refused, "black_box")
             integrity = [signal for signal in integrity if signal["kind"] != "early_end"]
@@ -182,6 +202,27 @@ class TestRun:
             complete=self.complete(state),
             not_started=reason,
         )
+
+    def attempts(
+        self, tally: OutcomeTally, side: EvaluatorSide, retries: int
+    ) -> tuple[list[Signal], EvaluatorSide]:
+        """The first ``retries`` reruns' outcomes as attempts of the tests ``tally`` reruns
+        (with an expected set, its tests only; docs/scoring.md#reruns); the integrity
+        signals of those reruns, which count as the run's own, and ``side`` with what the
+        evaluator caused in them (its deadline)."""
+        found: list[Signal] = []
+        caused = list(side.caused)
+        for rerun in self.reruns[:retries]:
+            ids = [nodeid for nodeid in tally.rerun_ids() if nodeid in rerun.selected]
+            state = rerun.probe()
+            its_side = rerun.evaluator_side(state)
+            found += rerun.signals(state, its_side)
+            caused += its_side.caused
+            theirs = state.tally
+            for nodeid in ids:
+                its_id = theirs.id_prefix + nodeid.removeprefix(tally.id_prefix)
+                tally.record_attempt(nodeid, theirs.outcome_of(its_id))
+        return found, EvaluatorSide(paths=side.paths, caused=tuple(caused))
 
     def signals(self, state: ProbeState, side: EvaluatorSide) -> list[Signal]:
         """The integrity signals of the run, as ``pytest-scoring run`` reports them (``side``:
@@ -283,16 +324,27 @@ class SampleScoring:
         tests_from: str | None = None,
         black_box: bool = False,
         verifier: str | None = None,
+        env: Mapping[str, str] | None = None,
+        retries: int = 0,
     ) -> TestRun:
         """The repository's tests, run once for this sample (the first caller runs them); with
         ``tests_from`` (default: the sample's ``tests_from`` metadata), the evaluator's tests
         put in first, by ``run --tests-from``'s rule; with ``black_box`` as well, the test
         process may load no file of the repository but those (``run --black-box``); with
-        ``verifier`` (a sandbox of the sample), the tests run there on a copy of ``repo``.
+        ``verifier`` (a sandbox of the sample), the tests run there on a copy of ``repo``;
+        ``env`` (default: the sample's ``env`` metadata) set over the pinned variables; the
+        tests that did not pass run again up to ``retries`` times, each time in a fresh copy
+        of the folder as it was before the run.
 
         :raises SandboxProblem: when the evaluator's tests cannot be put in, ``black_box``
-            has no ``tests_from``, or the verifier cannot be used.
+            has no ``tests_from``, the verifier cannot be used, or the metadata's ``env`` is
+            no mapping of variables.
         """
+        if env is None and state.metadata.get(ENV_KEY) is not None:
+            try:
+                env = check_env(state.metadata[ENV_KEY], f"the sample's metadata {ENV_KEY!r}")
+            except OptionError as error:
+                raise SandboxProblem(str(error)) from None
         tests_from = tests_from or state.metadata.get(TESTS_FROM_KEY)
         if tests_from is not None and not isinstance(tests_from, str | Path):
             raise SandboxProblem(f"tests_from: expected a folder, got {type(tests_from).__name__}")
@@ -301,7 +353,8 @@ class SampleScoring:
                 "black_box: needs tests_from (or the sample's tests_from metadata): the "
                 "evaluator's tests are the only files the test process may load"
             )
-        key = f"{repo}|{tests_from or ''}|{black_box}|{verifier or ''}"
+        variables = sorted((env or {}).items())
+        key = f"{repo}|{tests_from or ''}|{black_box}|{verifier or ''}|{variables}"
         async with self.lock:
             if key not in self._runs:
                 deterministic = bool(state.metadata.get(DETERMINISTIC_KEY))
@@ -311,10 +364,15 @@ class SampleScoring:
                     tests = await self.put_tests(root, tests_from, verifier)
                 args = tests.installed.args if tests else ()
                 options = black_box_options(root, tests) if black_box else []
-                test_run = await self.run_tests(root, deterministic, args, options, verifier)
+                test_run = await self.run_tests(
+                    root, deterministic, args, options, verifier, env, retries
+                )
                 test_run.tests, test_run.black_box = tests, black_box
                 self._runs[key] = test_run
-            return self._runs[key]
+            test_run = self._runs[key]
+            while len(test_run.reruns) < retries and await self.rerun(test_run):
+                pass
+            return test_run
 
     async def to_verifier(self, repo: str, verifier: str) -> str:
         """Copy the files under ``repo`` (nothing else of the agent's sandbox) into the
@@ -371,54 +429,111 @@ class SampleScoring:
         args: Sequence[str] = (),
         launcher_options: Sequence[str] = (),
         sandbox_name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        retries: int = 0,
     ) -> TestRun:
         """Run pytest in ``root`` of the sandbox ``sandbox_name`` (default: the default one)
         through the launcher (given ``launcher_options`` too), under the kit's supervisor;
-        then back up the databases it left (one helper process for all three).
+        then back up the databases it left (one helper process for all three). With
+        ``retries``, a copy of ``root`` is made first, from which each rerun gets its own
+        (:meth:`rerun`).
 
         The channel is ``run``'s: the helper gets the run's key on its standard input and hands
         it to the launcher on a pipe, and the probe writes to a descriptor of a file without a
         name, which the helper saves once the run's whole tree is gone. No path and no
         variable names either (docs/inspect.md#trust). The tests get ``run``'s pinned
-        environment and umask (docs/scoring.md#determinism).
+        environment and umask, ``env`` over it (docs/scoring.md#determinism).
         """
         kit = await self.kit(sandbox_name)
+        backups = kit.path("databases")
+        launch = _Launch(deterministic, tuple(args), tuple(launcher_options), env)
+        first = [["interpreter"], kit.stop_command()]
+        pristine = ""
+        if retries:
+            pristine = posixpath.join(kit.path("pristine"), posixpath.basename(root))
+            first.append(["copy", f"--source={root}", f"--dest={pristine}"])
+        test_run, answers = await self._launch(
+            kit, launch, root, first, [snapshot_args(root, backups)]
+        )
+        checked, stopped = answers[:2]
+        test_run.databases, test_run.backups = answers[-1], backups
+        test_run.sandbox, test_run.stopped = sandbox_name, stopped["stopped"]
+        test_run.interpreter = interpreter_signals(checked)
+        test_run.launch, test_run.pristine = launch, pristine
+        return test_run
+
+    async def rerun(self, test_run: TestRun) -> bool:
+        """One more rerun of the tests of ``test_run`` that did not pass in their latest
+        attempt (none left: False): a fresh pytest process through the same launcher, probe
+        and channel, in a fresh copy of the folder as it was before the run (as it was after
+        it when the first caller asked for no reruns), given the launcher's ``--only``
+        (docs/scoring.md#reruns)."""
+        state = test_run.probe()
+        tally = state.tally
+        test_run.attempts(tally, EvaluatorSide(), len(test_run.reruns))
+        ids = tally.rerun_ids()
+        if not ids or test_run.launch is None or not test_run.complete(state):
+            return False  # reruns follow a session that ended as pytest meant it to
+        kit, launch = await self.kit(test_run.sandbox), test_run.launch
+        pristine = test_run.pristine or test_run.root
+        attempt = len(test_run.reruns) + 1
+        only = kit.path("only.txt")
+        listed = "".join(f"{nodeid.removeprefix(tally.id_prefix)}\n" for nodeid in ids)
+        await kit.environment.write_file(only, listed.encode())
+        copy = posixpath.join(kit.path(f"rerun-{attempt}"), posixpath.basename(pristine))
+        rerun = launch.with_root(copy, test_run.tests, test_run.black_box)
+        copied = [["copy", f"--source={pristine}", f"--dest={copy}"]]
+        found, _ = await self._launch(kit, rerun, copy, copied, [], f"{ONLY}{only}")
+        # With the next helper command (this one removed what was left first); nothing of
+        # a rerun's copy is read afterwards.
+        kit.discard(only, posixpath.dirname(copy))
+        found.selected = frozenset(ids)
+        test_run.reruns.append(found)
+        return True
+
+    async def _launch(
+        self,
+        kit: SandboxKit,
+        launch: _Launch,
+        root: str,
+        before: list[list[str]],
+        after: list[list[str]],
+        *only: str,
+    ) -> tuple[TestRun, list[dict[str, Any]]]:
+        """pytest through the launcher in ``root``, helper commands ``before`` and ``after``
+        it in the same helper process; the run, and the answers of those commands."""
         key = secrets.token_bytes(KEY_BYTES)
-        probe_file, backups = kit.path("probe.jsonl"), kit.path("databases")
-        options = ["--deterministic"] if deterministic else []
-        options += launcher_options
+        probe_file = kit.path("probe.jsonl")
+        options = ["--deterministic"] if launch.deterministic else []
+        options += [*launch.options, *only]
         options += [f"--ignore-option={name}" for name in ScoreOptionParser().ignored_in_child()]
         timeout = reference_timeout()
-        pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS, *args]
-        log = kit.path("pytest.log")
+        pytest = [kit.python, kit.launcher(), *options, "--", *PYTEST_ARGS, *launch.args]
         grace = grace_period(timeout)
         run = kit.run_command(
             pytest,
             root,
             timeout,
-            env=dict(PINNED_ENVIRONMENT),
+            env=pinned_environment({}, launch.env),
             umask=PINNED_UMASK,
-            log=log,
+            log=kit.path("pytest.log"),
             ends=OUTPUT_TAIL,
             grace=grace,
             stream=probe_file,
         )
-        commands = [["interpreter"], kit.stop_command(), run, kit.parts_command(probe_file)]
-        commands.append(snapshot_args(root, backups))
+        commands = [*before, run, kit.parts_command(probe_file), *after]
         seconds = timeout + grace + HELPER_TIMEOUT
         answers = await kit.batch(commands, timeout=seconds, secret=key.hex())
-        checked, stopped, answer, stream, databases = answers
+        answer, stream = answers[len(before) : len(before) + 2]
         local = self.local("probe.jsonl")
         await kit.read_parts(stream["parts"], local)
-        test_run = TestRun(root, local, key, _child_run(answer), databases, backups)
-        test_run.sandbox, test_run.stopped = sandbox_name, stopped["stopped"]
-        test_run.interpreter = interpreter_signals(checked)
+        test_run = TestRun(root, local, key, _child_run(answer), {}, "")
         probe = test_run.probe()
         tampered = "; ".join(s["detail"] for s in witness_signals(probe, test_run.ending()))
         test_run.run.tampered = tampered or None
         if probe.finished_session() and not test_run.run.timed_out and not tampered:
             test_run.run.tally = probe.to_json()
-        return test_run
+        return test_run, [*answers[: len(before)], *answers[len(before) + 2 :]]
 
     async def snapshot(self, test_run: TestRun, patterns: list[str], source: str) -> Snapshot:
         """The databases ``test_run`` left, read back to the host once (other patterns than the
@@ -444,6 +559,48 @@ class SampleScoring:
         await kit.pull(backups, target)
         kit.discard(backups)
         return only_matching(read_snapshot(answer, target, root, source), patterns)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How the tests of one sample run, the same for the run and each rerun."""
+
+    deterministic: bool
+    args: tuple[str, ...]
+    options: tuple[str, ...]
+    env: Mapping[str, str] | None
+
+    def with_root(self, root: str, tests: EvaluatorsTests | None, black_box: bool) -> _Launch:
+        """The same in ``root`` (a rerun's copy): ``black_box``'s paths are the copy's."""
+        options = tuple(black_box_options(root, tests)) if black_box else self.options
+        return _Launch(self.deterministic, self.args, options, self.env)
+
+
+def check_env(value: Any, where: str) -> dict[str, str]:
+    """``env=``: variables for the tests, ``{NAME: VALUE}``, checked as ``--env`` is.
+
+    :raises OptionError: naming ``where`` and what is wrong.
+    """
+    if not isinstance(value, Mapping):
+        raise OptionError(
+            f"{where}: expected a mapping of NAME to VALUE, got {type(value).__name__}"
+        )
+    for name, text in value.items():
+        if not isinstance(name, str) or not isinstance(text, str) or "=" in name:
+            raise OptionError(
+                f"{where}: {name!r}: {text!r} is not NAME=VALUE (e.g. TZ=Europe/Paris)"
+            )
+    return env_assignments([f"{name}={text}" for name, text in value.items()], where)
+
+
+def check_reruns(retries: Any) -> int:
+    """``retries=``: a whole number from 0.
+
+    :raises OptionError: naming it.
+    """
+    if not isinstance(retries, int) or isinstance(retries, bool):
+        raise OptionError(f"retries: {retries!r} is not a number of reruns (0 or more)")
+    return check_retries(retries, "retries")
 
 
 def _environment(name: str | None) -> SandboxEnvironment:

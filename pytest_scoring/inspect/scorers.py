@@ -19,6 +19,7 @@ import traceback
 import weakref
 from collections.abc import Awaitable
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ from inspect_ai.scorer import scorer
 from inspect_ai.solver import TaskState
 from inspect_ai.util import registry_info
 
+from pytest_scoring.core.determinism import DEFAULT_FLAKY
+from pytest_scoring.core.determinism import check_flaky_rule
 from pytest_scoring.core.metrics import accuracy
 from pytest_scoring.core.metrics import mean
 from pytest_scoring.core.metrics import stderr
@@ -54,6 +57,8 @@ from pytest_scoring.inspect.metrics import inspect_metrics
 from pytest_scoring.inspect.metrics import scalar_value
 from pytest_scoring.inspect.reference import run_reference
 from pytest_scoring.inspect.sample import SampleScoring
+from pytest_scoring.inspect.sample import check_env
+from pytest_scoring.inspect.sample import check_reruns
 from pytest_scoring.inspect.sample import check_tests_from
 from pytest_scoring.inspect.sample import sample_scoring
 from pytest_scoring.inspect.sample import sandbox_join
@@ -192,10 +197,16 @@ def _tests_scorer(
     tests_from: str | Path | None,
     black_box: bool,
     verifier_sandbox: str | None,
+    env: Mapping[str, str] | None,
+    retries: int,
+    flaky: str,
 ) -> Scorer:
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
     kinds = strict_choice(strict)
+    variables = None if env is None else check_env(env, "env")
+    retries = check_reruns(retries)
+    rule = check_flaky_rule(flaky, "flaky")
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
@@ -205,6 +216,8 @@ def _tests_scorer(
             None if tests_from is None else str(tests_from),
             black_box,
             verifier_sandbox,
+            variables,
+            retries,
         )
         if expected_tests is not None:
             expected = await expected_set(expected_tests, "expected_tests")
@@ -212,7 +225,9 @@ def _tests_scorer(
             where = f"the sample's metadata {EXPECTED_KEY!r}"
             expected = await expected_set(state.metadata.get(EXPECTED_KEY), where)
         settings = settings_for(repo)
-        context = await anyio.to_thread.run_sync(test_run.context, settings, expected, kinds)
+        context = await anyio.to_thread.run_sync(
+            test_run.context, settings, expected, kinds, rule, retries
+        )
         return await _in_thread(core, context)
 
     return _inspect_scorer(core, compute)
@@ -232,6 +247,9 @@ def all_tests_pass_scorer(
     tests_from: str | Path | None = None,
     black_box: bool = False,
     verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
@@ -253,6 +271,14 @@ def all_tests_pass_scorer(
     :param verifier_sandbox: a second sandbox of the sample (a service of the pristine
         image): only the files under the repository are copied there and the tests run there,
         away from the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
+    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
+        the sample's ``env`` metadata; docs/scoring.md#determinism).
+    :param retries: the tests that did not pass run again, each time in a fresh pytest
+        process and a fresh copy of the repository, up to this many times
+        (docs/scoring.md#reruns).
+    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
+        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
+        ``total``); the flaky tests are in the score's ``flaky`` metadata.
     """
     return _tests_scorer(
         tests.all_tests_pass_scorer(),
@@ -262,6 +288,9 @@ def all_tests_pass_scorer(
         tests_from,
         black_box,
         verifier_sandbox,
+        env,
+        retries,
+        flaky,
     )
 
 
@@ -277,6 +306,9 @@ def percent_passing_tests_scorer(
     tests_from: str | Path | None = None,
     black_box: bool = False,
     verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
@@ -288,6 +320,9 @@ def percent_passing_tests_scorer(
         tests_from,
         black_box,
         verifier_sandbox,
+        env,
+        retries,
+        flaky,
     )
 
 
@@ -303,6 +338,9 @@ def percent_failing_tests_scorer(
     tests_from: str | Path | None = None,
     black_box: bool = False,
     verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
 ) -> Scorer:
     """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
     tampering ``"N"`` counts as 100."""
@@ -314,6 +352,9 @@ def percent_failing_tests_scorer(
         tests_from,
         black_box,
         verifier_sandbox,
+        env,
+        retries,
+        flaky,
     )
 
 
@@ -333,6 +374,9 @@ def test_runner_scorer(
     tests_from: str | Path | None = None,
     black_box: bool = False,
     verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
@@ -347,6 +391,9 @@ def test_runner_scorer(
         tests_from=tests_from,
         black_box=black_box,
         verifier_sandbox=verifier_sandbox,
+        env=env,
+        retries=retries,
+        flaky=flaky,
     )
 
 

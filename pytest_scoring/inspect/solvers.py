@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Mapping
 from collections.abc import Sequence
 from datetime import UTC
 from datetime import datetime
@@ -39,6 +40,8 @@ from pytest_scoring.inspect.databases import first_location
 from pytest_scoring.inspect.databases import location_snapshot
 from pytest_scoring.inspect.databases import settings_for
 from pytest_scoring.inspect.databases import stored_diff
+from pytest_scoring.inspect.sample import check_env
+from pytest_scoring.inspect.sample import check_reruns
 from pytest_scoring.inspect.sample import check_tests_from
 from pytest_scoring.inspect.sample import sample_scoring
 from pytest_scoring.scorers.db_change import SessionDatabases
@@ -113,6 +116,8 @@ def run_tests(
     tests_from: str | Path | None = None,
     black_box: bool = False,
     verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
 ) -> Solver:
     """Run the repository's tests in the sandbox now; the test scorers score this run.
 
@@ -125,15 +130,23 @@ def run_tests(
         as the test scorers' ``black_box``.
     :param verifier_sandbox: run them in this sandbox of the sample on a copy of the
         repository, as the test scorers' ``verifier_sandbox``.
+    :param env: variables the tests get over the pinned ones, as the test scorers' ``env``
+        (default: the sample's ``env`` metadata).
+    :param retries: rerun the tests that did not pass now, up to this many times, as the
+        test scorers' ``retries`` (the stored counts are the first run's).
     """
     check_tests_from(tests_from)
+    variables = None if env is None else check_env(env, "env")
+    retries = check_reruns(retries)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         sample = sample_scoring(state)
         try:
             repo = await sample.repository(state, workspace_path)
             chosen = None if tests_from is None else str(tests_from)
-            test_run = await sample.test_run(state, repo, chosen, black_box, verifier_sandbox)
+            test_run = await sample.test_run(
+                state, repo, chosen, black_box, verifier_sandbox, variables, retries
+            )
         except ScoringError as error:
             return _failed(state, store_key, "run_tests", error)
         probe = test_run.probe()

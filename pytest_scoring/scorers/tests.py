@@ -91,7 +91,8 @@ SCORING_METHODS: Final = {
 
 def test_metadata(context: ScoringContext) -> dict[str, Any]:
     """Counts, the (capped) ids of tests that failed, errored, never ran or are missing,
-    subtest counts, the expected set's source and the integrity signals."""
+    subtest counts, the expected set's source, flaky tests (after reruns) and the integrity
+    signals."""
     tally = context.tally
     lists = {
         "failed_tests": tally.ids_with("failed"),
@@ -109,6 +110,8 @@ def test_metadata(context: ScoringContext) -> dict[str, Any]:
         metadata["subtests"] = subtests
     if tally.expected_source is not None:
         metadata["expected_tests"] = tally.expected_source
+    if tally.attempts:  # reruns ran: the tests whose attempts differ, each attempt's outcome
+        metadata["flaky"] = tally.flaky()
     metadata.update(_test_changes(context))
     metadata["integrity"] = context.integrity
     return metadata
