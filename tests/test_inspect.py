@@ -139,6 +139,17 @@ def metrics(log: EvalLog) -> dict[str, dict[str, float]]:
     }
 
 
+def percent_passing_of(repo: Path, tmp_path: Path) -> Score:
+    """``percent_passing_tests`` of ``repo`` as the one sample of a local-sandbox eval."""
+    task = Task(
+        dataset=[Sample(id="repo", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)],
+        solver=agent_done(),
+        scorer=percent_passing_tests_scorer(),
+        sandbox="local",
+    )
+    return scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+
+
 def example_sample(solution: str, **metadata: Any) -> Sample:
     return Sample(
         id=solution,
@@ -628,13 +639,7 @@ def pytest_runtestloop(session):
 def test_a_forger_in_the_sandbox_cannot_write_the_probes_stream(tmp_path: Path) -> None:
     repo = Path(shutil.copytree(EXAMPLES / "solution-honest", tmp_path / "repo"))
     (repo / "conftest.py").write_text(SANDBOX_FORGER)
-    task = Task(
-        dataset=[Sample(id="repo", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)],
-        solver=agent_done(),
-        scorer=percent_passing_tests_scorer(),
-        sandbox="local",
-    )
-    score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+    score = percent_passing_of(repo, tmp_path)
     assert score.value == "N", "nothing the forger wrote counts, and it proves tampering"
     assert {"stream_forged", "exit_mismatch"} <= set(score.metadata["strict_kinds"])
     signals = {signal["kind"]: signal["detail"] for signal in score.metadata["integrity"]}
@@ -666,19 +671,13 @@ def test_the_sandboxs_tests_get_the_pinned_environment(
 ) -> None:
     for name, value in {"TZ": "Asia/Tokyo", "LC_ALL": "C", "PYTHONHASHSEED": "7"}.items():
         monkeypatch.setenv(name, value)  # the sandbox's own (local: the evaluator's) values
-    os.umask(0o077)
+    previous = os.umask(0o077)
     try:
         repo = make(tmp_path / "repo")
         (repo / "test_pinned.py").write_text(PINNED_TESTS)
-        task = Task(
-            dataset=[Sample(id="repo", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)],
-            solver=agent_done(),
-            scorer=percent_passing_tests_scorer(),
-            sandbox="local",
-        )
-        score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+        score = percent_passing_of(repo, tmp_path)
     finally:
-        os.umask(0o022)
+        os.umask(previous)
     assert score.value == 100, score.explanation
     assert score.metadata["counts"]["passed"] == 3
 
@@ -716,13 +715,7 @@ def test_filterwarnings_error_in_the_sandbox_keeps_the_examples_scores(tmp_path:
 def test_pytest_refusing_the_configuration_in_the_sandbox_says_why(tmp_path: Path) -> None:
     repo = Path(shutil.copytree(EXAMPLES / "solution-honest", tmp_path / "repo"))
     (repo / "pytest.ini").write_text("[pytest]\nminversion = 999\n")
-    task = Task(
-        dataset=[Sample(id="repo", input="x", files={"repo": str(repo)}, metadata=REPO_PATH)],
-        solver=agent_done(),
-        scorer=percent_passing_tests_scorer(),
-        sandbox="local",
-    )
-    score = scores(evaluate(task, tmp_path))["repo"]["percent_passing_tests"]
+    score = percent_passing_of(repo, tmp_path)
     assert score.value == "N"
     assert "'minversion' requires pytest-999" in str(score.explanation)
     assert score.metadata["unscored"] == "repository"
