@@ -156,6 +156,24 @@ def test_in_process_score_retries_reruns_in_fresh_copies(pytester: pytest.Pytest
     assert not list(pytester.path.rglob("rerun-*"))  # the copies were the evaluator's
 
 
+def test_in_process_the_repositorys_addopts_cannot_rerun_its_failures(
+    pytester: pytest.Pytester,
+) -> None:
+    flaky_suite(pytester.path)
+    (pytester.path / "pytest.ini").write_text(
+        "[pytest]\naddopts = --score-retries=1 --score-flaky=pass\n"
+    )
+    report_root = pytester.path.parent / "scores-of-addopts"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--score-report={report_root}"
+    )
+    (folder,) = report_root.glob("scan_id=*")
+    report = scores_json(folder)
+    assert "configfile: pytest.ini" in result.stdout.str()
+    assert not report["tests"].get("flaky"), result.stdout.str()
+    assert report["scores"]["percent_passing_tests"]["value"] < 85.71
+
+
 def test_in_process_a_negative_score_retries_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_one="def test_one():\n    pass\n")
     result = pytester.runpytest("--score", "--score-retries=-1")
