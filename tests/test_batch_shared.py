@@ -97,6 +97,8 @@ def test_the_reference_is_copied_snapshotted_and_run_once_per_batch(
     tmp_path: Path, drop: Path
 ) -> None:
     log = drop / "baseline.log"  # the baseline runs as a user of its own
+    log.touch()
+    log.chmod(0o666)  # a later batch's baseline may run as another user id: it appends too
     reference = make_app(tmp_path / "reference", REFERENCE_TESTS.format(log=str(log)))
     repos = [make_app(tmp_path / name, REPO_TESTS) for name in ("first", "second", "third")]
     config = tmp_path / "scorers.json"
