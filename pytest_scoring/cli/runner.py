@@ -89,12 +89,9 @@ from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.expected import refuse_dropped
-from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
-from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
-from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
 from pytest_scoring.scorers.tests import counted_percent_passing
 from pytest_scoring.scorers.tests import tampering
 
@@ -235,7 +232,7 @@ def run_repository(
         )
         evaluation.names = names
         if placed is not None:
-            evaluation.context.resources.update(placed.resources())
+            placed.give(evaluation.context.inputs)
         if job is not None:
             _use_shared_work(evaluation, job.shared)
         problems = [problem] if problem else []
@@ -371,12 +368,12 @@ def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:
     """Let ``db_diff_change`` start from what the batch made once: the snapshot of the
     reference (when the same databases would be found in this repository's copy of it, no
     folder being excluded) and the baseline run."""
-    reference, resources = shared.reference, evaluation.context.resources
+    reference, inputs = shared.reference, evaluation.context.inputs
     excluded = evaluation.settings.excluded_folders
     if reference and reference.initial is not None and not excluded(reference.pristine):
-        resources[INITIAL_REFERENCE] = reference.initial
+        inputs.initial_reference = reference.initial
     if shared.baseline is not None:
-        resources[BASELINE_RESOURCE] = BaselineRun.made(shared.baseline)
+        inputs.baseline = BaselineRun.made(shared.baseline)
 
 
 def _run(
@@ -396,7 +393,7 @@ def _run(
         junit_target = job.target.prepare() / JUNIT_FILE if junit_target else None
     evaluation.start(report_folder=job is None)  # a batch's sample has no Parquet files
     args, junit_inside = _junit_args(parsed, runner)
-    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    installed = evaluation.context.inputs.tests_from
     witness = None
     if installed is not None:  # PATH's configuration, rootdir and test files come first
         args = [*installed.args, *args]
@@ -564,7 +561,7 @@ def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:
 
 def evaluator_files(evaluation: Evaluation) -> list[str]:
     """What ``--tests-from`` put into the copy (relative paths; a folder ends with ``/``)."""
-    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    installed = evaluation.context.inputs.tests_from
     return [] if installed is None else list(installed.evaluators)
 
 

@@ -38,7 +38,6 @@ from pytest_scoring.core.score import REPORT_FILE_CAP
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import SessionDatabases
 
 MANIFEST: Final = "manifest.json"
@@ -77,7 +76,7 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     kept: dict[str, bytes] = {}
     omitted: dict[str, str] = {}
     _keep(kept, omitted, OUTCOMES, encode_json(outcomes_json(context)).encode())
-    databases = context.resources.get(RESOURCE)
+    databases = context.inputs.databases
     if isinstance(databases, SessionDatabases) and databases.before is not None:
         try:
             diff = databases.complete(databases.diff(), TimeBudget(None))
@@ -110,7 +109,7 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
     from pytest_scoring.reference.rerun import ReferenceRerun
 
     finals: dict[str, Path] = {}
-    for resource in context.resources.values():
+    for resource in context.inputs.held():
         if isinstance(resource, SessionDatabases) and resource.before is not None:
             finals.update(resource.after().files)
         elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
@@ -123,7 +122,7 @@ def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
     """What ``db_diff_change`` decided from, per reference rerun that gave its diffs: the
     reference's, the session's and the baseline's diffs, each with every row from the diff
     store, and the rerun's metadata."""
-    if not any(key.startswith("reference:") for key in context.resources):
+    if not context.inputs.references:
         return  # no db_diff_change: a plain session never loads the rerun's modules
     # Loaded only here: the rerun's module is loaded already when a session has one.
     from pytest_scoring.db.diff_store import BASELINE
@@ -131,7 +130,7 @@ def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
     from pytest_scoring.db.diff_store import SOLUTION
     from pytest_scoring.reference.rerun import ReferenceRerun
 
-    for resource in context.resources.values():
+    for resource in context.inputs.references.values():
         if not isinstance(resource, ReferenceRerun) or resource.computed is None:
             continue
         diffs = resource.computed

@@ -54,9 +54,9 @@ from pytest_scoring.report.samples import SAMPLES_DIR
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import StoredDatabases
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
+from pytest_scoring.scorers.inputs import patterns_key
 from pytest_scoring.scorers.tests import TEST_SCORINGS
 
 #: Why a scorer that needs the repository (or evidence that was not kept) is ``"N"``.
@@ -166,9 +166,7 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
     try:
         scores = run_scorers(scorers, context)
     finally:
-        for resource in context.resources.values():
-            if isinstance(resource, StoredReference):
-                resource.close()
+        context.inputs.close()
     rescored_from = {
         "scan_id": evidence.scores.get("scan_id"),
         "sample": evidence.scores.get("id"),
@@ -233,12 +231,12 @@ def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -
         if name.startswith(prefix)
     }
     problem = f"{NEEDS_REPOSITORY} (session diff: {evidence.why_not(SESSION_DIFF)})"
-    context.resources[RESOURCE] = StoredDatabases(options.settings, diff, problem, finals)
+    context.inputs.databases = StoredDatabases(options.settings, diff, problem, finals)
     for name in evidence.files:
         if name.startswith(f"{REFERENCE_DIR}/"):
             kept = evidence.json(name)
-            key = f"reference:{'|'.join(kept['test_patterns'])}"
-            context.resources[key] = StoredReference(options.settings, kept, finals)
+            key = patterns_key(kept["test_patterns"])
+            context.inputs.references[key] = StoredReference(options.settings, kept, finals)
     return context
 
 
@@ -299,7 +297,10 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
     def gate(scorer: Scorer) -> Score | None:
         if scorer.type in TEST_SCORINGS:
             return _test_gate(scorer, evidence, route, extra_partial)
-        if isinstance(scorer, DiffChangeScorer) and scorer.resource_key() not in context.resources:
+        if (
+            isinstance(scorer, DiffChangeScorer)
+            and scorer.inputs_key() not in context.inputs.references
+        ):
             lost = [name for name in evidence.problems if name.startswith(f"{REFERENCE_DIR}/")]
             reason = evidence.why_not(lost[0]) if lost else "not kept"
             why = f"{NEEDS_REPOSITORY} (reference rerun: {reason})"

@@ -426,7 +426,7 @@ def db_change_scorer(
                 sample.resources[SCORER_DIFF] = databases
         settings = databases.settings
         context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
-        context.resources[db_change.RESOURCE] = databases
+        context.inputs.databases = databases
         return await _in_thread(core, context)
 
     return _inspect_scorer(core, compute)
@@ -458,8 +458,8 @@ def db_diff_change_scorer(
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
-        key = core.resource_key()
-        side_key = f"{key}|count_test_changes={count_test_changes}"
+        key = core.inputs_key()
+        side_key = f"reference:{'|'.join(key)}|count_test_changes={count_test_changes}"
         if side_key not in sample.resources:
             patterns = core.test_patterns
             side = await run_reference(sample, state, repo, patterns, count_test_changes)
@@ -468,7 +468,7 @@ def db_diff_change_scorer(
         own = await sample.test_run(state, repo)
         context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
         context.settings = side.settings
-        context.resources[key] = side
+        context.inputs.references[key] = side
         return await _in_thread(core, context)
 
     return _inspect_scorer(core, compute)

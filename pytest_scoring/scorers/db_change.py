@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
-from typing import Protocol
 
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import accuracy
@@ -52,6 +51,7 @@ from pytest_scoring.scorers.evidence import Evidence
 from pytest_scoring.scorers.evidence import Matcher
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
+from pytest_scoring.scorers.inputs import DatabaseInputs
 from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
@@ -60,8 +60,6 @@ if TYPE_CHECKING:
     from pytest_scoring.selector.language import Selector
 
 SCORER_TYPE: Final = "db_change"
-#: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
-RESOURCE: Final = "databases"
 _COUNTS: Final = ("added", "removed", "changed")
 
 
@@ -114,11 +112,13 @@ class SessionDatabases:
     @classmethod
     def of(cls, context: ScoringContext) -> SessionDatabases:
         """The context's shared instance, created on first use."""
-        if RESOURCE not in context.resources:
+        databases = context.inputs.databases
+        if databases is None:
             if context.settings is None:
                 raise DatabaseError("database scoring needs the session's settings")
-            context.resources[RESOURCE] = cls(context.settings, context.guard)
-        databases: SessionDatabases = context.resources[RESOURCE]
+            databases = context.inputs.databases = cls(context.settings, context.guard)
+        if not isinstance(databases, SessionDatabases):
+            raise DatabaseError("the session's databases come from a report's evidence here")
         return databases
 
     def discover(self) -> list[str]:
@@ -203,33 +203,6 @@ class SessionDatabases:
             self._hold = None
 
 
-class DatabaseInputs(Protocol):
-    """What ``db_change`` reads: the session's diff, taken live (:class:`SessionDatabases`) or
-    read from a report's evidence (:class:`StoredDatabases`), so that both score alike."""
-
-    settings: ScoringSettings
-
-    def problem(self) -> str | None:
-        """Why no diff can be had, or None."""
-        ...
-
-    def diff(self, shared: bool = True) -> dict[str, Any]:
-        """The diff, with examples (for the report)."""
-        ...
-
-    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
-        """``diff`` with every changed row (for selectors)."""
-        ...
-
-    def unsearched(self) -> list[str]:
-        """Folders left out of discovery that hold a database."""
-        ...
-
-    def final_file(self, relpath: str) -> Path | None:
-        """The file holding a database's finish state, when at hand."""
-        ...
-
-
 class StoredDatabases:
     """The session's diff as a report's evidence kept it (``pytest-scoring rescore``)."""
 
@@ -268,10 +241,8 @@ class StoredDatabases:
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
     """The context's database inputs: kept evidence when re-scoring, else the live session's."""
-    stored = context.resources.get(RESOURCE)
-    if isinstance(stored, StoredDatabases):
-        return stored
-    return SessionDatabases.of(context)
+    stored = context.inputs.databases
+    return stored if stored is not None else SessionDatabases.of(context)
 
 
 class DbChangeScorer:

@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
-from typing import Protocol
-from typing import runtime_checkable
 
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.budget import TimeBudget
@@ -24,7 +22,6 @@ from pytest_scoring.core.budget import budget_for
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import accuracy
 from pytest_scoring.core.metrics import stderr
-from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
 from pytest_scoring.core.score import REPOSITORY
@@ -55,6 +52,7 @@ from pytest_scoring.reference.rerun import FILE_MAX_ROWS
 from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRerun
 from pytest_scoring.reference.rerun import ReferenceRunError
+from pytest_scoring.reference.rerun import Turns
 from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.reference.rerun import turns_for
 from pytest_scoring.scorers.base import ScoringContext
@@ -64,18 +62,13 @@ from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
 from pytest_scoring.scorers.evidence import Evidence
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
+from pytest_scoring.scorers.inputs import ScorerInputs
+from pytest_scoring.scorers.inputs import patterns_key
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
 SCORER_TYPE: Final = "db_diff_change"
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
-#: The resource holding a snapshot of the reference's databases made before this evaluation
-#: (a batch takes it once for all its repositories); without it, each rerun takes its own.
-INITIAL_REFERENCE: Final = "reference:initial"
-#: The resource of the baseline run, shared by every ``db_diff_change`` that counts tests.
-BASELINE_RESOURCE: Final = "baseline"
-#: The resource of how the runs take turns (shared by every rerun and the baseline), or None.
-TURNS: Final = "reference:turns"
 #: Why a score is "N" when the baseline failed and the code part does not match.
 BASELINE_FAILED: Final = "baseline run failed: changes caused by test files were not checked"
 
@@ -93,22 +86,6 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
         reset_databases(root, relpaths, settings.reset_store(), settings.report_root)
     except (OSError, sqlite3.Error) as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
-
-
-@runtime_checkable
-class ReferenceResults(Protocol):
-    """What ``db_diff_change`` scores: the reference side of a session, run here
-    (:class:`~pytest_scoring.reference.rerun.ReferenceRerun`) or in an Inspect sandbox
-    (``pytest_scoring.inspect``)."""
-
-    settings: ScoringSettings
-
-    def diffs(self, session: OutcomeTally) -> Diffs:
-        """The diffs of both runs from the initial reference state.
-
-        :raises ReferenceRunError: when the reference run gave no usable result.
-        """
-        ...
 
 
 class DiffChangeScorer:
@@ -134,9 +111,9 @@ class DiffChangeScorer:
         #: Whether changes this repository's test files make count too (the baseline runs).
         self.count_test_changes = count_test_changes
 
-    def resource_key(self) -> str:
-        """Where :meth:`start` leaves the reference side in ``ScoringContext.resources``."""
-        return f"reference:{'|'.join(self.test_patterns)}"
+    def inputs_key(self) -> tuple[str, ...]:
+        """Where :meth:`start` leaves the reference side in ``ScorerInputs.references``."""
+        return patterns_key(self.test_patterns)
 
     def start(self, context: ScoringContext) -> None:
         """Launch the reference rerun (shared by scorers with the same test patterns) and, when
@@ -147,38 +124,39 @@ class DiffChangeScorer:
         if settings.reference is None:
             raise ScoringError(NEEDS_REFERENCE)
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
-        new = self.resource_key() not in context.resources
-        if new:
+        inputs = context.inputs
+        found = inputs.references.get(self.inputs_key())
+        new = found is None
+        if isinstance(found, ReferenceRerun):
+            rerun = found
+        elif found is None:
             if settings.db_reset:
                 reset_solution_databases(settings)
-            initial = context.resources.get(INITIAL_REFERENCE)
-            if TURNS not in context.resources:
-                context.resources[TURNS] = turns_for(context.children)
             rerun = ReferenceRerun(
                 settings,
                 self.test_patterns,
                 timeout,
                 context.children,
-                initial,
-                context.resources[TURNS],
+                inputs.initial_reference,
+                _shared_turns(inputs, context),
             )
-            context.resources[self.resource_key()] = rerun
-        rerun = context.resources[self.resource_key()]
+            inputs.references[self.inputs_key()] = rerun
+        else:
+            return  # the reference side comes from elsewhere (a report's evidence)
         # With --tests-from the reference, the baseline's run is the rerun's too: the rerun
         # learns of it before it starts.
         if self.count_test_changes or settings.tests_from_is_reference():
-            if BASELINE_RESOURCE not in context.resources:
-                baseline = start_baseline(
+            if inputs.baseline is None:
+                inputs.baseline = start_baseline(
                     settings, context.children, timeout, rerun.child_done, rerun.turns
                 )
-                context.resources[BASELINE_RESOURCE] = baseline
-            rerun.baseline = context.resources[BASELINE_RESOURCE]
+            rerun.baseline = inputs.baseline
         if new:
             rerun.start()
 
     def score(self, context: ScoringContext) -> Score:
-        rerun = context.resources.get(self.resource_key())
-        if not isinstance(rerun, ReferenceResults):
+        rerun = context.inputs.references.get(self.inputs_key())
+        if rerun is None:
             return error_score(self.type, "the reference rerun did not start")
         try:
             diffs = rerun.diffs(context.tally)
@@ -307,6 +285,15 @@ class DiffChangeScorer:
             return sentence
         lead = f"{sentence}; only here: "
         return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
+
+
+def _shared_turns(inputs: ScorerInputs, context: ScoringContext) -> Turns | None:
+    """How the runs take turns: those of the reruns already started (one for all of them and
+    the baseline), else new ones."""
+    for started in inputs.references.values():
+        if isinstance(started, ReferenceRerun):
+            return started.turns
+    return turns_for(context.children)
 
 
 def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -> None:

@@ -124,10 +124,9 @@ def _test_changes(context: ScoringContext) -> dict[str, Any]:
     if settings is None or not (settings.reference or settings.tests_from):
         return {}
     # Loaded only with a reference: most sessions have none.
-    from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
     from pytest_scoring.reference.test_changes import change_list
 
-    changes = context.resources.get(TEST_CHANGES_RESOURCE)
+    changes = context.inputs.test_changes
     if changes is None:
         return {}
     return {"tests_modified": cap_list(change_list(changes)), "tests_modified_count": len(changes)}
@@ -138,10 +137,9 @@ def _missing_fixtures(context: ScoringContext) -> str | None:
     repository's conftest.py that defined it (docs/security.md)."""
     if context.settings is None or context.settings.tests_from is None:
         return None
-    from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
     from pytest_scoring.reference.tests_from import missing_fixtures_note
 
-    installed = context.resources.get(TESTS_FROM_RESOURCE)
+    installed = context.inputs.tests_from
     if installed is None or not installed.fixtures_gone:
         return None
     records = context.tally.records()
