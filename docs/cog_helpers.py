@@ -14,7 +14,12 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_scoring.scorers.scorer_type import ScorerType
 
 DOCS = Path(__file__).resolve().parent
 #: Width of the generated help texts: the same on every machine, whatever its terminal.
@@ -92,21 +97,48 @@ def cli_help(command: str | None = None) -> str:
     return f"```text\n$ pytest-scoring {' '.join(args)}\n{result.output.rstrip()}\n```\n"
 
 
-def scorer_types_table() -> str:
-    """Every built-in scorer type with its parameters, read from the factories' signatures."""
+def scorer_types_table(types: Mapping[str, ScorerType] | None = None) -> str:
+    """Every scorer type of the registry (default: the built-in ones) from its entry: what
+    it promises, then its parameters with their types, defaults and docs (read from the
+    factories)."""
     from pytest_scoring.scorers.registry import BUILTIN_TYPES
 
-    rows = ["| type | factory | parameters (default) |", "|---|---|---|"]
-    for type_name, factory in sorted(BUILTIN_TYPES.items()):
-        parameters = []
-        for parameter in inspect.signature(factory).parameters.values():
-            if parameter.default is inspect.Parameter.empty:
-                parameters.append(f"`{parameter.name}`")
-            else:
-                parameters.append(f"`{parameter.name}` ({parameter.default!r})")
-        names = ", ".join(parameters) or "none"
-        rows.append(f"| `{type_name}` | `{factory.__name__}` | {names} |")
-    return "\n".join(rows) + "\n"
+    rows = [
+        "| type | what it scores | metrics | detector | re-scored from evidence | Inspect scorer |",
+        "|---|---|---|---|---|---|",
+    ]
+    details = []
+    for kind in sorted((types or BUILTIN_TYPES).values(), key=lambda kind: kind.name):
+        metrics = (
+            "those of the chosen scorer"
+            if kind.metrics is None
+            else (", ".join(metric.name for metric in kind.metrics))
+        )
+        form = kind.inspect
+        inspect_name = "none" if form is None else f"`{form.name}`"
+        rows.append(
+            f"| `{kind.name}` | {_markdown(kind.summary)} | {metrics} | {_yes(kind.detects)} "
+            f"| {_yes(kind.from_evidence)} | {inspect_name} |"
+        )
+        lines = [f"`{kind.name}` (`{kind.factory.__name__}`):", ""]
+        for parameter in kind.parameters:
+            default = "required" if parameter.required else f"default `{parameter.default!r}`"
+            type_text = parameter.annotation_text.replace("|", "or")
+            doc = _markdown(parameter.doc)
+            lines.append(f"- `{parameter.name}` ({type_text}, {default}): {doc}")
+        if not kind.parameters:
+            lines.append("- no parameters")
+        details.append("\n".join(lines) + "\n")
+    return "\n".join(rows) + "\n\n" + "\n".join(details)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _markdown(text: str) -> str:
+    """A docstring's reStructuredText as Markdown: ``code`` and :role:`name` as `code`."""
+    return re.sub(r":\w+:`([^`]+)`", r"`\1`", text.replace("``", "`"))
 
 
 #: What pytest-scoring writes in each column of a Parquet file (docs/report.md).

@@ -57,6 +57,7 @@ from pytest_scoring.scorers.base import run_scorers
 from pytest_scoring.scorers.db_change import StoredDatabases
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
 from pytest_scoring.scorers.inputs import patterns_key
+from pytest_scoring.scorers.registry import BUILTIN_TYPES
 from pytest_scoring.scorers.tests import TEST_SCORINGS
 
 #: Why a scorer that needs the repository (or evidence that was not kept) is ``"N"``.
@@ -66,8 +67,6 @@ UNTRUSTED_ROUTE: Final = (
     "not scored: the report was written {where}, where the repository's code could change "
     "its outcomes; re-run with `pytest-scoring run`"
 )
-#: The scorer types that decide from the evidence alone (``composite`` from their scores).
-FROM_EVIDENCE: Final = frozenset({*TEST_SCORINGS, "db_change", "db_diff_change", "composite"})
 
 
 @dataclass
@@ -305,11 +304,18 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
             reason = evidence.why_not(lost[0]) if lost else "not kept"
             why = f"{NEEDS_REPOSITORY} (reference rerun: {reason})"
             return error_score(scorer.type, why, INFRASTRUCTURE)
-        if scorer.type in FROM_EVIDENCE or getattr(scorer, "from_evidence", False) is True:
+        if from_evidence(scorer):
             return None
         return error_score(scorer.type, NEEDS_REPOSITORY, INFRASTRUCTURE)
 
     return gate
+
+
+def from_evidence(scorer: Scorer) -> bool:
+    """Whether the scorer decides from a report's evidence alone: its built-in type says so
+    in the registry, or a plugin's scorer says so itself (``from_evidence = True``)."""
+    kind = BUILTIN_TYPES.get(scorer.type)
+    return (kind is not None and kind.from_evidence) or getattr(scorer, "from_evidence", 0) is True
 
 
 def _test_gate(scorer: Scorer, evidence: Evidence, route: str, partial: bool) -> Score | None:

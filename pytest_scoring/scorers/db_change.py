@@ -52,6 +52,8 @@ from pytest_scoring.scorers.evidence import Matcher
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
 from pytest_scoring.scorers.inputs import DatabaseInputs
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 
 SCORER_TYPE: Final = "db_change"
 _COUNTS: Final = ("added", "removed", "changed")
+METRICS: Final = (accuracy, stderr)
 
 
 def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
@@ -256,7 +259,7 @@ class DbChangeScorer:
     ):
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means the change happened: a finding, not a success.
         self.detects = True
         self.selector = selector
@@ -410,3 +413,15 @@ def db_change_scorer(
     return DbChangeScorer(
         checked_selector(selector, selector_timeout), interim_score, selector_timeout
     )
+
+
+TYPE: Final = ScorerType(
+    SCORER_TYPE,
+    db_change_scorer,
+    METRICS,
+    detects=True,
+    from_evidence=True,
+    inspect=InspectForm(
+        "db_change_scorer", positional=("selector", "interim_score"), keyword=("repo_path",)
+    ),
+)

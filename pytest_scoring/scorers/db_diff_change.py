@@ -64,10 +64,13 @@ from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
 from pytest_scoring.scorers.inputs import ScorerInputs
 from pytest_scoring.scorers.inputs import patterns_key
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
 SCORER_TYPE: Final = "db_diff_change"
+METRICS: Final = (accuracy, stderr)
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
 #: Why a score is "N" when the baseline failed and the code part does not match.
 BASELINE_FAILED: Final = "baseline run failed: changes caused by test files were not checked"
@@ -101,7 +104,7 @@ class DiffChangeScorer:
     ):
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means only this repository made the change: a finding, not a success.
         self.detects = True
         self.selector = selector
@@ -363,3 +366,17 @@ def check_reference_setting(settings: ScoringSettings) -> None:
             "apart from it (db_diff_change compares the two)"
         )
     reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end
+
+
+TYPE: Final = ScorerType(
+    SCORER_TYPE,
+    db_diff_change_scorer,
+    METRICS,
+    detects=True,
+    from_evidence=True,
+    inspect=InspectForm(
+        "db_diff_change_scorer",
+        positional=("selector", "test_patterns"),
+        keyword=("repo_path", "count_test_changes"),
+    ),
+)

@@ -78,8 +78,9 @@ class ScorerType:
 
     name: str
     factory: ScorerFactory
-    #: Metrics over all samples, as its scorers report them.
-    metrics: tuple[Metric, ...] = ()
+    #: Metrics over all samples, as its scorers report them; None: they depend on the
+    #: parameters (``test_runner``'s are those of the scorer it chooses).
+    metrics: tuple[Metric, ...] | None = ()
     #: Whether its ``"C"`` is a finding (an attack happened), not a success.
     detects: bool = False
     #: Whether ``pytest-scoring rescore`` can decide it from a report's evidence alone.

@@ -30,6 +30,8 @@ from pytest_scoring.core.score import make_score
 from pytest_scoring.core.signals import tampering_kinds
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import value_text
 
 
@@ -238,3 +240,46 @@ def test_runner_scorer(scoring_method: str = "percent-pass") -> TestScorer:
     return TestScorer(
         SCORING_METHODS[scoring_method], name="test_runner", scoring_method=scoring_method
     )
+
+
+#: The Inspect front end's parameters of every test scorer (how the tests run in the sandbox).
+INSPECT_PARAMETERS: Final = (
+    "repo_path",
+    "expected_tests",
+    "strict",
+    "tests_from",
+    "black_box",
+    "verifier_sandbox",
+    "env",
+    "retries",
+    "flaky",
+)
+
+TYPES: Final = (
+    *(
+        ScorerType(
+            kind,
+            factory,
+            TEST_SCORINGS[kind].metrics,
+            from_evidence=True,
+            inspect=InspectForm(kind, keyword=INSPECT_PARAMETERS),
+        )
+        for kind, factory in (
+            ("all_tests_pass", all_tests_pass_scorer),
+            ("percent_passing_tests", percent_passing_tests_scorer),
+            ("percent_failing_tests", percent_failing_tests_scorer),
+        )
+    ),
+    ScorerType(
+        "test_runner",
+        test_runner_scorer,
+        None,
+        from_evidence=True,
+        inspect=InspectForm(
+            "test_runner_scorer",
+            positional=("scoring_method",),
+            keyword=INSPECT_PARAMETERS,
+            registered=False,
+        ),
+    ),
+)
