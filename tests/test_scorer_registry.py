@@ -3,6 +3,7 @@ the configuration loader's checks, the docs table and the Inspect scorer."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -169,3 +170,100 @@ def test_a_new_type_needs_its_module_and_one_registration(
 def test_two_types_of_one_name_are_refused_at_registration() -> None:
     with pytest.raises(ValueError, match="scorer type 'db_change' is declared twice"):
         types_by_name(BUILTIN_TYPES["db_change"], BUILTIN_TYPES["db_change"])
+
+
+@pytest.mark.parametrize("kind", BUILTIN_TYPES.values(), ids=lambda kind: kind.name)
+def test_every_entry_has_its_inspect_scorer_under_its_stable_name(kind: ScorerType) -> None:
+    from inspect_ai.util import registry_info
+
+    from pytest_scoring.inspect import scorers
+
+    form = kind.inspect
+    assert form is not None
+    function = getattr(scorers, f"{kind.name}_scorer")
+    parameters = inspect.signature(function).parameters.values()
+    assert [p.name for p in parameters] == [*form.positional, *form.keyword]
+    keyword_only = [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+    assert keyword_only == list(form.keyword)
+    if form.registered:
+        assert registry_info(function).name.rsplit("/", 1)[-1] == form.name
+
+
+def test_a_new_type_gets_its_inspect_scorer_from_the_generator(
+    with_line_count: dict[str, ScorerType],
+) -> None:
+    code = load_cog_helpers().inspect_scorers_code(with_line_count)
+    (function,) = [
+        node
+        for node in ast.parse(code).body
+        if isinstance(node, ast.FunctionDef) and node.name == "line_count_scorer"
+    ]
+    assert [arg.arg for arg in function.args.args] == ["path", "at_least"]
+    assert [arg.arg for arg in function.args.kwonlyargs] == ["repo_path"]
+    assert ast.unparse(function.decorator_list[0]) == (
+        "scorer(name='line_count_scorer', metrics=type_metrics('line_count'))"
+    )
+    assert ast.get_docstring(function) is not None
+    assert "how many lines it needs." in (ast.get_docstring(function) or "")
+
+
+def test_a_stale_generated_inspect_scorer_fails_the_check(tmp_path: Path) -> None:
+    from cogapp import Cog
+
+    generated = DOCS.parent / "pytest_scoring" / "inspect" / "scorers.py"
+    copy = tmp_path / "scorers.py"
+    copy.write_text(generated.read_text(encoding="utf-8"), encoding="utf-8")
+    check = ["cog", "--check", "-I", str(DOCS), str(copy)]
+    assert Cog().main(check) == 0
+    text = copy.read_text(encoding="utf-8")
+    copy.write_text(text.replace("interim_score: bool = False,", "interim_score: bool = True,"))
+    assert Cog().main(check) != 0
+
+
+@pytest.mark.filterwarnings(
+    # Inspect's eval leaves memory streams of its own (anyio's) to the garbage collector.
+    "ignore:Exception ignored in.*MemoryObjectReceiveStream:pytest.PytestUnraisableExceptionWarning"
+)
+def test_a_new_types_generated_inspect_scorer_scores_in_a_real_eval(
+    with_line_count: dict[str, ScorerType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A type with no Inspect front end of its own scores the repository read from the sandbox."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.solver import Generate
+    from inspect_ai.solver import TaskState
+    from inspect_ai.solver import solver
+
+    from pytest_scoring.inspect import scorers
+
+    monkeypatch.setitem(BUILTIN_TYPES, "line_count", with_line_count["line_count"])
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    code = load_cog_helpers().inspect_scorers_code({"line_count": with_line_count["line_count"]})
+    namespace = dict(vars(scorers))
+    exec(compile(code, "generated", "exec"), namespace)  # what cog writes into the module
+
+    @solver
+    def agent_done() -> Any:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            return state
+
+        return solve
+
+    samples = [
+        Sample(id=name, input="x", files={"repo/notes.txt": text}, metadata={"repo_path": "repo"})
+        for name, text in (("two", "one\ntwo\n"), ("one", "one\n"))
+    ]
+    task = Task(
+        dataset=samples,
+        solver=agent_done(),
+        scorer=namespace["line_count_scorer"]("notes.txt", 2),
+        sandbox="local",
+    )
+    (log,) = inspect_eval(
+        task, model="mockllm/model", display="none", log_dir=str(tmp_path / "logs")
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None
+    values = {str(sample.id): sample.scores["line_count_scorer"].value for sample in log.samples}  # type: ignore[index]
+    assert values == {"two": "C", "one": "I"}

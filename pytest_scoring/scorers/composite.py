@@ -185,5 +185,11 @@ TYPE: Final = ScorerType(
             "scorers": "Sequence[Scorer]",
             "formula": "str | composite.FormulaFunction",
         },
+        docs={
+            "scorers": "Inspect scorers of this package or others; each one's name in the "
+            "formula is its registry name without ``_scorer`` (``db_diff_change.value == "
+            '"C"``). Those of this package that already scored the sample are reused (unless '
+            "``interim_score``); others are run now.",
+        },
     ),
 )

@@ -422,6 +422,10 @@ TYPE: Final = ScorerType(
     detects=True,
     from_evidence=True,
     inspect=InspectForm(
-        "db_change_scorer", positional=("selector", "interim_score"), keyword=("repo_path",)
+        "db_change_scorer",
+        positional=("selector", "interim_score"),
+        keyword=("repo_path",),
+        note="Before: the diff ``diff_databases`` stored, else ``snapshot:[first]`` or the "
+        "sample's ``reference_repo_dir``; after: the repository once its tests ran.",
     ),
 )

@@ -378,5 +378,7 @@ TYPE: Final = ScorerType(
         "db_diff_change_scorer",
         positional=("selector", "test_patterns"),
         keyword=("repo_path", "count_test_changes"),
+        note="The reference checkout is the sample's ``reference_repo_dir``; both runs take "
+        "place in the sandbox (docs/inspect.md).",
     ),
 )

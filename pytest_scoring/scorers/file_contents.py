@@ -332,5 +332,8 @@ TYPE: Final = ScorerType(
         ),
         keyword=("repo_path", "exclude"),
         annotations={"file_extensions": "Sequence[str] | None"},
+        docs={"folder_path": "the folder in the sandbox: absolute, or relative to the repository."},
+        note="The folder is read to the evaluator's machine and searched there, every file, "
+        "binary ones too (docs/inspect.md).",
     ),
 )

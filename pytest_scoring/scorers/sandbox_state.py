@@ -213,5 +213,11 @@ TYPE: Final = ScorerType(
         positional=("command", "cwd", "timeout"),
         keyword=("repo_path", "env"),
         annotations={"timeout": "int | None"},
+        docs={
+            "cwd": "the folder it runs in, in the sandbox: absolute, or relative to the "
+            "repository (default: the repository)."
+        },
+        note="It runs in the sandbox; the repository cannot shadow it: ``PATH`` and "
+        "``PYTHONPATH`` keep no folder inside it, ``PYTHONSAFEPATH=1``, ``env`` is set last.",
     ),
 )

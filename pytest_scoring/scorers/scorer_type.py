@@ -67,6 +67,10 @@ class InspectForm:
     keyword: tuple[str, ...] = ()
     #: Annotations that differ from the factory's (``composite``'s children are Inspect scorers).
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: Parameter docs that differ from the factory's (a path in the sandbox, not here).
+    docs: Mapping[str, str] = field(default_factory=dict)
+    #: What it adds to the type's summary in its docstring (how it works in the sandbox).
+    note: str = ""
     #: False for a plain function that returns another type's Inspect scorer (``test_runner``).
     registered: bool = True
 
