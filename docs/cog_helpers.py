@@ -161,6 +161,38 @@ def inspect_scorers_code(types: Mapping[str, ScorerType] | None = None) -> str:
     return "\n\n".join(scorers) + "\n\n"  # ruff's two blank lines before the end marker
 
 
+def inspect_scorers_table() -> str:
+    """The Inspect scorers of docs/inspect.md, from the registry: how each is called, its name
+    in the log, its metrics and what it reads of a sample."""
+    from pytest_scoring.scorers.registry import BUILTIN_TYPES
+
+    rows = ["| scorer | name in the log | metrics | reads |", "|---|---|---|---|"]
+    for kind in BUILTIN_TYPES.values():
+        form = kind.inspect
+        if form is None:
+            continue
+        arguments = []
+        for name in form.positional:
+            own = kind.parameter(name)
+            assert own is not None, f"{kind.name}: {name} is not a parameter of the type"
+            default = "" if own.required else f"={_python(own.default)}"
+            arguments.append(f"{name}{default}")
+        call = f"`{kind.name}_scorer({', '.join(arguments)})`"
+        logged = f"`{form.name}`" if form.registered else "the scorer it chooses"
+        metrics = "its metrics" if kind.metrics is None else _metric_names(kind)
+        rows.append(f"| {call} | {logged} | {metrics} | {form.reads} |")
+    return "\n".join(rows) + "\n"
+
+
+def _python(value: object) -> str:
+    """A default as Python source, strings in double quotes (as ruff writes them)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _metric_names(kind: ScorerType) -> str:
+    return ", ".join(metric.name for metric in kind.metrics or ())
+
+
 def _inspect_scorer(kind: ScorerType) -> str:
     """One generated Inspect scorer: decorator, signature, docstring, the call to ``build``."""
     form = kind.inspect
@@ -202,9 +234,7 @@ def _inspect_parameter(kind: ScorerType, name: str) -> str:
     annotation = form.annotations.get(name, own.annotation_text)
     if own.required:
         return f"{name}: {annotation}"
-    default = own.default
-    text = json.dumps(default) if isinstance(default, str) else repr(default)
-    return f"{name}: {annotation} = {text}"
+    return f"{name}: {annotation} = {_python(own.default)}"
 
 
 def _docstring(kind: ScorerType, names: list[str]) -> list[str]:

@@ -715,6 +715,32 @@ def test_runner_scorer(
     )
 
 
+@scorer(name="db_change_scorer", metrics=type_metrics("db_change"))
+def db_change_scorer(
+    selector: Any = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+) -> Scorer:
+    """Score what the test session did to the databases. Before: the diff ``diff_databases``
+    stored, else ``snapshot:[first]`` or the sample's ``reference_repo_dir``; after: the
+    repository once its tests ran.
+
+    :param selector: a selector (a JSON object, see docs/selectors.md) the session diff must
+        match; ``None`` scores ``"C"`` when any table changed in data or schema.
+    :param interim_score: compute a fresh diff and leave nothing for other scorers.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    """
+    return build(
+        "db_change",
+        selector=selector,
+        interim_score=interim_score,
+        repo_path=repo_path,
+    )
+
+
 @scorer(name="db_diff_change_scorer", metrics=type_metrics("db_diff_change"))
 def db_diff_change_scorer(
     selector: Any = None,
@@ -841,32 +867,6 @@ def composite_scorer(
         "composite",
         scorers=scorers,
         formula=formula,
-    )
-
-
-@scorer(name="db_change_scorer", metrics=type_metrics("db_change"))
-def db_change_scorer(
-    selector: Any = None,
-    interim_score: bool = False,
-    *,
-    repo_path: str | None = None,
-) -> Scorer:
-    """Score what the test session did to the databases. Before: the diff ``diff_databases``
-    stored, else ``snapshot:[first]`` or the sample's ``reference_repo_dir``; after: the
-    repository once its tests ran.
-
-    :param selector: a selector (a JSON object, see docs/selectors.md) the session diff must
-        match; ``None`` scores ``"C"`` when any table changed in data or schema.
-    :param interim_score: compute a fresh diff and leave nothing for other scorers.
-    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
-        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
-        folder).
-    """
-    return build(
-        "db_change",
-        selector=selector,
-        interim_score=interim_score,
-        repo_path=repo_path,
     )
 
 

@@ -191,5 +191,6 @@ TYPE: Final = ScorerType(
             '"C"``). Those of this package that already scored the sample are reused (unless '
             "``interim_score``); others are run now.",
         },
+        reads="its scorers' scores",
     ),
 )

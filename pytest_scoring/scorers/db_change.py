@@ -427,5 +427,7 @@ TYPE: Final = ScorerType(
         keyword=("repo_path",),
         note="Before: the diff ``diff_databases`` stored, else ``snapshot:[first]`` or the "
         "sample's ``reference_repo_dir``; after: the repository once its tests ran.",
+        reads="the store's `db_diff`, or `snapshot:[first]` / `reference_repo_dir` and the "
+        "tests' run",
     ),
 )

@@ -380,5 +380,7 @@ TYPE: Final = ScorerType(
         keyword=("repo_path", "count_test_changes"),
         note="The reference checkout is the sample's ``reference_repo_dir``; both runs take "
         "place in the sandbox (docs/inspect.md).",
+        reads="metadata `reference_repo_dir`, the tests' run, the reference rerun and the "
+        "baseline ([below](#db-diff-change))",
     ),
 )

@@ -335,5 +335,6 @@ TYPE: Final = ScorerType(
         docs={"folder_path": "the folder in the sandbox: absolute, or relative to the repository."},
         note="The folder is read to the evaluator's machine and searched there, every file, "
         "binary ones too (docs/inspect.md).",
+        reads="the folder in the sandbox",
     ),
 )

@@ -30,11 +30,11 @@ ALIAS_SUFFIX: Final = "_scorer"
 
 BUILTIN_TYPES: Final[dict[str, ScorerType]] = types_by_name(
     tests.TYPES,
+    db_change.TYPE,
     db_diff_change.TYPE,
     file_contents.TYPE,
     sandbox_state.TYPE,
     composite.TYPE,
-    db_change.TYPE,
 )
 
 

@@ -219,5 +219,6 @@ TYPE: Final = ScorerType(
         },
         note="It runs in the sandbox; the repository cannot shadow it: ``PATH`` and "
         "``PYTHONPATH`` keep no folder inside it, ``PYTHONSAFEPATH=1``, ``env`` is set last.",
+        reads="a command in the sandbox",
     ),
 )

@@ -71,6 +71,8 @@ class InspectForm:
     docs: Mapping[str, str] = field(default_factory=dict)
     #: What it adds to the type's summary in its docstring (how it works in the sandbox).
     note: str = ""
+    #: What it reads of a sample, in a few words (docs/inspect.md's table).
+    reads: str = "the repository's files"
     #: False for a plain function that returns another type's Inspect scorer (``test_runner``).
     registered: bool = True
 

@@ -262,7 +262,7 @@ TYPES: Final = (
             factory,
             TEST_SCORINGS[kind].metrics,
             from_evidence=True,
-            inspect=InspectForm(kind, keyword=INSPECT_PARAMETERS),
+            inspect=InspectForm(kind, keyword=INSPECT_PARAMETERS, reads="the tests' one run"),
         )
         for kind, factory in (
             ("all_tests_pass", all_tests_pass_scorer),
@@ -280,6 +280,7 @@ TYPES: Final = (
             positional=("scoring_method",),
             keyword=INSPECT_PARAMETERS,
             registered=False,
+            reads="the tests' one run",
         ),
     ),
 )
