@@ -19,16 +19,13 @@ from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
-from pathlib import Path
 from typing import Any
 from typing import Final
 
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.score import cap_values
-from pytest_scoring.db.large_values import limit_values
-from pytest_scoring.db.schema import quote
-from pytest_scoring.db.snapshot import read_only_uri
+from pytest_scoring.db.engine import RowReader
 from pytest_scoring.text import plural
 
 #: Rows of one list the search narrows (a table with more is named, not its row).
@@ -47,8 +44,6 @@ _ROW_KINDS: Final = ("changed", "added", "removed")
 
 #: Whether a narrowed diff still gives the verdict.
 Matcher = Callable[[Mapping[str, Any]], bool]
-#: The file holding a database's final state, by its path in the diff (None: not at hand).
-Locator = Callable[[str], Path | None]
 
 
 @dataclass
@@ -129,21 +124,21 @@ class Evidence:
 def find_evidence(
     diff: Mapping[str, Any],
     matches: Matcher | None,
-    locate: Locator | None = None,
+    read_row: RowReader | None = None,
     mentioned: frozenset[str] = frozenset(),
 ) -> Evidence | None:
     """The narrowest change of ``diff`` for which ``matches`` still holds (with ``matches``
     None: the first change); None when there is none, or the search ran out of time.
 
-    :param locate: where to read a changed row's other columns (None: only its key).
+    :param read_row: reads a changed row's other columns (None: only its key is known).
     :param mentioned: names the selector uses, preferred as the columns naming a row.
     """
     try:
         found = _search(diff, matches or _changed, matched=matches is not None)
     except (SelectorTimeout, sqlite3.Error):  # the verdict stands; only its evidence is lost
         return None
-    if found is not None and found.change == "changed" and locate is not None:
-        found.identity = _read_identity(found, locate, mentioned)
+    if found is not None and found.change == "changed" and read_row is not None:
+        found.identity = _read_identity(found, read_row, mentioned)
     return found
 
 
@@ -339,38 +334,16 @@ def _schema_text(schema: Mapping[str, Any]) -> str:
 # --- which row it is ---------------------------------------------------------------------
 
 
-def _read_identity(found: Evidence, locate: Locator, mentioned: frozenset[str]) -> dict[str, Any]:
+def _read_identity(found: Evidence, read: RowReader, mentioned: frozenset[str]) -> dict[str, Any]:
     """A few columns of the changed row, read from the database's final state.
 
-    Neither the key nor the changed columns are read (the diff has them), and SQLite refuses
-    any value too large to hold: a repository's gigabyte value is never read here.
+    Neither the key nor the changed columns are read (the diff has them).
     """
-    path = locate(found.database) if found.table is not None else None
-    if path is None or not found.key:
+    if found.table is None or not found.key:
         return {}
-    names = list(found.key)
-    skipped = set(names) | set(found.changes or {})
-    where = " AND ".join(f"{quote(name)} IS ?" for name in names)
-    try:
-        connection = sqlite3.connect(read_only_uri(path), uri=True, timeout=1.0)
-    except (sqlite3.Error, OSError):
-        return {}
-    limit_values(connection)
-    try:
-        info = connection.execute("SELECT name FROM pragma_table_info(?)", (str(found.table),))
-        columns = [name for (name,) in info if name not in skipped]
-        if not columns:
-            return {}
-        selected = ", ".join(quote(column) for column in columns)
-        sql = f"SELECT {selected} FROM {quote(str(found.table))} WHERE {where} LIMIT 1"
-        row = connection.execute(sql, [found.key[name] for name in names]).fetchone()
-    except (sqlite3.Error, OverflowError, TypeError):
-        return {}
-    finally:
-        connection.close()
-    if row is None:
-        return {}
-    return _identifying(dict(zip(columns, row, strict=True)), mentioned)
+    leave_out = set(found.changes or {})
+    row = read(found.database, found.table, found.key, leave_out)
+    return {} if row is None else _identifying(row, mentioned)
 
 
 def _identifying(values: Mapping[str, Any], mentioned: frozenset[str]) -> dict[str, Any]:
