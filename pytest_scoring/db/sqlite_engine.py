@@ -35,6 +35,7 @@ from pytest_scoring.db.snapshot import take_snapshot
 
 if TYPE_CHECKING:
     from pytest_scoring.core.budget import TimeBudget
+    from pytest_scoring.db.engine import RowReader
     from pytest_scoring.db.engine import RowSink
 
 #: Seconds :meth:`SqliteEngine.read_row` waits for a locked database (it only names a row).
@@ -117,6 +118,18 @@ class SqliteEngine:
 
     def release(self, snapshot: Snapshot) -> None:
         """Nothing to free: the copies go with the caller's folder."""
+
+
+def file_row_reader(files: Mapping[str, Path]) -> RowReader:
+    """Reads rows of the database files ``files`` (by name): final databases kept as a
+    report's evidence."""
+
+    def read_row(
+        database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
+    ) -> dict[str, Any] | None:
+        return read_sqlite_row(files.get(database), table, key, leave_out)
+
+    return read_row
 
 
 def read_sqlite_row(

@@ -114,8 +114,7 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
         if isinstance(resource, SessionDatabases):
             finals.update(resource.final_files())
         elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
-            final = resource.computed.solution_final
-            finals.update({} if final is None else final.files)
+            finals.update(resource.computed.solution_files)
     return finals
 
 

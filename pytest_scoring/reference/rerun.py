@@ -22,6 +22,7 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
@@ -38,6 +39,7 @@ from pytest_scoring.db.diff_store import BASELINE
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
+from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowReader
 from pytest_scoring.db.engine import S
@@ -84,14 +86,15 @@ class Diffs:
     """
 
     split: SplitDiffs
-    file_parts: dict[str, Any]
+    file_parts: dict[str, DiffJSON]
     metadata: dict[str, Any]
     #: Test ids the reference rerun collected that this session did not.
     missing_from_rerun: list[str]
     #: The baseline (None when no scorer counts test changes), or why there is none.
     baseline: Baseline | str | None = None
-    #: This session's final databases, where they can be read here (not from a sandbox).
-    solution_final: Snapshot | None = None
+    #: The files of this session's final databases, where they are files read here (not in
+    #: a sandbox), by name: kept as evidence.
+    solution_files: Mapping[str, Path] = field(default_factory=dict)
     #: Reads a row of this session's final databases (None: not at hand, in a sandbox).
     read_row: RowReader | None = None
 
@@ -287,7 +290,8 @@ class ReferenceRerun:
         missing = _missing_from(side.run.tally, session)
         parts = split.parts(FILE_MAX_ROWS)
         read_row = partial(engine.read_row, solution_final)
-        return Diffs(split, parts, metadata, missing, baseline, solution_final, read_row)
+        files = solution_final.files
+        return Diffs(split, parts, metadata, missing, baseline, files, read_row)
 
     @property
     def computed(self) -> Diffs | None:

@@ -33,7 +33,7 @@ from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.session import SessionDatabases
-from pytest_scoring.db.sqlite_engine import read_sqlite_row
+from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.scorers.base import ScoringContext
@@ -129,6 +129,7 @@ class StoredDatabases:
         self._full = full_diff
         self._problem = problem
         self._finals = dict(finals)
+        self._read_row = file_row_reader(self._finals)
 
     def problem(self) -> str | None:
         return self._problem if self._full is None else None
@@ -146,7 +147,7 @@ class StoredDatabases:
     def read_row(
         self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
     ) -> dict[str, Any] | None:
-        return read_sqlite_row(self._finals.get(database), table, key, leave_out)
+        return self._read_row(database, table, key, leave_out)
 
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
@@ -219,7 +220,7 @@ class DbChangeScorer:
                 return error_score(self.type, str(error), REPOSITORY, **metadata)
             matched, warnings = verdict.matched, list(verdict.warnings)
 
-            def matches(narrowed: Mapping[str, Any]) -> bool:
+            def matches(narrowed: DiffJSON) -> bool:
                 return selector.evaluate(narrowed, budget).matched
 
         lost = lost_databases(diff)

@@ -10,7 +10,6 @@ so memory does not grow with the number of changed rows (issue 12).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
@@ -40,6 +39,7 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
+from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.session import reset_engines
 from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
@@ -227,7 +227,7 @@ class DiffChangeScorer:
         first such change, when there is one)."""
         selector = self.selector
 
-        def matches(narrowed: Mapping[str, Any]) -> bool:
+        def matches(narrowed: DiffJSON) -> bool:
             assert selector is not None
             return selector.evaluate(narrowed, budget).matched
 
@@ -318,7 +318,7 @@ def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -
     )
 
 
-def _without_tests(parts: dict[str, Any]) -> dict[str, Any]:
+def _without_tests(parts: dict[str, DiffJSON]) -> dict[str, DiffJSON]:
     """The diff-of-diffs without ``from_tests`` (a scorer that does not count test changes)."""
     return {name: part for name, part in parts.items() if name != "from_tests"}
 
