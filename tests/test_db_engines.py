@@ -18,6 +18,7 @@ from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.db.session import engine_diff
 from pytest_scoring.db.session import final_state
 from pytest_scoring.db.session import snapshot_now
+from pytest_scoring.errors import DatabaseError
 
 USERS = "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL, role TEXT)"
 ROWS = (
@@ -201,3 +202,15 @@ def test_a_session_diffs_start_and_finish_once_and_frees_its_snapshots(
     assert session.read_row(name, "users", {"id": 4}, ()) == {"name": "dave", "role": "user"}
     session.close()
     assert not list((tmp_path / "report").rglob("*.db"))
+
+
+def test_two_engines_naming_one_database_alike_are_refused(tmp_path: Path) -> None:
+    places = [PLACES["sqlite"](tmp_path / side) for side in ("one", "two")]
+    for place in places:
+        place.execute(place.name("app"), USERS)
+    settings = ScoringSettings(root=tmp_path / "one", report_root=tmp_path / "report")
+    session = SessionDatabases(settings, engines=[place.engine for place in places])
+    session.start()
+    with pytest.raises(DatabaseError, match=r"two databases are named 'data/app\.db'"):
+        session.diff()
+    session.close()

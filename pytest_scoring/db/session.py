@@ -207,8 +207,11 @@ class SessionDatabases:
         self._check_started()
         comparisons: dict[str, DatabaseEntryJSON] = {}
         for tracked in self._tracked:
-            after = tracked.final()
-            comparisons.update(tracked.engine.diff(tracked.before, after, DEFAULT_MAX_ROWS))
+            entries = tracked.engine.diff(tracked.before, tracked.final(), DEFAULT_MAX_ROWS)
+            same = sorted(set(comparisons) & set(entries))
+            if same:  # one entry would hide the other's changes
+                raise DatabaseError(f"two databases are named {same[0]!r}; name them apart")
+            comparisons.update(entries)
         first = self._tracked[0]
         assert first.before is not None
         sources = (first.before.source, first.final().source)
