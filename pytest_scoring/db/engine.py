@@ -141,6 +141,8 @@ class DatabaseEngine(Protocol[S]):
         entries (:class:`~pytest_scoring.db.diff_types.ChangedRowJSON`) for ``changed``.
 
         :param budget: the selector's time budget, checked while reading.
+        :raises DatabaseError: when a side cannot be read while iterating (SQLite's own
+            ``sqlite3.Error`` is let through as it is: the callers catch both).
         """
         ...
 

@@ -34,6 +34,7 @@ from pytest_scoring.db.diff_types import PlanesJSON
 from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.diff_types import SchemaTableJSON
 from pytest_scoring.db.engine import RowReader
+from pytest_scoring.errors import DatabaseError
 from pytest_scoring.text import plural
 
 #: Rows of one list the search narrows (a table with more is named, not its row).
@@ -143,8 +144,8 @@ def find_evidence(
     """
     try:
         found = _search(diff, matches or _changed, matched=matches is not None)
-    except (SelectorTimeout, sqlite3.Error):  # the verdict stands; only its evidence is lost
-        return None
+    except (SelectorTimeout, DatabaseError, sqlite3.Error):
+        return None  # the verdict stands; only its evidence is lost
     if found is not None and found.change == "changed" and read_row is not None:
         found.identity = _read_identity(found, read_row, mentioned)
     return found
