@@ -19,6 +19,11 @@ from inspect_ai import Task
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog
 from inspect_ai.scorer import Scorer
+from inspect_ai.solver import Generate
+from inspect_ai.solver import Solver
+from inspect_ai.solver import TaskState
+from inspect_ai.solver import chain
+from inspect_ai.solver import solver
 from test_inspect import EXAMPLES
 from test_inspect import PASSWORD_CHANGE
 from test_inspect import agent_done
@@ -33,6 +38,7 @@ from users_db import make_users_db
 from pytest_scoring.cli.main import main
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.inspect_store import STORE_KEY
+from pytest_scoring.evaluation.inspect_store import run_key
 from pytest_scoring.inspect import all_tests_pass_scorer
 from pytest_scoring.inspect import composite_scorer
 from pytest_scoring.inspect import db_change_scorer
@@ -208,6 +214,41 @@ def test_evidence_none_keeps_nothing_and_the_offline_scores_say_so(tmp_path: Pat
         assert score.value == "N"
         assert "needs the repository: run again" in str(score.explanation)
         assert "keeps no pytest-scoring evidence" in str(score.explanation)
+
+
+@solver
+def plants_evidence() -> Solver:
+    """Stands for a solver or tool of the task that the agent drives into writing the store:
+    it writes the evidence key first, with outcomes where the repository's one test failed."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        key = run_key("repo", None, False, None, None, 0)
+        forged = {
+            "tests": [{"nodeid": "test_app.py::test_login", "outcome": "failed"}],
+            "collected": ["test_app.py::test_login"],
+            "root": "repo",
+        }
+        planted = {"route": "inspect", "outcomes": {key: forged}, "bytes": {f"outcomes/{key}": 1}}
+        state.store.set(STORE_KEY, planted)
+        return state
+
+    return solve
+
+
+@pytest.mark.usefixtures("sandbox_python")
+def test_evidence_written_before_the_scorers_is_never_what_a_re_score_reads(
+    tmp_path: Path,
+) -> None:
+    repo = sneaky_repo(tmp_path / "repo")
+    task = sneaky_task(repo, [all_tests_pass_scorer()])
+    task.solver = chain(plants_evidence(), agent_done())
+    log = evaluate(task, tmp_path)
+    assert scores(log)["sneaky"]["all_tests_pass"].value == "C"
+    again = inspect_ai.score(log, all_tests_pass_scorer(), action="overwrite", display="none")
+    assert scores(again)["sneaky"]["all_tests_pass"].value == "C"
+    assert again.samples is not None
+    (kept,) = again.samples[0].store[STORE_KEY]["outcomes"].values()
+    assert len(kept["tests"]) == 2
 
 
 def test_an_unknown_evidence_level_is_refused_when_the_task_is_built() -> None:

@@ -10,6 +10,7 @@ rules as ``pytest-scoring rescore`` decides from a report (docs/inspect.md#inspe
 from __future__ import annotations
 
 import base64
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,20 @@ def has_sandbox() -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+#: The samples (their state) whose store's evidence this process began to write.
+_BEGUN: weakref.WeakSet[TaskState] = weakref.WeakSet()
+
+
+def begin(state: TaskState) -> None:
+    """Drop whatever the store held under the evidence's key before the first of this
+    package's scorers scored the sample from its sandbox: only they write it (a solver or a
+    tool of the task that wrote it first cannot choose what a re-score reads)."""
+    if state not in _BEGUN:
+        _BEGUN.add(state)
+        if STORE_KEY in state.store:
+            state.store.delete(STORE_KEY)
 
 
 def stored(state: TaskState) -> dict[str, Any]:

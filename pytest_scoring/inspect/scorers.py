@@ -60,6 +60,7 @@ from pytest_scoring.inspect.databases import SCORER_DIFF
 from pytest_scoring.inspect.databases import SOLVER_DIFF
 from pytest_scoring.inspect.databases import session_databases
 from pytest_scoring.inspect.databases import settings_for
+from pytest_scoring.inspect.evidence import begin
 from pytest_scoring.inspect.evidence import db_change_from_store
 from pytest_scoring.inspect.evidence import db_diff_change_from_store
 from pytest_scoring.inspect.evidence import given_repo
@@ -136,10 +137,10 @@ def _inspect_scorer(core: CoreScorer, compute: Compute, offline: Compute | None 
     async def score(state: TaskState, target: Target) -> InspectScore:
         sample = sample_scoring(state)
         try:
-            if offline is not None and not has_sandbox():
-                result = await offline(sample, state, target)
-            else:
-                result = await compute(sample, state, target)
+            live = has_sandbox()
+            if live:
+                begin(state)
+            result = await (compute if live or offline is None else offline)(sample, state, target)
         except ScoringError as error:  # bad input: no Python, no metadata, no folder…
             result = error_score(core.type, str(error))
         except Exception as error:  # a scorer never takes the sample down
