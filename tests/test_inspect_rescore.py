@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 from inspect_ai import Task
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog
+from inspect_ai.log import read_eval_log
 from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate
 from inspect_ai.solver import Solver
@@ -167,6 +169,37 @@ def test_a_log_scored_again_offline_gives_the_verdicts_of_a_fresh_eval(
     assert now["percent_passing_tests"].value == 50
     assert now["all_tests_pass"].metadata["missing_tests"] == ["test_app.py::test_gone"]
     assert now["composite_scorer"].value == "I"
+
+
+def test_inspect_score_on_the_command_line_finds_the_scorers_by_name(
+    sneaky: tuple[Path, EvalLog], tmp_path: Path
+) -> None:
+    _, log = sneaky
+    output = tmp_path / "rescored.eval"
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "inspect"),  # Inspect's own command
+            "score",
+            log.location,
+            "--scorer",
+            "pytest_scoring/db_change_scorer",
+            "-S",
+            f"selector={json.dumps(STRICTER)}",
+            "--action",
+            "overwrite",
+            "--output-file",
+            str(output),
+            "--display",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rescored = scores(read_eval_log(str(output)))["sneaky"]["db_change_scorer"]
+    assert rescored.value == "C"
+    assert rescored.metadata["selector"] == STRICTER
 
 
 def test_what_the_store_cannot_decide_is_n_saying_to_run_again(
