@@ -341,3 +341,13 @@ def test_rescore_writes_a_log_as_a_report_scout_reads(
     (row,) = pq.read_table(folder / "db_change.parquet").to_pylist()
     assert row["value"] == "C"
     assert row["transcript_id"] == "sneaky"
+
+
+def test_rescore_of_a_file_that_is_no_eval_log_says_so_in_one_line(tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.eval"
+    bogus.write_text("not a log")
+    result = cli("rescore", bogus, "--report", tmp_path / "re")
+    assert result.exit_code == 2, result.output
+    (line,) = [text for text in result.output.splitlines() if text.strip()]
+    assert f"{bogus}: not an Inspect eval log" in line
+    assert not (tmp_path / "re").exists()

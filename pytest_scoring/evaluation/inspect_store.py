@@ -54,6 +54,8 @@ LEVELS: Final = ("none", "diffs", "all")
 SOLVER_SOURCE: Final = "diff_databases"
 SCORER_SOURCE: Final = "db_change"
 INTERIM_SOURCE: Final = "db_change:interim"
+#: What a sample of a log holds that re-scoring never reads.
+_TRANSCRIPT: Final = frozenset({"events", "messages", "attachments"})
 #: A sample id that can name its folder in the report as it is.
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -140,13 +142,18 @@ def log_evidence(log_path: Path, folder: Path) -> list[Evidence]:
     """
     # Loaded only here: re-scoring a report never needs Inspect AI.
     from inspect_ai.log import read_eval_log
+    from inspect_ai.log import read_eval_log_samples
 
     try:
-        log = read_eval_log(str(log_path))
+        log = read_eval_log(str(log_path), header_only=True)
+        # One sample at a time, without its transcript: a log can be gigabytes.
+        samples = read_eval_log_samples(
+            str(log_path), all_samples_required=False, exclude_fields=set(_TRANSCRIPT)
+        )
     except Exception as error:  # Inspect raises many kinds for a file that is no log
         raise OptionError(f"{log_path}: not an Inspect eval log ({error})") from None
     found = []
-    for index, sample in enumerate(log.samples or []):
+    for index, sample in enumerate(samples):
         epochs = f"-epoch{sample.epoch}" if log.eval.config.epochs not in (None, 1) else ""
         transcript = f"{sample.id}{epochs}"
         if not _SAFE_ID.fullmatch(transcript):  # a sample folder's name
