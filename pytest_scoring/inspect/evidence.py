@@ -10,7 +10,9 @@ rules as ``pytest-scoring rescore`` decides from a report (docs/inspect.md#inspe
 from __future__ import annotations
 
 import base64
+import functools
 import weakref
+from collections.abc import Callable
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -108,7 +110,7 @@ def run_identity(
     )
 
 
-async def _keep(state: TaskState, kind: str, key: str, content: Any) -> None:
+async def _keep(state: TaskState, kind: str, key: str, content: Callable[[], Any]) -> None:
     """Keep ``content`` (made in a worker thread: it may read a large diff) under
     ``kind[key]`` of the store's evidence."""
 
@@ -147,7 +149,10 @@ async def keep_run(
 async def keep_databases(
     state: TaskState, source: str, databases: SessionDatabases, level: str
 ) -> None:
-    """``db_change``'s diff with every changed row; with ``all`` the final databases too."""
+    """``db_change``'s diff with every changed row (once per source: the scorers of one
+    source share their diff); with ``all`` the final databases too."""
+    if _has(state, SESSION_DIFF_KIND, source):
+        return
     settings = databases.settings
 
     def content() -> dict[str, Any] | NotKept:
@@ -160,7 +165,7 @@ async def keep_databases(
     await _keep(state, SESSION_DIFF_KIND, source, content)
     if level == "all" and databases.before is not None:
         for relpath, path in sorted(databases.after().files.items()):
-            await _keep(state, DATABASES_KIND, relpath, lambda path=path: _encoded(path))
+            await _keep(state, DATABASES_KIND, relpath, functools.partial(_encoded, path))
 
 
 def _encoded(path: Path) -> str | NotKept:
