@@ -284,6 +284,29 @@ def test_evidence_written_before_the_scorers_is_never_what_a_re_score_reads(
     assert len(kept["tests"]) == 2
 
 
+@pytest.mark.usefixtures("sandbox_python")
+def test_a_diff_over_the_cap_is_left_out_and_the_store_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_scoring.evaluation import evidence
+
+    # The outcomes of the two tests fit in 1,500 bytes; the diff of the rename does not.
+    monkeypatch.setattr(evidence, "REPORT_FILE_CAP", 1500)
+    repo = sneaky_repo(tmp_path / "repo")
+    log = evaluate(sneaky_task(repo, [db_change_scorer(LOOSE), all_tests_pass_scorer()]), tmp_path)
+    assert log.samples is not None
+    kept = log.samples[0].store[STORE_KEY]
+    assert "over the per-file cap of 1500" in kept["omitted"]["session_diff/db_change"]
+    assert kept["session_diff"] == {}
+    again = [db_change_scorer(STRICTER), all_tests_pass_scorer()]
+    rescored = scores(inspect_ai.score(log, again, action="overwrite", display="none"))["sneaky"]
+    assert rescored["db_change_scorer"].value == "N"
+    explanation = str(rescored["db_change_scorer"].explanation)
+    assert "needs the repository: run again (session diff: " in explanation
+    assert "over the per-file cap of 1500" in explanation
+    assert rescored["all_tests_pass"].value == "C"
+
+
 def test_an_unknown_evidence_level_is_refused_when_the_task_is_built() -> None:
     with pytest.raises(OptionError, match="evidence: 'some' is not one of none, diffs, all"):
         db_change_scorer(LOOSE, evidence="some")
