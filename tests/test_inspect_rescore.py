@@ -20,6 +20,7 @@ from inspect_ai import Task
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog
 from inspect_ai.log import read_eval_log
+from inspect_ai.log import write_eval_log
 from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate
 from inspect_ai.solver import Solver
@@ -374,3 +375,29 @@ def test_rescore_of_a_file_that_is_no_eval_log_says_so_in_one_line(tmp_path: Pat
     (line,) = [text for text in result.output.splitlines() if text.strip()]
     assert f"{bogus}: not an Inspect eval log" in line
     assert not (tmp_path / "re").exists()
+
+
+def test_a_log_whose_store_was_edited_by_hand_writes_nothing_outside_and_scores_n(
+    sneaky: tuple[Path, EvalLog], tmp_path: Path
+) -> None:
+    _, log = sneaky
+    edited = read_eval_log(log.location)
+    assert edited.samples is not None
+    kept = edited.samples[0].store[STORE_KEY]
+    upward = "../" * 40 + str(tmp_path / "up.db").lstrip("/")  # from anywhere, to tmp_path
+    kept["databases"] = {str(tmp_path / "absolute.db"): "AAAA", upward: "AAAA"}
+    for outcomes in kept["outcomes"].values():
+        outcomes["tests"] = [{"nodeid": 1}]
+    path = tmp_path / "edited.eval"
+    write_eval_log(edited, str(path))
+    selector = json.dumps(STRICTER)
+    result = cli("rescore", path, "--selector", selector, "--report", tmp_path / "re")
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "absolute.db").exists()
+    assert not (tmp_path / "up.db").exists()
+    (folder,) = (tmp_path / "re").glob("scan_id=*")
+    (sample,) = json.loads((folder / "scores.json").read_text())["samples"]
+    passing = sample["scores"]["all_tests_pass"]
+    assert passing["value"] == "N"
+    assert "not of the shape this package keeps" in passing["explanation"]
+    assert sample["scores"]["db_change"]["value"] == "C"  # the kept diff still decides

@@ -23,8 +23,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from collections.abc import Mapping
 from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 from typing import Final
 
@@ -86,13 +88,78 @@ def run_key(
 
 
 def kept_entry(stored: object) -> dict[str, Any]:
-    """The store's evidence (empty when none was kept), each kind a mapping."""
+    """The store's evidence (empty when none was kept), each kind a mapping; an entry of the
+    wrong shape (a log edited by hand) is moved to ``omitted``, so that nothing reads it."""
     entry = dict(stored) if isinstance(stored, Mapping) else {}
     for kind in (*_KINDS, "omitted", "bytes"):
-        entry[kind] = dict(entry.get(kind) or {})
+        found = entry.get(kind)
+        entry[kind] = {str(k): v for k, v in found.items()} if isinstance(found, Mapping) else {}
+    for kind in _KINDS:
+        for key, value in list(entry[kind].items()):
+            if not _WELL_FORMED[kind](key, value):
+                del entry[kind][key]
+                entry["omitted"][f"{kind}/{key}"] = "not of the shape this package keeps"
     entry.setdefault("format", 1)
     entry.setdefault("route", ROUTE)
     return entry
+
+
+def _outcomes_shape(key: str, value: Any) -> bool:
+    if not isinstance(value, Mapping) or not isinstance(value.get("tests"), list):
+        return False
+    tests_ok = all(
+        isinstance(test, Mapping)
+        and isinstance(test.get("nodeid"), str)
+        and isinstance(test.get("outcome"), str)
+        for test in value["tests"]
+    )
+    lists = all(isinstance(value.get(name, []), list) for name in ("collected", "integrity"))
+    signals = lists and all(
+        isinstance(signal, Mapping) and isinstance(signal.get("kind"), str)
+        for signal in value.get("integrity", [])
+    )
+    maps = all(isinstance(value.get(name) or {}, Mapping) for name in ("collided", "attempts"))
+    not_started = value.get("not_started")
+    started_ok = not not_started or (
+        isinstance(not_started, Mapping) and set(not_started) == {"reason", "unscored"}
+    )
+    return tests_ok and signals and maps and started_ok
+
+
+def _diff_shape(key: str, value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("root"), str)
+        and isinstance(value.get("db_patterns"), list)
+        and isinstance(value.get("diff"), Mapping)
+        and isinstance(value["diff"].get("comparisons"), Mapping)
+    )
+
+
+def _reference_shape(key: str, value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("test_patterns"), list)
+        and all(isinstance(pattern, str) for pattern in value["test_patterns"])
+        and all(isinstance(value.get(name), Mapping) for name in ("reference", "solution"))
+        and isinstance(value.get("metadata"), Mapping)
+        and isinstance(value.get("missing_from_rerun"), list)
+    )
+
+
+def _database_shape(key: str, value: Any) -> bool:
+    """Base64 text, under a path that stays inside the folder it is written to."""
+    path = PurePosixPath(key)
+    safe = bool(key) and not path.is_absolute() and ".." not in path.parts and "\\" not in key
+    return safe and isinstance(value, str)
+
+
+_WELL_FORMED: Final[dict[str, Callable[[str, Any], bool]]] = {
+    OUTCOMES_KIND: _outcomes_shape,
+    SESSION_DIFF_KIND: _diff_shape,
+    REFERENCE_KIND: _reference_shape,
+    DATABASES_KIND: _database_shape,
+}
 
 
 def with_kept(stored: object, kind: str, key: str, content: Any) -> dict[str, Any]:
@@ -126,9 +193,13 @@ def database_files(entry: Mapping[str, Any], folder: Path) -> dict[str, Path]:
     """The final databases kept (``evidence="all"``), written under ``folder``, by path."""
     finals: dict[str, Path] = {}
     for relpath, encoded in entry.get(DATABASES_KIND, {}).items():
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except ValueError:  # binascii.Error: not base64 (a log edited by hand)
+            continue
         path = folder / relpath
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(encoded))
+        path.write_bytes(data)
         finals[relpath] = path
     return finals
 
@@ -195,13 +266,13 @@ def _files(entry: dict[str, Any], folder: Path) -> tuple[dict[str, Path], dict[s
     runs = entry[OUTCOMES_KIND]
     default = next((key for key in runs if _is_default(key)), next(iter(runs), None))
     if default is None:
-        problems[OUTCOMES] = why_not(entry, OUTCOMES_KIND, "")
+        problems[OUTCOMES] = _why_none(entry, OUTCOMES_KIND)
     else:
         write(OUTCOMES, runs[default])
     diffs = entry[SESSION_DIFF_KIND]
     source = next((s for s in (SOLVER_SOURCE, SCORER_SOURCE) if s in diffs), None)
     if source is None:
-        problems[SESSION_DIFF] = why_not(entry, SESSION_DIFF_KIND, SCORER_SOURCE)
+        problems[SESSION_DIFF] = _why_none(entry, SESSION_DIFF_KIND)
     else:
         write(SESSION_DIFF, diffs[source]["diff"])
     sides = sorted(entry[REFERENCE_KIND].items(), key=lambda item: not item[0].endswith("=True"))
@@ -219,14 +290,24 @@ def _files(entry: dict[str, Any], folder: Path) -> tuple[dict[str, Path], dict[s
     return files, problems
 
 
+def _why_none(entry: Mapping[str, Any], kind: str) -> str:
+    """Why the store keeps no entry of ``kind``: the first that was left out, or none kept."""
+    lost = [why for name, why in entry["omitted"].items() if name.startswith(f"{kind}/")]
+    return str(lost[0]) if lost else why_not(entry, kind, "")
+
+
 def _is_default(key: str) -> bool:
     """A run with no ``tests_from``, ``black_box``, verifier, variables nor reruns."""
-    parts: list[Any] = json.loads(key)
-    return parts[1:] == ["", False, "", [], 0]
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return False
+    return isinstance(parts, list) and parts[1:] == ["", False, "", [], 0]
 
 
 def _strict(entry: Mapping[str, Any]) -> list[str]:
     """The strict kinds of the scorer that kept the outcomes (the first one)."""
     for outcomes in entry[OUTCOMES_KIND].values():
-        return list(outcomes.get("strict") or [])
+        kinds = outcomes.get("strict")
+        return [str(kind) for kind in kinds] if isinstance(kinds, list) else []
     return []
