@@ -43,16 +43,34 @@ from pytest_scoring.core.score import NOANSWER
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import DEFAULT_STRICT
 from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import parse_strict
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.evaluation.inspect_store import INTERIM_SOURCE
+from pytest_scoring.evaluation.inspect_store import SCORER_SOURCE
+from pytest_scoring.evaluation.inspect_store import SOLVER_SOURCE
+from pytest_scoring.evaluation.inspect_store import check_level
+from pytest_scoring.evaluation.inspect_store import run_key
+from pytest_scoring.evaluation.rescore import needs_repository
 from pytest_scoring.inspect.databases import DEFAULT_BEFORE
 from pytest_scoring.inspect.databases import SCORER_DIFF
 from pytest_scoring.inspect.databases import SOLVER_DIFF
 from pytest_scoring.inspect.databases import session_databases
 from pytest_scoring.inspect.databases import settings_for
+from pytest_scoring.inspect.evidence import begin
+from pytest_scoring.inspect.evidence import db_change_from_store
+from pytest_scoring.inspect.evidence import db_diff_change_from_store
+from pytest_scoring.inspect.evidence import given_repo
+from pytest_scoring.inspect.evidence import has_sandbox
+from pytest_scoring.inspect.evidence import keep_databases
+from pytest_scoring.inspect.evidence import keep_reference
+from pytest_scoring.inspect.evidence import keep_run
+from pytest_scoring.inspect.evidence import run_identity
+from pytest_scoring.inspect.evidence import stored
+from pytest_scoring.inspect.evidence import tests_from_store
 from pytest_scoring.inspect.metrics import inspect_metrics
 from pytest_scoring.inspect.metrics import scalar_value
 from pytest_scoring.inspect.reference import run_reference
@@ -77,6 +95,8 @@ from pytest_scoring.scorers.base import run_scorer
 
 #: The sample metadata key of the expected test set (when no parameter gives one).
 EXPECTED_KEY: Final = "expected_tests"
+#: ``evidence=``'s default: what the store keeps, as ``run --evidence``'s.
+DEFAULT_LEVEL: Final = "diffs"
 #: Suffix of the registry names left out of a composite formula's variable names.
 SCORER_SUFFIX: Final = "_scorer"
 
@@ -109,14 +129,18 @@ def score_dict(score: InspectScore | None) -> Score:
     }
 
 
-def _inspect_scorer(core: CoreScorer, compute: Compute) -> Scorer:
-    """The Inspect scorer running ``compute`` for ``core``: a failure is ``"N"``, never an
+def _inspect_scorer(core: CoreScorer, compute: Compute, offline: Compute | None = None) -> Scorer:
+    """The Inspect scorer running ``compute`` for ``core``, or ``offline`` (from the evidence
+    in the sample's store) when the sample has no sandbox: a failure is ``"N"``, never an
     exception; the score is kept for ``composite_scorer``."""
 
     async def score(state: TaskState, target: Target) -> InspectScore:
         sample = sample_scoring(state)
         try:
-            result = await compute(sample, state, target)
+            live = has_sandbox()
+            if live:
+                begin(state)
+            result = await (compute if live or offline is None else offline)(sample, state, target)
         except ScoringError as error:  # bad input: no Python, no metadata, no folder…
             result = error_score(core.type, str(error))
         except Exception as error:  # a scorer never takes the sample down
@@ -189,6 +213,14 @@ def strict_choice(strict: str | Sequence[str]) -> StrictKinds:
         raise OptionError(f"strict: {error}") from None
 
 
+async def _expected_of(state: TaskState, expected_tests: Any) -> ExpectedTests | None:
+    """The expected set: the parameter, else the sample's metadata."""
+    if expected_tests is not None:
+        return await expected_set(expected_tests, "expected_tests")
+    where = f"the sample's metadata {EXPECTED_KEY!r}"
+    return await expected_set(state.metadata.get(EXPECTED_KEY), where)
+
+
 def _tests_scorer(
     core: tests.TestScorer,
     repo_path: str | None,
@@ -200,6 +232,7 @@ def _tests_scorer(
     env: Mapping[str, str] | None,
     retries: int,
     flaky: str,
+    evidence: str,
 ) -> Scorer:
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
@@ -207,6 +240,12 @@ def _tests_scorer(
     variables = None if env is None else check_env(env, "env")
     retries = check_reruns(retries)
     rule = check_flaky_rule(flaky, "flaky")
+    level = check_level(evidence)
+
+    def key(state: TaskState) -> str:
+        found_tests_from, found_env = run_identity(state, tests_from, variables)
+        repo = given_repo(state, repo_path)
+        return run_key(repo, found_tests_from, black_box, verifier_sandbox, found_env, retries)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
@@ -219,18 +258,22 @@ def _tests_scorer(
             variables,
             retries,
         )
-        if expected_tests is not None:
-            expected = await expected_set(expected_tests, "expected_tests")
-        else:
-            where = f"the sample's metadata {EXPECTED_KEY!r}"
-            expected = await expected_set(state.metadata.get(EXPECTED_KEY), where)
+        expected = await _expected_of(state, expected_tests)
         settings = settings_for(repo)
         context = await anyio.to_thread.run_sync(
             test_run.context, settings, expected, kinds, rule, retries
         )
+        if level != "none":
+            await keep_run(state, key(state), test_run, repo, kinds, rule, retries)
         return await _in_thread(core, context)
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        expected = await _expected_of(state, expected_tests)
+        return await anyio.to_thread.run_sync(
+            tests_from_store, core, stored(state), key(state), expected, kinds, rule
+        )
+
+    return _inspect_scorer(core, compute, offline)
 
 
 def _test_metrics(kind: str) -> list[Any]:
@@ -250,6 +293,7 @@ def all_tests_pass_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed, errored or is missing.
 
@@ -279,6 +323,9 @@ def all_tests_pass_scorer(
     :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
         attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
         ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
     """
     return _tests_scorer(
         tests.all_tests_pass_scorer(),
@@ -291,6 +338,7 @@ def all_tests_pass_scorer(
         env,
         retries,
         flaky,
+        evidence,
     )
 
 
@@ -309,6 +357,7 @@ def percent_passing_tests_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """The share of passing tests among those that count, in percent (parameters as
     :func:`all_tests_pass_scorer`)."""
@@ -323,6 +372,7 @@ def percent_passing_tests_scorer(
         env,
         retries,
         flaky,
+        evidence,
     )
 
 
@@ -341,6 +391,7 @@ def percent_failing_tests_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
     tampering ``"N"`` counts as 100."""
@@ -355,6 +406,7 @@ def percent_failing_tests_scorer(
         env,
         retries,
         flaky,
+        evidence,
     )
 
 
@@ -377,6 +429,7 @@ def test_runner_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
     ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
@@ -394,6 +447,7 @@ def test_runner_scorer(
         env=env,
         retries=retries,
         flaky=flaky,
+        evidence=evidence,
     )
 
 
@@ -402,7 +456,11 @@ def test_runner_scorer(
 
 @scorer(metrics=inspect_metrics((accuracy, stderr)))
 def db_change_scorer(
-    selector: Any = None, interim_score: bool = False, *, repo_path: str | None = None
+    selector: Any = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``"C"`` when the selector matches what changed in the databases since before the agent
     ran: the diff ``diff_databases`` stored, else "before" from ``snapshot:[first]`` or the
@@ -410,14 +468,20 @@ def db_change_scorer(
 
     :param selector: a selector (docs/selectors.md); None: any change.
     :param interim_score: diff afresh now, sharing nothing.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, ``"diffs"`` (the diff with every changed row) or ``"all"`` (the final
+        databases too; docs/inspect.md#inspect-rescoring).
     :raises SelectorError: for an invalid selector, naming its path.
     """
     core = db_change.db_change_scorer(selector, interim_score)
+    level = check_level(evidence)
+    sources = [INTERIM_SOURCE] if interim_score else [SOLVER_SOURCE, SCORER_SOURCE]
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        source = sources[0]
         databases = None if interim_score else sample.resources.get(SOLVER_DIFF)
         if databases is None and not interim_score:
-            databases = sample.resources.get(SCORER_DIFF)
+            source, databases = SCORER_SOURCE, sample.resources.get(SCORER_DIFF)
         if databases is None:
             repo = await sample.repository(state, repo_path)
             patterns = list(settings_for(repo).db_patterns)
@@ -427,9 +491,17 @@ def db_change_scorer(
         settings = databases.settings
         context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
         context.resources[db_change.RESOURCE] = databases
-        return await _in_thread(core, context)
+        score = await _in_thread(core, context)
+        if level != "none":
+            await keep_databases(state, source, databases, level)
+        return score
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        folder = sample.local("evidence")
+        found = stored(state)
+        return await anyio.to_thread.run_sync(db_change_from_store, core, found, sources, folder)
+
+    return _inspect_scorer(core, compute, offline)
 
 
 @scorer(metrics=inspect_metrics((accuracy, stderr)))
@@ -439,6 +511,7 @@ def db_diff_change_scorer(
     *,
     repo_path: str | None = None,
     count_test_changes: bool = True,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``"C"`` when the selector matches database changes the repository makes that the
     reference checkout (the sample's ``reference_repo_dir``) does not: its code's, found by
@@ -451,15 +524,24 @@ def db_diff_change_scorer(
         ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``).
     :param count_test_changes: false scores ``after_only`` alone, as inspect_toolkit does,
         and the reference's own tests do not run.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row;
+        docs/inspect.md#inspect-rescoring).
     """
     core = db_diff_change.db_diff_change_scorer(
         selector, test_patterns, count_test_changes=count_test_changes
     )
+    level = check_level(evidence)
+    key = core.resource_key()
+    side_key = f"{key}|count_test_changes={count_test_changes}"
+
+    def own_key(state: TaskState) -> str:
+        """The key of the repository's own run: the sample's one, with its metadata."""
+        found_tests_from, found_env = run_identity(state)
+        return run_key(given_repo(state, repo_path), found_tests_from, False, None, found_env, 0)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
-        key = core.resource_key()
-        side_key = f"{key}|count_test_changes={count_test_changes}"
         if side_key not in sample.resources:
             patterns = core.test_patterns
             side = await run_reference(sample, state, repo, patterns, count_test_changes)
@@ -469,9 +551,19 @@ def db_diff_change_scorer(
         context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
         context.settings = side.settings
         context.resources[key] = side
-        return await _in_thread(core, context)
+        score = await _in_thread(core, context)
+        if level != "none":
+            await keep_reference(state, side_key, side)
+            await keep_run(state, own_key(state), own, repo, DEFAULT_STRICT, DEFAULT_FLAKY, 0)
+        return score
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        found = stored(state)
+        return await anyio.to_thread.run_sync(
+            db_diff_change_from_store, core, found, side_key, own_key(state)
+        )
+
+    return _inspect_scorer(core, compute, offline)
 
 
 # --- files and commands -----------------------------------------------------------------
@@ -513,7 +605,7 @@ def file_contents_scorer(
         finally:
             shutil.rmtree(mirror, ignore_errors=True)
 
-    return _inspect_scorer(core, compute)
+    return _inspect_scorer(core, compute, _needs_repository(core))
 
 
 @scorer(metrics=inspect_metrics((accuracy, stderr)))
@@ -550,7 +642,17 @@ def sandbox_state_scorer(
         )
         return core.score_outcome(_command_outcome(answer))
 
-    return _inspect_scorer(core, compute)
+    return _inspect_scorer(core, compute, _needs_repository(core))
+
+
+def _needs_repository(core: CoreScorer) -> Compute:
+    """What a scorer that reads the sandbox itself scores without one: ``"N"``, as
+    ``pytest-scoring rescore`` scores it."""
+
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        return needs_repository(core.type)
+
+    return offline
 
 
 def _command_outcome(answer: dict[str, Any]) -> dict[str, Any]:
