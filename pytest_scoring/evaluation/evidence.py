@@ -36,6 +36,7 @@ from typing import Final
 from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.core.encoding import encode_json
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.report.result import EVIDENCE_DIR
@@ -158,7 +159,7 @@ def kept_rerun(patterns: list[str], diffs: Diffs) -> dict[str, Any]:
     }
 
 
-def complete_diff(databases: SessionDatabases) -> dict[str, Any]:
+def complete_diff(databases: SessionDatabases) -> DiffJSON:
     """The session's diff with every changed row (streamed: read it with :func:`within_cap`).
 
     :raises NotKept: when the diff cannot be read.

@@ -26,6 +26,7 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import REPORT_FILE_CAP
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.signals import StrictKinds
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.evaluation.evidence import NotKept
 from pytest_scoring.evaluation.evidence import complete_diff
 from pytest_scoring.evaluation.evidence import kept_rerun
@@ -58,7 +59,6 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
 from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import DbChangeScorer
-from pytest_scoring.scorers.db_change import SessionDatabases
 from pytest_scoring.scorers.db_change import StoredDatabases
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
 from pytest_scoring.scorers.tests import TestScorer
@@ -163,8 +163,8 @@ async def keep_databases(
         return {"root": str(settings.root), "db_patterns": list(settings.db_patterns), "diff": diff}
 
     await _keep(state, SESSION_DIFF_KIND, source, content)
-    if level == "all" and databases.before is not None:
-        for relpath, path in sorted(databases.after().files.items()):
+    if level == "all":
+        for relpath, path in sorted(databases.final_files().items()):
             await _keep(state, DATABASES_KIND, relpath, functools.partial(_encoded, path))
 
 
