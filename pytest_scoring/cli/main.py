@@ -563,11 +563,14 @@ def rescore(
     The repositories are not needed: the tests are scored under a new expected set or strict
     set, db_change and db_diff_change under a new selector, composite formulas anew; what the
     evidence cannot decide scores N. The reports given are never changed. Several reports, or
-    a batch's report, give one batch.
+    a batch's report, give one batch. A REPORT that is an Inspect eval log (LOG.eval) is
+    scored from its samples' stores, one sample per Inspect sample.
 
     Exit statuses as run's: 1 below --fail-under, 5 when no report collected a test.
 
     Example: pytest-scoring rescore scores/scan_id=… --config stricter.yaml
+
+    Example: pytest-scoring rescore logs/…_refactor_….eval --selector @new.json
     """
     from pytest_scoring.cli.rescoring import rescore_reports
 

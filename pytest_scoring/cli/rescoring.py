@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,13 +64,25 @@ def rescore_reports(
         expected = load_expected_tests(cwd / expected_tests, "--expected-tests", route="evaluator")
         options.expected, options.expected_source = expected.outcomes, expected.describe()
         settings.expected_source = cwd / expected_tests
-    evidence = [found for report in reports for found in read_evidence(Path(report))]
-    if len(evidence) == 1 and "id" not in evidence[0].scores:
-        result = rescore(evidence[0], scorers, options)
-        lines = [score_line(name, score) for name, score in result.scores.items()]
-        path = write_report(result, report_root)
-        return Rescored([result.scores_json()], [*lines, f"score report: {path}"], batch=False)
-    return _rescore_batch(evidence, scorers, options, report_root, jobs)
+    with tempfile.TemporaryDirectory(prefix="pytest-scoring-logs-") as logs:
+        evidence = [found for report in reports for found in _evidence(Path(report), Path(logs))]
+        if len(evidence) == 1 and "id" not in evidence[0].scores:
+            result = rescore(evidence[0], scorers, options)
+            lines = [score_line(name, score) for name, score in result.scores.items()]
+            path = write_report(result, report_root)
+            return Rescored([result.scores_json()], [*lines, f"score report: {path}"], batch=False)
+        return _rescore_batch(evidence, scorers, options, report_root, jobs)
+
+
+def _evidence(report: Path, logs: Path) -> list[Evidence]:
+    """The evidence of a report folder, or of each sample of an Inspect eval log (a file),
+    whose kept evidence is written under ``logs`` for the time of re-scoring."""
+    if not report.is_file():
+        return read_evidence(report)
+    # Loaded only for a log: re-scoring a report never needs Inspect AI.
+    from pytest_scoring.evaluation.inspect_store import log_evidence
+
+    return log_evidence(report, Path(tempfile.mkdtemp(dir=logs)))
 
 
 @dataclass

@@ -29,16 +29,21 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
 from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.core.encoding import encode_json
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.db_change import SessionDatabases
+
+if TYPE_CHECKING:
+    from pytest_scoring.reference.rerun import Diffs
 
 MANIFEST: Final = "manifest.json"
 OUTCOMES: Final = "outcomes.json"
@@ -77,15 +82,15 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     omitted: dict[str, str] = {}
     _keep(kept, omitted, OUTCOMES, encode_json(outcomes_json(context)).encode())
     databases = context.inputs.databases
-    if isinstance(databases, SessionDatabases) and databases.before is not None:
+    if isinstance(databases, SessionDatabases) and databases.started:
         try:
-            diff = databases.complete(databases.diff(), TimeBudget(None))
-        except (DatabaseError, sqlite3.Error, OSError) as error:
-            omitted[SESSION_DIFF] = f"the diff could not be read: {error}"
+            diff = complete_diff(databases)
+        except NotKept as reason:
+            omitted[SESSION_DIFF] = str(reason)
         else:
             _keep_json(kept, omitted, SESSION_DIFF, diff)
-    for index, kept_rerun in enumerate(_reruns(context)):
-        _keep_json(kept, omitted, f"{REFERENCE_DIR}/{index}.json", kept_rerun)
+    for index, rerun in enumerate(_reruns(context)):
+        _keep_json(kept, omitted, f"{REFERENCE_DIR}/{index}.json", rerun)
     if level == "all":
         for relpath, path in sorted(_final_databases(context).items()):
             _keep(kept, omitted, f"{DATABASES_DIR}/{relpath}", _read(path))
@@ -110,44 +115,58 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
 
     finals: dict[str, Path] = {}
     for resource in context.inputs.held():
-        if isinstance(resource, SessionDatabases) and resource.before is not None:
-            finals.update(resource.after().files)
+        if isinstance(resource, SessionDatabases):
+            finals.update(resource.final_files())
         elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
-            final = resource.computed.solution_final
-            finals.update({} if final is None else final.files)
+            finals.update(resource.computed.solution_files)
     return finals
 
 
 def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
-    """What ``db_diff_change`` decided from, per reference rerun that gave its diffs: the
-    reference's, the session's and the baseline's diffs, each with every row from the diff
-    store, and the rerun's metadata."""
+    """What ``db_diff_change`` decided from, per reference rerun that gave its diffs."""
     if not context.inputs.references:
         return  # no db_diff_change: a plain session never loads the rerun's modules
     # Loaded only here: the rerun's module is loaded already when a session has one.
-    from pytest_scoring.db.diff_store import BASELINE
-    from pytest_scoring.db.diff_store import REFERENCE
-    from pytest_scoring.db.diff_store import SOLUTION
     from pytest_scoring.reference.rerun import ReferenceRerun
 
     for resource in context.inputs.references.values():
-        if not isinstance(resource, ReferenceRerun) or resource.computed is None:
-            continue
-        diffs = resource.computed
-        split, baseline = diffs.split, diffs.baseline
-        yield {
-            "test_patterns": resource.patterns,
-            "metadata": diffs.metadata,
-            "missing_from_rerun": diffs.missing_from_rerun,
-            "baseline": baseline
-            if baseline is None or isinstance(baseline, str)
-            else {name: getattr(baseline, name) for name in BASELINE_FIELDS},
-            "reference": split.store.whole(REFERENCE, split.reference),
-            "solution": split.store.whole(SOLUTION, split.solution),
-            "baseline_diff": None
-            if split.baseline is None
-            else split.store.whole(BASELINE, split.baseline),
-        }
+        if isinstance(resource, ReferenceRerun) and resource.computed is not None:
+            yield kept_rerun(resource.patterns, resource.computed)
+
+
+def kept_rerun(patterns: list[str], diffs: Diffs) -> dict[str, Any]:
+    """What ``db_diff_change`` decided from in one reference rerun: the reference's, the
+    session's and the baseline's diffs, each with every row from the diff store (streams:
+    read them within the cap with :func:`within_cap`), and the rerun's metadata."""
+    from pytest_scoring.db.diff_store import BASELINE
+    from pytest_scoring.db.diff_store import REFERENCE
+    from pytest_scoring.db.diff_store import SOLUTION
+
+    split, baseline = diffs.split, diffs.baseline
+    return {
+        "test_patterns": patterns,
+        "metadata": diffs.metadata,
+        "missing_from_rerun": diffs.missing_from_rerun,
+        "baseline": baseline
+        if baseline is None or isinstance(baseline, str)
+        else {name: getattr(baseline, name) for name in BASELINE_FIELDS},
+        "reference": split.store.whole(REFERENCE, split.reference),
+        "solution": split.store.whole(SOLUTION, split.solution),
+        "baseline_diff": None
+        if split.baseline is None
+        else split.store.whole(BASELINE, split.baseline),
+    }
+
+
+def complete_diff(databases: SessionDatabases) -> DiffJSON:
+    """The session's diff with every changed row (streamed: read it with :func:`within_cap`).
+
+    :raises NotKept: when the diff cannot be read.
+    """
+    try:
+        return databases.complete(databases.diff(), TimeBudget(None))
+    except (DatabaseError, sqlite3.Error, OSError) as error:
+        raise NotKept(f"the diff could not be read: {error}") from None
 
 
 def manifest_digest(evidence: Mapping[str, bytes]) -> str | None:
@@ -195,9 +214,14 @@ def outcomes_json(context: ScoringContext) -> dict[str, Any]:
 
 def _keep(kept: dict[str, bytes], omitted: dict[str, str], name: str, data: bytes) -> None:
     if len(data) > REPORT_FILE_CAP:
-        omitted[name] = f"{len(data)} bytes, over the per-file cap of {REPORT_FILE_CAP}"
+        omitted[name] = over_cap(len(data))
     else:
         kept[name] = data
+
+
+def over_cap(size: int) -> str:
+    """Why evidence of ``size`` bytes was left out."""
+    return f"{size} bytes, over the per-file cap of {REPORT_FILE_CAP}"
 
 
 def _read(path: Path) -> bytes:
@@ -207,19 +231,36 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-class _OverCap(Exception):
-    """A file's content passed the per-file cap while it was read."""
+class NotKept(Exception):
+    """Evidence that was left out; the message says why (over the cap, unreadable)."""
 
 
 def _keep_json(kept: dict[str, bytes], omitted: dict[str, str], name: str, content: Any) -> None:
-    """Keep ``content`` (a diff whose row lists may be streams) as JSON, reading its rows only
-    up to the cap: a diff of millions of rows is never held whole (issue 12)."""
     try:
-        whole = _materialized(content, [REPORT_FILE_CAP])
+        kept[name] = within_cap(content)[1]
+    except NotKept as reason:
+        omitted[name] = str(reason)
+
+
+def within_cap(content: Any) -> tuple[Any, bytes]:
+    """``content`` (a diff whose row lists may be streams) read whole, and as JSON, within
+    the per-file cap: a diff of millions of rows is never held whole (issue 12).
+
+    :raises NotKept: when it passes the cap.
+    """
+    left = [REPORT_FILE_CAP]
+    try:
+        whole = _materialized(content, left)
     except _OverCap:
-        omitted[name] = f"over the per-file cap of {REPORT_FILE_CAP} bytes"
-        return
-    _keep(kept, omitted, name, encode_json(whole).encode())
+        raise NotKept(f"over the per-file cap of {REPORT_FILE_CAP} bytes") from None
+    data = encode_json(whole).encode()
+    if len(data) > REPORT_FILE_CAP:
+        raise NotKept(over_cap(len(data)))
+    return whole, data
+
+
+class _OverCap(Exception):
+    """A file's content passed the per-file cap while it was read."""
 
 
 def _materialized(value: Any, left: list[int]) -> Any:

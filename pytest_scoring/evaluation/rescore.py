@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
+from pytest_scoring.core.determinism import FlakyRule
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import COUNTED_AS_KEY
 from pytest_scoring.core.score import INFRASTRUCTURE
@@ -33,7 +34,7 @@ from pytest_scoring.db.diff_store import BASELINE
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
-from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
 from pytest_scoring.evaluation.evidence import DATABASES_DIR
@@ -67,6 +68,10 @@ UNTRUSTED_ROUTE: Final = (
     "not scored: the report was written {where}, where the repository's code could change "
     "its outcomes; re-run with `pytest-scoring run`"
 )
+#: The routes whose kept outcomes no code of the repository could write: ``run`` (the evaluator
+#: writes the report once the repository's processes have ended) and ``inspect`` (the scorers
+#: write a sample's store on the evaluator's machine, from the probe's authenticated stream).
+TRUSTED_ROUTES: Final = frozenset({"run", "inspect"})
 
 
 @dataclass
@@ -80,6 +85,8 @@ class Evidence:
     #: Why some files cannot be trusted or were not kept, by name.
     problems: dict[str, str]
     route: str
+    #: Where it was read from when that is not ``folder``: an eval log.
+    origin: Path | None = None
 
     def json(self, name: str) -> Any:
         return json.loads(self.files[name].read_bytes())
@@ -169,7 +176,7 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
     rescored_from = {
         "scan_id": evidence.scores.get("scan_id"),
         "sample": evidence.scores.get("id"),
-        "path": str(evidence.folder),
+        "path": str(evidence.origin or evidence.folder),
         "created": evidence.scores.get("created"),
         "provenance": original,
     }
@@ -198,29 +205,14 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
 def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -> ScoringContext:
     """The scorers' inputs rebuilt from the evidence: the tally under the new expected set,
     the signals, the session's diff."""
-    tally = OutcomeTally(expected=options.expected, expected_source=options.expected_source)
     outcomes: dict[str, Any] = evidence.json(OUTCOMES) if OUTCOMES in evidence.files else {}
-    tally.collected.update(outcomes.get("collected", []))
-    tally.collided.update(outcomes.get("collided", {}))
-    tally.attempts.update(outcomes.get("attempts", {}))
-    tally.flaky_rule = outcomes.get("flaky_rule", tally.flaky_rule)
-    for test in outcomes.get("tests", []):
-        tally.record_outcome(
-            test["nodeid"], test["outcome"], test.get("duration", 0.0), test.get("message")
-        )
-    side = outcomes.get("evaluator_side") or {}
-    not_started = outcomes.get("not_started")
-    context = ScoringContext(
-        root=evidence.folder,
-        tally=tally,
-        settings=options.settings,
-        integrity=list(outcomes.get("integrity", [])),
-        strict=strict.kinds,
-        evaluator_side=EvaluatorSide(
-            frozenset(side.get("paths", [])), tuple(side.get("caused", []))
-        ),
-        complete=bool(outcomes.get("complete", True)),
-        not_started=None if not not_started else NotStarted(**not_started),
+    context = outcomes_context(
+        outcomes,
+        evidence.folder,
+        options.settings,
+        options.expected,
+        options.expected_source,
+        strict.kinds,
     )
     diff = evidence.json(SESSION_DIFF) if SESSION_DIFF in evidence.files else None
     prefix = f"{DATABASES_DIR}/"
@@ -237,6 +229,46 @@ def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -
             key = patterns_key(kept["test_patterns"])
             context.inputs.references[key] = StoredReference(options.settings, kept, finals)
     return context
+
+
+def outcomes_context(
+    outcomes: Mapping[str, Any],
+    root: Path,
+    settings: ScoringSettings,
+    expected: Mapping[str, Any] | None,
+    expected_source: dict[str, Any] | None,
+    strict: frozenset[str],
+    flaky: FlakyRule | None = None,
+) -> ScoringContext:
+    """A scoring context over kept outcomes (``outcomes.json``, or an Inspect sample's store):
+    the tally under ``expected``, the signals, ``strict`` the kinds that make the test scores
+    ``"N"``; ``flaky`` (None: the kept rule) how a test whose attempts differ counts."""
+    tally = OutcomeTally(expected=expected, expected_source=expected_source)
+    tally.collected.update(outcomes.get("collected", []))
+    tally.collided.update(outcomes.get("collided", {}))
+    tally.attempts.update(outcomes.get("attempts", {}))
+    tally.flaky_rule = flaky or outcomes.get("flaky_rule", tally.flaky_rule)
+    for test in outcomes.get("tests", []):
+        tally.record_outcome(
+            test["nodeid"], test["outcome"], test.get("duration", 0.0), test.get("message")
+        )
+    integrity = list(outcomes.get("integrity", []))
+    if expected is not None:  # with a set, selection cannot change a score (as in a run)
+        integrity = [signal for signal in integrity if signal["kind"] != "selection"]
+    side = outcomes.get("evaluator_side") or {}
+    not_started = outcomes.get("not_started")
+    return ScoringContext(
+        root=root,
+        tally=tally,
+        settings=settings,
+        integrity=integrity,
+        strict=strict,
+        evaluator_side=EvaluatorSide(
+            frozenset(side.get("paths", [])), tuple(side.get("caused", []))
+        ),
+        complete=bool(outcomes.get("complete", True)),
+        not_started=None if not not_started else NotStarted(**not_started),
+    )
 
 
 class StoredReference:
@@ -274,7 +306,8 @@ class StoredReference:
                 kept["metadata"],
                 kept["missing_from_rerun"],
                 Baseline(final=None, **baseline) if isinstance(baseline, dict) else baseline,
-                Snapshot("evidence", dict(self._finals)) if self._finals else None,
+                dict(self._finals),
+                file_row_reader(self._finals) if self._finals else None,
             )
         return self._diffs
 
@@ -302,11 +335,10 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
         ):
             lost = [name for name in evidence.problems if name.startswith(f"{REFERENCE_DIR}/")]
             reason = evidence.why_not(lost[0]) if lost else "not kept"
-            why = f"{NEEDS_REPOSITORY} (reference rerun: {reason})"
-            return error_score(scorer.type, why, INFRASTRUCTURE)
+            return needs_repository(scorer.type, f"reference rerun: {reason}")
         if from_evidence(scorer):
             return None
-        return error_score(scorer.type, NEEDS_REPOSITORY, INFRASTRUCTURE)
+        return needs_repository(scorer.type)
 
     return gate
 
@@ -318,15 +350,32 @@ def from_evidence(scorer: Scorer) -> bool:
     return (kind is not None and kind.from_evidence) or getattr(scorer, "from_evidence", 0) is True
 
 
+def needs_repository(scorer_type: str, what: str | None = None) -> Score:
+    """The ``"N"`` of a scorer that cannot decide from what was kept (``what``: which
+    evidence, and why it is not there)."""
+    reason = NEEDS_REPOSITORY if what is None else f"{NEEDS_REPOSITORY} ({what})"
+    return error_score(scorer_type, reason, INFRASTRUCTURE)
+
+
 def _test_gate(scorer: Scorer, evidence: Evidence, route: str, partial: bool) -> Score | None:
     """A test score is ``"N"`` when its outcomes are untrusted: tampered or not kept evidence,
     a report written in process or under partial containment."""
-    failed = TEST_SCORINGS[scorer.type].failed
-    if OUTCOMES not in evidence.files:
-        reason = f"{NEEDS_REPOSITORY} (outcomes: {evidence.why_not(OUTCOMES)})"
-        return error_score(scorer.type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
-    if route != "run" or partial:
-        where = "in process" if route != "run" else "under partial containment"
+    problem = None if OUTCOMES in evidence.files else evidence.why_not(OUTCOMES)
+    return untrusted_outcomes(scorer.type, problem, route, partial)
+
+
+def untrusted_outcomes(
+    scorer_type: str, problem: str | None, route: str, partial: bool
+) -> Score | None:
+    """The ``"N"`` of a test scorer whose kept outcomes cannot decide: not kept (``problem``
+    says why), or written by a route where the repository's code could shape them (in
+    process, under partial containment); None when they can."""
+    failed = TEST_SCORINGS[scorer_type].failed
+    if problem is not None:
+        reason = f"{NEEDS_REPOSITORY} (outcomes: {problem})"
+        return error_score(scorer_type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
+    if route not in TRUSTED_ROUTES or partial:
+        where = "in process" if route not in TRUSTED_ROUTES else "under partial containment"
         reason = UNTRUSTED_ROUTE.format(where=where)
-        return error_score(scorer.type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
+        return error_score(scorer_type, reason, TAMPERING, **{COUNTED_AS_KEY: failed})
     return None

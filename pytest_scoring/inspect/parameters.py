@@ -88,4 +88,11 @@ FRONT_PARAMETERS: Final = {
         '``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of ``total``); '
         "the flaky tests are in the score's ``flaky`` metadata.",
     ),
+    "evidence": FrontParameter(
+        "str",
+        "DEFAULT_LEVEL",
+        "what the sample's store keeps for scoring again without the sandbox (``inspect "
+        'score``): ``"none"``, ``"diffs"`` (the run\'s outcomes) or ``"all"`` '
+        "(docs/inspect.md#inspect-rescoring).",
+    ),
 }

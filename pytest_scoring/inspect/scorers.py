@@ -44,16 +44,34 @@ from pytest_scoring.core.score import NOANSWER
 from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.signals import DEFAULT_STRICT
 from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import parse_strict
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
+from pytest_scoring.evaluation.inspect_store import INTERIM_SOURCE
+from pytest_scoring.evaluation.inspect_store import SCORER_SOURCE
+from pytest_scoring.evaluation.inspect_store import SOLVER_SOURCE
+from pytest_scoring.evaluation.inspect_store import check_level
+from pytest_scoring.evaluation.inspect_store import run_key
+from pytest_scoring.evaluation.rescore import needs_repository
 from pytest_scoring.inspect.databases import DEFAULT_BEFORE
 from pytest_scoring.inspect.databases import SCORER_DIFF
 from pytest_scoring.inspect.databases import SOLVER_DIFF
 from pytest_scoring.inspect.databases import session_databases
 from pytest_scoring.inspect.databases import settings_for
+from pytest_scoring.inspect.evidence import begin
+from pytest_scoring.inspect.evidence import db_change_from_store
+from pytest_scoring.inspect.evidence import db_diff_change_from_store
+from pytest_scoring.inspect.evidence import given_repo
+from pytest_scoring.inspect.evidence import has_sandbox
+from pytest_scoring.inspect.evidence import keep_databases
+from pytest_scoring.inspect.evidence import keep_reference
+from pytest_scoring.inspect.evidence import keep_run
+from pytest_scoring.inspect.evidence import run_identity
+from pytest_scoring.inspect.evidence import stored
+from pytest_scoring.inspect.evidence import tests_from_store
 from pytest_scoring.inspect.metrics import inspect_metrics
 from pytest_scoring.inspect.metrics import scalar_value
 from pytest_scoring.inspect.reference import run_reference
@@ -80,6 +98,8 @@ from pytest_scoring.scorers.scorer_type import ScorerType
 
 #: The sample metadata key of the expected test set (when no parameter gives one).
 EXPECTED_KEY: Final = "expected_tests"
+#: ``evidence=``'s default: what the store keeps, as ``run --evidence``'s.
+DEFAULT_LEVEL: Final = "diffs"
 #: Suffix of the registry names left out of a composite formula's variable names.
 SCORER_SUFFIX: Final = "_scorer"
 
@@ -112,14 +132,18 @@ def score_dict(score: InspectScore | None) -> Score:
     }
 
 
-def _inspect_scorer(core: CoreScorer, compute: Compute) -> Scorer:
-    """The Inspect scorer running ``compute`` for ``core``: a failure is ``"N"``, never an
+def _inspect_scorer(core: CoreScorer, compute: Compute, offline: Compute | None = None) -> Scorer:
+    """The Inspect scorer running ``compute`` for ``core``, or ``offline`` (from the evidence
+    in the sample's store) when the sample has no sandbox: a failure is ``"N"``, never an
     exception; the score is kept for ``composite_scorer``."""
 
     async def score(state: TaskState, target: Target) -> InspectScore:
         sample = sample_scoring(state)
         try:
-            result = await compute(sample, state, target)
+            live = has_sandbox()
+            if live:
+                begin(state)
+            result = await (compute if live or offline is None else offline)(sample, state, target)
         except ScoringError as error:  # bad input: no Python, no metadata, no folder…
             result = error_score(core.type, str(error))
         except Exception as error:  # a scorer never takes the sample down
@@ -192,6 +216,14 @@ def strict_choice(strict: str | Sequence[str]) -> StrictKinds:
         raise OptionError(f"strict: {error}") from None
 
 
+async def _expected_of(state: TaskState, expected_tests: Any) -> ExpectedTests | None:
+    """The expected set: the parameter, else the sample's metadata."""
+    if expected_tests is not None:
+        return await expected_set(expected_tests, "expected_tests")
+    where = f"the sample's metadata {EXPECTED_KEY!r}"
+    return await expected_set(state.metadata.get(EXPECTED_KEY), where)
+
+
 def _tests(
     kind: str,
     *,
@@ -204,9 +236,11 @@ def _tests(
     env: Mapping[str, str] | None,
     retries: int,
     flaky: str,
+    evidence: str,
 ) -> Scorer:
     """The Inspect scorer of the test scorer ``kind``: the sample's one test run, under the
-    expected set (a parameter, else the sample's metadata)."""
+    expected set (a parameter, else the sample's metadata); without a sandbox, the run kept
+    in the sample's store."""
     core = tests.TestScorer(kind)
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
@@ -214,6 +248,12 @@ def _tests(
     variables = None if env is None else check_env(env, "env")
     retries = check_reruns(retries)
     rule = check_flaky_rule(flaky, "flaky")
+    level = check_level(evidence)
+
+    def key(state: TaskState) -> str:
+        found_tests_from, found_env = run_identity(state, tests_from, variables)
+        repo = given_repo(state, repo_path)
+        return run_key(repo, found_tests_from, black_box, verifier_sandbox, found_env, retries)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
@@ -226,18 +266,22 @@ def _tests(
             variables,
             retries,
         )
-        if expected_tests is not None:
-            expected = await expected_set(expected_tests, "expected_tests")
-        else:
-            where = f"the sample's metadata {EXPECTED_KEY!r}"
-            expected = await expected_set(state.metadata.get(EXPECTED_KEY), where)
+        expected = await _expected_of(state, expected_tests)
         settings = settings_for(repo)
         context = await anyio.to_thread.run_sync(
             test_run.context, settings, expected, kinds, rule, retries
         )
+        if level != "none":
+            await keep_run(state, key(state), test_run, repo, kinds, rule, retries)
         return await _in_thread(core, context)
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        expected = await _expected_of(state, expected_tests)
+        return await anyio.to_thread.run_sync(
+            tests_from_store, core, stored(state), key(state), expected, kinds, rule
+        )
+
+    return _inspect_scorer(core, compute, offline)
 
 
 def _test_runner(scoring_method: str = "percent-pass", **front: Any) -> Scorer:
@@ -255,19 +299,27 @@ def _test_runner(scoring_method: str = "percent-pass", **front: Any) -> Scorer:
 
 
 def _db_change(
-    selector: Any = None, interim_score: bool = False, *, repo_path: str | None = None
+    selector: Any = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``db_change``'s inputs: the diff ``diff_databases`` stored, else one taken now (shared
-    by the sample's scorers unless ``interim_score``).
+    by the sample's scorers unless ``interim_score``); without a sandbox, the diff kept in the
+    sample's store.
 
     :raises SelectorError: for an invalid selector, naming its path.
     """
     core = db_change.db_change_scorer(selector, interim_score)
+    level = check_level(evidence)
+    sources = [INTERIM_SOURCE] if interim_score else [SOLVER_SOURCE, SCORER_SOURCE]
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        source = sources[0]
         databases = None if interim_score else sample.resources.get(SOLVER_DIFF)
         if databases is None and not interim_score:
-            databases = sample.resources.get(SCORER_DIFF)
+            source, databases = SCORER_SOURCE, sample.resources.get(SCORER_DIFF)
         if databases is None:
             repo = await sample.repository(state, repo_path)
             patterns = list(settings_for(repo).db_patterns)
@@ -277,9 +329,17 @@ def _db_change(
         settings = databases.settings
         context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
         context.inputs.databases = databases
-        return await _in_thread(core, context)
+        score = await _in_thread(core, context)
+        if level != "none":
+            await keep_databases(state, source, databases, level)
+        return score
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        folder = sample.local("evidence")
+        found = stored(state)
+        return await anyio.to_thread.run_sync(db_change_from_store, core, found, sources, folder)
+
+    return _inspect_scorer(core, compute, offline)
 
 
 def _db_diff_change(
@@ -288,17 +348,26 @@ def _db_diff_change(
     *,
     repo_path: str | None = None,
     count_test_changes: bool = True,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``db_diff_change``'s inputs: the reference side run in the sandbox (shared by the
-    sample's scorers with the same test patterns) and the repository's own test run."""
+    sample's scorers with the same test patterns) and the repository's own test run; without
+    a sandbox, the three diffs kept in the sample's store."""
     core = db_diff_change.db_diff_change_scorer(
         selector, test_patterns, count_test_changes=count_test_changes
     )
+    level = check_level(evidence)
+    key = core.inputs_key()
+    # The store's key (eval logs keep it: never change its form).
+    side_key = f"reference:{'|'.join(key)}|count_test_changes={count_test_changes}"
+
+    def own_key(state: TaskState) -> str:
+        """The key of the repository's own run: the sample's one, with its metadata."""
+        found_tests_from, found_env = run_identity(state)
+        return run_key(given_repo(state, repo_path), found_tests_from, False, None, found_env, 0)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         repo = await sample.repository(state, repo_path)
-        key = core.inputs_key()
-        side_key = f"reference:{'|'.join(key)}|count_test_changes={count_test_changes}"
         if side_key not in sample.resources:
             patterns = core.test_patterns
             side = await run_reference(sample, state, repo, patterns, count_test_changes)
@@ -308,9 +377,19 @@ def _db_diff_change(
         context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
         context.settings = side.settings
         context.inputs.references[key] = side
-        return await _in_thread(core, context)
+        score = await _in_thread(core, context)
+        if level != "none":
+            await keep_reference(state, side_key, side)
+            await keep_run(state, own_key(state), own, repo, DEFAULT_STRICT, DEFAULT_FLAKY, 0)
+        return score
 
-    return _inspect_scorer(core, compute)
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        found = stored(state)
+        return await anyio.to_thread.run_sync(
+            db_diff_change_from_store, core, found, side_key, own_key(state)
+        )
+
+    return _inspect_scorer(core, compute, offline)
 
 
 def _file_contents(
@@ -337,7 +416,7 @@ def _file_contents(
         inside = folder == repo or folder.startswith(repo.rstrip("/") + "/")
         return await _on_this_machine(sample, core, repo if inside else folder)
 
-    return _inspect_scorer(core, compute)
+    return _inspect_scorer(core, compute, _needs_repository(core))
 
 
 async def _on_this_machine(sample: SampleScoring, core: CoreScorer, top: str) -> Score:
@@ -361,7 +440,7 @@ def _from_repository(kind: ScorerType, *, repo_path: str | None = None, **params
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
         return await _on_this_machine(sample, core, await sample.repository(state, repo_path))
 
-    return _inspect_scorer(core, compute)
+    return _inspect_scorer(core, compute, _needs_repository(core))
 
 
 def _sandbox_state(
@@ -392,7 +471,17 @@ def _sandbox_state(
         )
         return core.score_outcome(_command_outcome(answer))
 
-    return _inspect_scorer(core, compute)
+    return _inspect_scorer(core, compute, _needs_repository(core))
+
+
+def _needs_repository(core: CoreScorer) -> Compute:
+    """What a scorer that reads the sandbox itself scores without one: ``"N"``, as
+    ``pytest-scoring rescore`` scores it."""
+
+    async def offline(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        return needs_repository(core.type)
+
+    return offline
 
 
 def _command_outcome(answer: dict[str, Any]) -> dict[str, Any]:
@@ -505,6 +594,7 @@ def all_tests_pass_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``"C"`` when at least one test ran and none failed or errored.
 
@@ -533,6 +623,9 @@ def all_tests_pass_scorer(
     :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
         attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
         ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
     """
     return build(
         "all_tests_pass",
@@ -545,6 +638,7 @@ def all_tests_pass_scorer(
         env=env,
         retries=retries,
         flaky=flaky,
+        evidence=evidence,
     )
 
 
@@ -560,6 +654,7 @@ def percent_passing_tests_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """The share of passing tests among passed, failed and erroring ones, in percent.
 
@@ -588,6 +683,9 @@ def percent_passing_tests_scorer(
     :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
         attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
         ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
     """
     return build(
         "percent_passing_tests",
@@ -600,6 +698,7 @@ def percent_passing_tests_scorer(
         env=env,
         retries=retries,
         flaky=flaky,
+        evidence=evidence,
     )
 
 
@@ -615,6 +714,7 @@ def percent_failing_tests_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """``100 - percent_passing_tests``.
 
@@ -643,6 +743,9 @@ def percent_failing_tests_scorer(
     :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
         attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
         ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
     """
     return build(
         "percent_failing_tests",
@@ -655,6 +758,7 @@ def percent_failing_tests_scorer(
         env=env,
         retries=retries,
         flaky=flaky,
+        evidence=evidence,
     )
 
 
@@ -670,6 +774,7 @@ def test_runner_scorer(
     env: Mapping[str, str] | None = None,
     retries: int = 0,
     flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """One test scorer chosen by ``scoring_method``.
 
@@ -699,6 +804,9 @@ def test_runner_scorer(
     :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
         attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
         ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
     """
     return build(
         "test_runner",
@@ -712,6 +820,7 @@ def test_runner_scorer(
         env=env,
         retries=retries,
         flaky=flaky,
+        evidence=evidence,
     )
 
 
@@ -721,6 +830,7 @@ def db_change_scorer(
     interim_score: bool = False,
     *,
     repo_path: str | None = None,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """Score what the test session did to the databases. Before: the diff ``diff_databases``
     stored, else ``snapshot:[first]`` or the sample's ``reference_repo_dir``; after: the
@@ -732,12 +842,16 @@ def db_change_scorer(
     :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
         metadata, else ``/workspace``; a relative path is taken from the sandbox's working
         folder).
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, ``"diffs"`` (the diff with every changed row) or ``"all"`` (the final
+        databases too; docs/inspect.md#inspect-rescoring).
     """
     return build(
         "db_change",
         selector=selector,
         interim_score=interim_score,
         repo_path=repo_path,
+        evidence=evidence,
     )
 
 
@@ -748,6 +862,7 @@ def db_diff_change_scorer(
     *,
     repo_path: str | None = None,
     count_test_changes: bool = True,
+    evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
     """Score changes that happen only in this repository, not in the reference checkout. The
     reference checkout is the sample's ``reference_repo_dir``; both runs take place in the
@@ -764,6 +879,9 @@ def db_diff_change_scorer(
     :param count_test_changes: false leaves out ``from_tests`` (the changes this repository's
         test files make, found by running the reference's own tests): only ``after_only``
         counts, and no baseline runs.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row;
+        docs/inspect.md#inspect-rescoring).
     """
     return build(
         "db_diff_change",
@@ -771,6 +889,7 @@ def db_diff_change_scorer(
         test_patterns=test_patterns,
         repo_path=repo_path,
         count_test_changes=count_test_changes,
+        evidence=evidence,
     )
 
 

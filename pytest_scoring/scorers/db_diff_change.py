@@ -10,8 +10,6 @@ so memory does not grow with the number of changed rows (issue 12).
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
@@ -38,8 +36,9 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
-from pytest_scoring.db.discovery import find_databases
-from pytest_scoring.db.snapshot import reset_databases
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.session import reset_engines
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -83,11 +82,9 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
 
     :raises DatabaseError: when the databases cannot be restored.
     """
-    root = settings.root
-    relpaths = find_databases(root, settings.db_patterns, settings.excluded_folders())
     try:
-        reset_databases(root, relpaths, settings.reset_store(), settings.report_root)
-    except (OSError, sqlite3.Error) as error:
+        reset_engines(settings, [sqlite_engine(settings)])
+    except OSError as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
 
@@ -211,15 +208,14 @@ class DiffChangeScorer:
         first such change, when there is one)."""
         selector = self.selector
 
-        def matches(narrowed: Mapping[str, Any]) -> bool:
+        def matches(narrowed: DiffJSON) -> bool:
             assert selector is not None
             return selector.evaluate(narrowed, budget).matched
 
-        final = diffs.solution_final
         return find_evidence(
             diffs.split.part_for_selectors(part),
             matches if matched and selector is not None else None,
-            None if final is None else final.files.get,
+            diffs.read_row,
             mentioned_names(source),
         )
 
@@ -312,7 +308,7 @@ def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -
     )
 
 
-def _without_tests(parts: dict[str, Any]) -> dict[str, Any]:
+def _without_tests(parts: dict[str, DiffJSON]) -> dict[str, DiffJSON]:
     """The diff-of-diffs without ``from_tests`` (a scorer that does not count test changes)."""
     return {name: part for name, part in parts.items() if name != "from_tests"}
 
@@ -377,7 +373,12 @@ TYPE: Final = ScorerType(
     inspect=InspectForm(
         "db_diff_change_scorer",
         positional=("selector", "test_patterns"),
-        keyword=("repo_path", "count_test_changes"),
+        keyword=("repo_path", "count_test_changes", "evidence"),
+        docs={
+            "evidence": "what the sample's store keeps for scoring again without the sandbox: "
+            '``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row; '
+            "docs/inspect.md#inspect-rescoring)."
+        },
         note="The reference checkout is the sample's ``reference_repo_dir``; both runs take "
         "place in the sandbox (docs/inspect.md).",
         reads="metadata `reference_repo_dir`, the tests' run, the reference rerun and the "

@@ -10,11 +10,12 @@ Light to import: every type a field names is loaded only by the module that make
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from collections.abc import Iterator
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
-from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Protocol
@@ -25,6 +26,7 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.settings import ScoringSettings
 
 if TYPE_CHECKING:
+    from pytest_scoring.db.diff_types import DiffJSON
     from pytest_scoring.db.snapshot import Snapshot
     from pytest_scoring.reference.baseline import BaselineRun
     from pytest_scoring.reference.rerun import Diffs
@@ -42,11 +44,11 @@ class DatabaseInputs(Protocol):
         """Why no diff can be had, or None."""
         ...
 
-    def diff(self, shared: bool = True) -> dict[str, Any]:
+    def diff(self, shared: bool = True) -> DiffJSON:
         """The diff, with examples (for the report)."""
         ...
 
-    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+    def complete(self, diff: DiffJSON, budget: TimeBudget) -> DiffJSON:
         """``diff`` with every changed row (for selectors)."""
         ...
 
@@ -54,8 +56,10 @@ class DatabaseInputs(Protocol):
         """Folders left out of discovery that hold a database."""
         ...
 
-    def final_file(self, relpath: str) -> Path | None:
-        """The file holding a database's finish state, when at hand."""
+    def read_row(
+        self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
+    ) -> dict[str, Any] | None:
+        """A row of a database's finish state by key, when at hand."""
         ...
 
 

@@ -253,6 +253,7 @@ INSPECT_PARAMETERS: Final = (
     "env",
     "retries",
     "flaky",
+    "evidence",
 )
 
 TYPES: Final = (
