@@ -40,7 +40,9 @@ def binaries() -> Path | None:
 def url(user: str, password: str | None, database: str, socket_dir: Path) -> str:
     """A libpq URL reaching ``database`` through the cluster's socket folder."""
     secret = f":{quote(password, safe='')}" if password is not None else ""
-    return f"postgresql://{quote(user, safe='')}{secret}@/{quote(database, safe='')}?host={socket_dir}"
+    return (
+        f"postgresql://{quote(user, safe='')}{secret}@/{quote(database, safe='')}?host={socket_dir}"
+    )
 
 
 class Cluster:
@@ -53,7 +55,9 @@ class Cluster:
         self._ids = (65534, 65534) if os.geteuid() == 0 else None
 
     def _run(self, *command: str) -> None:
-        user = {"user": self._ids[0], "group": self._ids[1], "extra_groups": []} if self._ids else {}
+        user = (
+            {"user": self._ids[0], "group": self._ids[1], "extra_groups": []} if self._ids else {}
+        )
         env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(self.folder)}
         subprocess.run(
             [str(self.bindir / command[0]), *command[1:]],
@@ -119,7 +123,7 @@ def running_cluster() -> Iterator[Cluster | str]:
     """A started cluster, stopped and removed on exit; or why there can be none."""
     bindir = binaries()
     if bindir is None:
-        yield "PostgreSQL's initdb and pg_ctl are not installed (Debian: apt-get install postgresql)"
+        yield "PostgreSQL's initdb and pg_ctl are missing (Debian: apt-get install postgresql)"
         return
     cluster = Cluster(bindir, Path(tempfile.mkdtemp(prefix="pytest-scoring-pg-")))
     try:

@@ -28,6 +28,7 @@ from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.large_values import limit_values
 from pytest_scoring.db.large_values import too_large
+from pytest_scoring.db.schema import Pairing
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -95,6 +96,7 @@ def _data_changes(
     after: Table | None,
     limit: int | None,
     sink: TableSink | None = None,
+    plan: Pairing | None = None,
 ) -> dict[str, Any]:
     """The data-plane entry of one table (docs/databases.md).
 
@@ -103,17 +105,21 @@ def _data_changes(
     else when SQLite refuses the value (the table is then diffed again, guarded).
 
     :param sink: also receives every differing row (``kind, row, times``), examples or not.
+    :param plan: how rows pair (default: worked out from the tables' SQLite schema); an
+        engine whose tables were copied into SQLite files says it (PostgreSQL: issue 31).
     """
     if sink is not None:
         before, after = guard(connection, before), guard(connection, after)
-        return _table_entry(connection, before, after, limit, sink)
+        return _table_entry(connection, before, after, limit, sink, plan)
     try:
-        return _table_entry(connection, before, after, limit)
+        return _table_entry(connection, before, after, limit, plan=plan)
     except sqlite3.DataError as error:
         if not too_large(error):
             raise
     old, new = guard(connection, before, known=True), guard(connection, after, known=True)
-    return _table_entry(connection, old, new, limit)
+    return _table_entry(connection, old, new, limit, plan=plan)
+
+
 
 
 def _table_entry(
@@ -122,9 +128,10 @@ def _table_entry(
     after: Table | None,
     limit: int | None,
     sink: TableSink | None = None,
+    plan: Pairing | None = None,
 ) -> dict[str, Any]:
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
-    plan = pairing(connection, before, after) if before and after else None
+    plan = (plan or pairing(connection, before, after)) if before and after else None
     for kind, build, times in row_events(connection, before, after, plan):
         if sink is not None:
             row = build()
@@ -270,6 +277,14 @@ def _connect(timeout: float) -> sqlite3.Connection:
     limit_values(connection)
     connection.execute("PRAGMA temp_store = FILE")
     return connection
+
+
+#: For an engine that copies its tables into SQLite files (PostgreSQL, issue 31): the
+#: connection the sides are attached to (as ``b`` and ``a``), the data-plane entry of one
+#: table whose rows pair as the engine says, and a plane of table entries.
+diff_connection = _connect
+diff_table = _data_changes
+plane = _plane
 
 
 @final

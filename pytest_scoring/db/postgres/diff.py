@@ -1,0 +1,239 @@
+"""The diff of two PostgreSQL databases, computed by the SQLite diff's own passes.
+
+Each side is streamed, table by table, into a SQLite file of its own (columns without a
+declared type, so SQLite converts no value); the two files are attached as the SQLite diff
+attaches two snapshots, and every table is diffed by the same passes, with the pairing
+PostgreSQL's catalog gives: by primary key, then through UNIQUE constraints, then as
+multisets. The result has exactly the SQLite diff's shape, plus ``info.engine`` and
+``info.sequences``; memory stays flat in the number of rows (docs/databases.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+from typing import Final
+from typing import NamedTuple
+from typing import final
+
+import psycopg
+
+from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db.diff import diff_connection
+from pytest_scoring.db.diff import diff_table
+from pytest_scoring.db.diff import plane
+from pytest_scoring.db.postgres.admin import connect
+from pytest_scoring.db.postgres.admin import opened
+from pytest_scoring.db.postgres.catalog import PgTable
+from pytest_scoring.db.postgres.catalog import pin
+from pytest_scoring.db.postgres.catalog import rows
+from pytest_scoring.db.postgres.catalog import sequences
+from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.schema import Pairing
+from pytest_scoring.db.schema import Table
+from pytest_scoring.db.schema import UniqueIndex
+from pytest_scoring.db.schema import quote
+from pytest_scoring.db.schema import schema_changes
+from pytest_scoring.errors import DatabaseError
+
+#: The engine's name in ``info.engine``.
+ENGINE: Final = "postgresql"
+#: Rows inserted into the SQLite copy per statement batch.
+_BATCH: Final = 2000
+#: Receives every differing row: ``database, table, kind, row, times``.
+RowSink = Callable[[str, str, str, dict[str, Any], int], None]
+
+
+@final
+class Export(NamedTuple):
+    """One side of a PostgreSQL database, copied into a SQLite file."""
+
+    path: Path
+    tables: dict[str, PgTable]
+    sequences: dict[str, int | None]
+    #: Tables whose key values collided in text form: their rows pair by content.
+    no_key: frozenset[str]
+
+
+def export(connection: psycopg.Connection[Any], dest: Path) -> Export:
+    """Copy every table of ``connection``'s database into a new SQLite file ``dest``.
+
+    Read inside one ``REPEATABLE READ`` read-only transaction under the pinned settings, so
+    a database read in place (the finish state, in process) cannot move underneath.
+    """
+    pin(connection)
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        found, last = tables(connection), sequences(connection)
+        with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
+            copy.execute("PRAGMA journal_mode = OFF")
+            copy.execute("PRAGMA synchronous = OFF")
+            no_key = frozenset(
+                name for name, table in found.items() if not _copy_table(connection, copy, table)
+            )
+    return Export(dest, found, last, no_key)
+
+
+def _copy_table(
+    connection: psycopg.Connection[Any], copy: sqlite3.Connection, table: PgTable
+) -> bool:
+    """One table's rows into the SQLite file. :returns: whether its key stayed unique there."""
+    names = table.column_names()
+    if not names:
+        return True
+    columns = ", ".join(quote(name) for name in names)
+    copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
+    insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
+    copy.execute("BEGIN")
+    copy.executemany(insert, rows(connection, table))
+    copy.execute("COMMIT")
+    if not table.primary_key:
+        return True
+    key = ", ".join(quote(name) for name in table.primary_key)
+    try:
+        copy.execute(
+            f"CREATE UNIQUE INDEX {quote(table.name + '.key')} ON {quote(table.name)} ({key})"
+        )
+    except sqlite3.IntegrityError:
+        return False  # two keys PostgreSQL tells apart read the same as text
+    return True
+
+
+def _table(export: Export | None, name: str, schema: str) -> Table | None:
+    if export is None or name not in export.tables or not export.tables[name].columns:
+        return None
+    pg = export.tables[name]
+    return Table(schema, name, pg.columns, pg.primary_key, without_rowid=False)
+
+
+def _pairing(before: Export, after: Export, name: str) -> Pairing:
+    """By the primary key both sides declare (its values unique in text form on both), then
+    through the before side's UNIQUE constraints the after side has the columns of."""
+    old, new = before.tables[name], after.tables[name]
+    usable = name not in before.no_key | after.no_key
+    key = old.primary_key if usable and old.primary_key == new.primary_key else ()
+    candidates = [*([old.primary_key] if old.primary_key else []), *old.unique]
+    present = set(new.column_names())
+    unique = [
+        UniqueIndex(f"unique_{number}", columns, ("BINARY",) * len(columns))
+        for number, columns in enumerate(candidates)
+        if set(columns) != set(key) and set(columns) <= present
+    ]
+    return Pairing(key, tuple(sorted(unique, key=lambda index: len(index.columns))))
+
+
+def _attached(before: Export | None, after: Export | None) -> sqlite3.Connection:
+    connection = diff_connection(5.0)
+    for export, schema in ((before, "b"), (after, "a")):
+        uri = ":memory:" if export is None else f"file:{export.path}?mode=ro"
+        connection.execute(f"ATTACH DATABASE ? AS {schema}", (uri,))
+    return connection
+
+
+def compare(
+    before: Export | None,
+    after: Export | None,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    sink: RowSink | None = None,
+    key: str = "",
+) -> dict[str, Any]:
+    """Both planes of one database from its two exports (``None``: absent on that side).
+
+    :param key: the database's key in the diff, given to ``sink`` with each row.
+    """
+    connection = _attached(before, after)
+    try:
+        names = sorted({*(before.tables if before else {}), *(after.tables if after else {})})
+        data, schema = {}, {}
+        for name in names:
+            old, new = _table(before, name, "b"), _table(after, name, "a")
+            plan = _pairing(before, after, name) if before and after and old and new else None
+            table_sink = None if sink is None else partial(sink, key, name)
+            data[name] = diff_table(connection, old, new, max_rows, table_sink, plan)
+            schema[name] = schema_changes(_schema_side(before, name), _schema_side(after, name))
+        return {"data": plane(data), "schema": plane(schema)}
+    finally:
+        connection.close()
+
+
+def _schema_side(export: Export | None, name: str) -> Table | None:
+    if export is None or name not in export.tables:
+        return None
+    pg = export.tables[name]
+    return Table("", name, pg.columns, pg.primary_key, without_rowid=False)
+
+
+def _sequences(before: Export | None, after: Export | None) -> dict[str, dict[str, int | None]]:
+    old, new = (before.sequences if before else {}), (after.sequences if after else {})
+    return {
+        name: {"before": old.get(name), "after": new.get(name)} for name in sorted({*old, *new})
+    }
+
+
+@final
+class Side(NamedTuple):
+    """One side of a database's diff: a database read by the admin role."""
+
+    #: The database's name; ``None``: the database does not exist on this side.
+    database: str | None
+    #: A snapshot or clone closed to connections (opened for the admin's read only).
+    closed: bool = True
+
+
+@contextlib.contextmanager
+def _exported(admin_url: str, side: Side, dest: Path) -> Iterator[Export | None]:
+    if side.database is None:
+        yield None
+        return
+    if side.closed:
+        with opened(admin_url, side.database) as connection:
+            yield export(connection, dest)
+    else:
+        with connect(admin_url, side.database) as connection:
+            yield export(connection, dest)
+
+
+def diff_databases(
+    admin_url: str,
+    before: Side,
+    after: Side,
+    key: str,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    sink: RowSink | None = None,
+) -> dict[str, Any]:
+    """One database's entry of a diff (docs/databases.md), ``info.engine`` ``postgresql``.
+
+    :param key: the database's key in the diff (its ``name``).
+    :returns: the entry; a side that cannot be read gets ``error`` and ``info.unreadable``.
+    """
+    entry: dict[str, Any] = {
+        "comparisons": {"data": plane({}), "schema": plane({})},
+        "info": {
+            "engine": ENGINE,
+            "path_before": before.database,
+            "path_after": after.database,
+            "exists_before": before.database is not None,
+            "exists_after": after.database is not None,
+            "sequences": {},
+        },
+    }
+    with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
+        exports: dict[str, Export | None] = {}
+        for label, side in (("before", before), ("after", after)):
+            try:
+                with _exported(admin_url, side, Path(folder) / f"{label}.db") as exported:
+                    exports[label] = exported
+            except (psycopg.Error, DatabaseError) as error:
+                entry["error"] = f"{label}: {str(error).strip().splitlines()[0]}"
+                entry["info"]["unreadable"] = [label]
+                return entry
+        old, new = exports["before"], exports["after"]
+        entry["comparisons"] = compare(old, new, max_rows, sink, key)
+        entry["info"]["sequences"] = _sequences(old, new)
+    return entry
