@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 from typing import Final
 from typing import NamedTuple
@@ -17,6 +18,7 @@ from typing import final
 
 import psycopg
 from psycopg import sql
+from psycopg.types.string import TextLoader
 
 from pytest_scoring.db.row_sql import json_text
 from pytest_scoring.db.schema import ColumnJSON
@@ -45,7 +47,9 @@ _READERS: Final = {
     "json": ("{}::text", True),
     "number_array": ("array_to_json({})::text", True),
     "array": ("array_to_json({}::text[])::text", True),
-    "text": ("{}::text", False),
+    # Read as the type's output function writes it (a ``::text`` cast would not: it drops
+    # ``char(n)``'s padding and adds an ``inet``'s netmask), loaded as text (:func:`cursor`).
+    "text": ("{}", False),
 }
 #: Column kind from the base type's name (``_kind`` in SQL below): everything else is text.
 _KIND_SQL: Final = """
@@ -73,6 +77,8 @@ class PgTable(NamedTuple):
     columns: tuple[ColumnJSON, ...]
     #: How each column is read (a key of :data:`_READERS`).
     kinds: tuple[str, ...]
+    #: Each column's (base) type, as the server sends its values.
+    oids: tuple[int, ...]
     primary_key: tuple[str, ...]
     #: UNIQUE constraints and indexes (no expression, not partial), fewest columns first.
     unique: tuple[tuple[str, ...], ...]
@@ -108,7 +114,7 @@ def tables(connection: psycopg.Connection[Any]) -> dict[str, PgTable]:
 
 def _table(connection: psycopg.Connection[Any], oid: int, schema: str, relname: str) -> PgTable:
     columns = connection.execute(
-        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, b.oid, "
         + _KIND_SQL
         + " FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "JOIN pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END "
@@ -134,9 +140,10 @@ def _table(connection: psycopg.Connection[Any], oid: int, schema: str, relname: 
         relname=relname,
         columns=tuple(
             ColumnJSON(name=name, type=kind, nullable=not notnull, primary_key=name in primary)
-            for name, kind, notnull, _reader in columns
+            for name, kind, notnull, _oid, _reader in columns
         ),
         kinds=tuple(reader for *_rest, reader in columns),
+        oids=tuple(oid for *_rest, oid, _reader in columns),
         primary_key=primary,
         unique=tuple(u for u in unique if set(u) != set(primary)),
     )
@@ -150,24 +157,40 @@ def sequences(connection: psycopg.Connection[Any]) -> dict[str, int | None]:
     return {diff_name(schema, name): value for schema, name, value in rows}
 
 
+def select_list(columns: Sequence[tuple[str, str]]) -> sql.Composable:
+    """The SELECT list reading ``(name, kind)`` columns as the diff reads them."""
+    return sql.SQL(", ").join(
+        sql.SQL(_READERS[kind][0]).format(sql.Identifier(name)) for name, kind in columns
+    )
+
+
+def as_text(cursor: psycopg.Cursor[Any], kinds: Sequence[str], oids: Sequence[int]) -> None:
+    """Make ``cursor`` load the text-read columns' values as the text the server sent."""
+    for kind, oid in zip(kinds, oids, strict=True):
+        if kind == "text":
+            cursor.adapters.register_loader(oid, TextLoader)
+
+
+def diff_values(row: Sequence[Any], kinds: Sequence[str]) -> tuple[Any, ...]:
+    """A row read by :func:`select_list` as the diff stores its values."""
+    return tuple(_value(value, _READERS[kind][1]) for value, kind in zip(row, kinds, strict=True))
+
+
 def rows(connection: psycopg.Connection[Any], table: PgTable) -> Iterator[tuple[Any, ...]]:
     """Every row of ``table`` as diff values, streamed by a server-side cursor.
 
     ``connection`` must be inside a transaction (the cursor lives in it).
     """
-    select = sql.SQL(", ").join(
-        sql.SQL(_READERS[kind][0]).format(sql.Identifier(name))
-        for name, kind in zip(table.column_names(), table.kinds, strict=True)
-    )
+    select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
-        select or sql.SQL(""), sql.Identifier(table.schema), sql.Identifier(table.relname)
+        select, sql.Identifier(table.schema), sql.Identifier(table.relname)
     )
-    as_json = [_READERS[kind][1] for kind in table.kinds]
     with connection.cursor(name="pytest_scoring_rows") as cursor:
         cursor.itersize = _BATCH
+        as_text(cursor, table.kinds, table.oids)
         cursor.execute(query)
         for row in cursor:
-            yield tuple(_value(v, j) for v, j in zip(row, as_json, strict=True))
+            yield diff_values(row, table.kinds)
 
 
 def _value(value: Any, is_json: bool) -> Any:

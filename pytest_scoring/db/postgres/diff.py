@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 from typing import NamedTuple
+from typing import cast
 from typing import final
 
 import psycopg
@@ -28,6 +29,10 @@ from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff import diff_connection
 from pytest_scoring.db.diff import diff_table
 from pytest_scoring.db.diff import plane
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import PlanesJSON
+from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.postgres.admin import connect
 from pytest_scoring.db.postgres.admin import opened
 from pytest_scoring.db.postgres.catalog import PgTable
@@ -40,6 +45,7 @@ from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import UniqueIndex
 from pytest_scoring.db.schema import quote
 from pytest_scoring.db.schema import schema_changes
+from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
 
 #: The engine's name in ``info.engine``.
@@ -142,7 +148,7 @@ def compare(
     max_rows: int | None = DEFAULT_MAX_ROWS,
     sink: RowSink | None = None,
     key: str = "",
-) -> dict[str, Any]:
+) -> PlanesJSON:
     """Both planes of one database from its two exports (``None``: absent on that side).
 
     :param key: the database's key in the diff, given to ``sink`` with each row.
@@ -157,7 +163,7 @@ def compare(
             table_sink = None if sink is None else partial(sink, key, name)
             data[name] = diff_table(connection, old, new, max_rows, table_sink, plan)
             schema[name] = schema_changes(_schema_side(before, name), _schema_side(after, name))
-        return {"data": plane(data), "schema": plane(schema)}
+        return cast(PlanesJSON, {"data": plane(data), "schema": plane(schema)})
     finally:
         connection.close()
 
@@ -186,17 +192,39 @@ class Side(NamedTuple):
     closed: bool = True
 
 
-@contextlib.contextmanager
-def _exported(admin_url: str, side: Side, dest: Path) -> Iterator[Export | None]:
+class SideError(DatabaseError):
+    """One side of a database could not be read."""
+
+    def __init__(self, side: str, message: str):
+        super().__init__(f"{side}: {message}")
+        #: ``before`` or ``after``.
+        self.side = side
+
+
+def _export_side(admin_url: str, side: Side, dest: Path) -> Export | None:
     if side.database is None:
-        yield None
-        return
-    if side.closed:
-        with opened(admin_url, side.database) as connection:
-            yield export(connection, dest)
-    else:
+        return None
+    try:
+        if side.closed:
+            with opened(admin_url, side.database) as connection:
+                return export(connection, dest)
         with connect(admin_url, side.database) as connection:
-            yield export(connection, dest)
+            return export(connection, dest)
+    except (psycopg.Error, DatabaseError) as error:
+        raise SideError(dest.stem, str(error).strip().splitlines()[0]) from None
+
+
+@contextlib.contextmanager
+def exported(
+    admin_url: str, before: Side, after: Side
+) -> Iterator[tuple[Export | None, Export | None]]:
+    """Both sides copied into SQLite files of a private temporary folder, removed on exit.
+
+    :raises SideError: naming the side that could not be read.
+    """
+    with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
+        old = _export_side(admin_url, before, Path(folder) / "before.db")
+        yield old, _export_side(admin_url, after, Path(folder) / "after.db")
 
 
 def diff_databases(
@@ -206,34 +234,57 @@ def diff_databases(
     key: str,
     max_rows: int | None = DEFAULT_MAX_ROWS,
     sink: RowSink | None = None,
-) -> dict[str, Any]:
+    label: str | None = None,
+) -> DatabaseEntryJSON:
     """One database's entry of a diff (docs/databases.md), ``info.engine`` ``postgresql``.
 
     :param key: the database's key in the diff (its ``name``).
+    :param label: what ``info.path_before`` and ``path_after`` show (default: the names of
+        the databases read).
     :returns: the entry; a side that cannot be read gets ``error`` and ``info.unreadable``.
     """
-    entry: dict[str, Any] = {
-        "comparisons": {"data": plane({}), "schema": plane({})},
+    entry: DatabaseEntryJSON = {
+        "comparisons": empty_planes(),
         "info": {
             "engine": ENGINE,
-            "path_before": before.database,
-            "path_after": after.database,
+            "path_before": label or before.database or "",
+            "path_after": label or after.database or "",
             "exists_before": before.database is not None,
             "exists_after": after.database is not None,
             "sequences": {},
         },
     }
-    with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
-        exports: dict[str, Export | None] = {}
-        for label, side in (("before", before), ("after", after)):
-            try:
-                with _exported(admin_url, side, Path(folder) / f"{label}.db") as exported:
-                    exports[label] = exported
-            except (psycopg.Error, DatabaseError) as error:
-                entry["error"] = f"{label}: {str(error).strip().splitlines()[0]}"
-                entry["info"]["unreadable"] = [label]
-                return entry
-        old, new = exports["before"], exports["after"]
-        entry["comparisons"] = compare(old, new, max_rows, sink, key)
-        entry["info"]["sequences"] = _sequences(old, new)
+    try:
+        with exported(admin_url, before, after) as (old, new):
+            entry["comparisons"] = compare(old, new, max_rows, sink, key)
+            entry["info"]["sequences"] = _sequences(old, new)
+    except SideError as error:
+        entry["error"] = str(error)
+        entry["info"]["unreadable"] = [error.side]
     return entry
+
+
+def row_stream(
+    admin_url: str, before: Side, after: Side, table: str, kind: str
+) -> Iterator[dict[str, Any]]:
+    """Every row of one row list of one table, both sides read afresh (flat memory)."""
+    with exported(admin_url, before, after) as (old, new):
+        connection = _attached(old, new)
+        try:
+            plan = None
+            if old and new and table in old.tables and table in new.tables:
+                plan = _pairing(old, new, table)
+            events = row_events(
+                connection,
+                guard(connection, _table(old, table, "b")),
+                guard(connection, _table(new, table, "a")),
+                plan,
+            )
+            with contextlib.closing(events):
+                for event, build, times in events:
+                    if event == kind:
+                        row = build()
+                        for _ in range(times):
+                            yield row
+        finally:
+            connection.close()
