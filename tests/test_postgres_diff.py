@@ -249,3 +249,27 @@ def test_the_engine_snapshots_diffs_streams_reads_resets_and_releases(
     )
     assert engine.reset(["accounts"], tmp_path / "store", tmp_path) == ["accounts"]
     assert run(app, "SELECT DISTINCT password FROM users") == [("h0",)]
+
+
+def test_a_table_named_like_another_schemas_table_cannot_stand_in_for_it(
+    postgres: Cluster,
+) -> None:
+    app = postgres.application(
+        "CREATE SCHEMA billing; CREATE TABLE billing.events (id int PRIMARY KEY, note text);"
+        'CREATE TABLE "billing.events" (id int PRIMARY KEY, note text);'
+        'CREATE TABLE "users#kkk" (id int PRIMARY KEY);'
+        "INSERT INTO billing.events VALUES (1, 'a'); INSERT INTO \"billing.events\" VALUES (1, 'a')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE billing.events SET note = 'b'")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    tables = entry["comparisons"]["data"]["tables"]
+    assert {name: table["counts"]["changed"] for name, table in tables.items()} == {
+        "billing.events": 1,
+        '"public"."billing.events"': 0,
+        "users#kkk": 0,
+    }
+    admin.drop(postgres.admin_url, snap.name)

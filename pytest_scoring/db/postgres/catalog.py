@@ -94,6 +94,12 @@ def pin(connection: psycopg.Connection[Any]) -> None:
 
 
 def diff_name(schema: str, relname: str) -> str:
+    """A table's (or sequence's) name in the diff: ``name`` in schema ``public``, else
+    ``schema.name``; both quoted (``"schema"."name"``) when either holds a ``.`` or a ``"``,
+    so that no two tables share a name (a table ``"billing.events"`` in ``public`` cannot
+    stand in for ``billing.events``)."""
+    if any(mark in part for part in (schema, relname) for mark in '."'):
+        return ".".join('"' + part.replace('"', '""') + '"' for part in (schema, relname))
     return relname if schema == "public" else f"{schema}.{relname}"
 
 

@@ -45,6 +45,7 @@ from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import UniqueIndex
 from pytest_scoring.db.schema import quote
 from pytest_scoring.db.schema import schema_changes
+from pytest_scoring.db.snapshot import LOCK_TIMEOUT
 from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
 
@@ -104,11 +105,16 @@ def _copy_table(
     key = ", ".join(quote(name) for name in table.primary_key)
     try:
         copy.execute(
-            f"CREATE UNIQUE INDEX {quote(table.name + '.key')} ON {quote(table.name)} ({key})"
+            f"CREATE UNIQUE INDEX {quote(_index_name(table))} ON {quote(table.name)} ({key})"
         )
     except sqlite3.IntegrityError:
         return False  # two keys PostgreSQL tells apart read the same as text
     return True
+
+
+def _index_name(table: PgTable) -> str:
+    """A name no table of the copy can have: longer than any diff name (2 x 63 bytes + 5)."""
+    return f"{table.name}#{'k' * 140}"
 
 
 def _table(export: Export | None, name: str, schema: str) -> Table | None:
@@ -135,7 +141,7 @@ def _pairing(before: Export, after: Export, name: str) -> Pairing:
 
 
 def _attached(before: Export | None, after: Export | None) -> sqlite3.Connection:
-    connection = diff_connection(5.0)
+    connection = diff_connection(LOCK_TIMEOUT)
     for export, schema in ((before, "b"), (after, "a")):
         uri = ":memory:" if export is None else f"file:{export.path}?mode=ro"
         connection.execute(f"ATTACH DATABASE ? AS {schema}", (uri,))
