@@ -273,3 +273,50 @@ def test_a_table_named_like_another_schemas_table_cannot_stand_in_for_it(
         "users#kkk": 0,
     }
     admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_value_past_16_mib_is_compared_and_shown_by_its_stub(postgres: Cluster) -> None:
+    app = postgres.application(
+        "CREATE TABLE files (id int PRIMARY KEY, body bytea);"
+        "INSERT INTO files VALUES (1, convert_to(repeat('a', 17 * 1024 * 1024), 'UTF8'))"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE files SET body = body || '\\x62'::bytea")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    change = entry["comparisons"]["data"]["tables"]["files"]["rows_changed"][0]["changes"]["body"]
+    assert (change["old_value"]["$truncated"], change["new_value"]["$truncated"]) == (
+        17 * 1024 * 1024,
+        17 * 1024 * 1024 + 1,
+    )
+    assert change["old_value"]["sha256"] != change["new_value"]["sha256"]
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_database_dropped_during_the_session_has_its_tables_removed(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    app = postgres.application(
+        "CREATE TABLE users (id int PRIMARY KEY, name text); INSERT INTO users VALUES (1, 'a')"
+    )
+    gone = psycopg.conninfo.make_conninfo(app, dbname="never_there")
+    engine = PostgresEngine(postgres.admin_url, {"app": app, "gone": gone})
+    before = engine.snapshot(["app", "gone"], tmp_path, "session start")
+    run(
+        psycopg.conninfo.make_conninfo(app, dbname="postgres"),
+        f"DROP DATABASE {admin.database_of(app)}",
+    )
+
+    diff = engine.diff(before, engine.read_final(["app", "gone"], "session finish"))
+
+    users = diff["app"]["comparisons"]["data"]["tables"]["users"]
+    assert (users["status"], users["rows_removed"]) == ("removed", [{"id": 1, "name": "a"}])
+    assert (diff["app"]["info"]["exists_before"], diff["app"]["info"]["exists_after"]) == (
+        True,
+        False,
+    )
+    assert diff["gone"]["info"]["unreadable"] == ["before"]
+    assert diff["gone"]["error"].startswith('before: template database "never_there" does not')
+    engine.release(before)

@@ -120,8 +120,6 @@ def _data_changes(
     return _table_entry(connection, old, new, limit, plan=plan)
 
 
-
-
 def _table_entry(
     connection: sqlite3.Connection,
     before: Table | None,

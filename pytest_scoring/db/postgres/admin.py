@@ -149,25 +149,33 @@ def _passwordless(admin_url: str, app_url: str) -> list[str]:
 
 
 def _backends(admin: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
+    """Every backend on ``database`` but ours and autovacuum's (which the server's own
+    ``CREATE DATABASE`` and ``DROP DATABASE`` stop, and which changes no row)."""
     return admin.execute(
         "SELECT pid, usename, application_name, state, left(query, %s) FROM pg_stat_activity "
-        "WHERE datname = %s AND pid <> pg_backend_pid()",
+        "WHERE datname = %s AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker'",
         (_QUERY_CHARS, database),
     ).fetchall()
 
 
-def terminate(admin_url: str, database: str) -> list[Terminated]:
+def terminate(
+    admin_url: str, database: str, session: psycopg.Connection[Any] | None = None
+) -> list[Terminated]:
     """End every backend connected to ``database`` and roll back its prepared transactions.
 
     A pool's idle connection blocks a template copy, and a ``DO … pg_sleep … UPDATE`` keeps
     running after its client died: both are ended, and recorded, before any snapshot.
+
+    :param session: the admin connection to use (default: a new one).
     """
+    if session is None:
+        with connect(admin_url) as own:
+            return terminate(admin_url, database, own)
     done: list[Terminated] = []
-    with connect(admin_url) as admin:
-        for _ in range(_ROUNDS):
-            done.extend(_terminate_round(admin_url, admin, database))
-            if not _backends(admin, database):
-                break
+    for _ in range(_ROUNDS):
+        done.extend(_terminate_round(admin_url, session, database))
+        if not _backends(session, database):
+            break
     return done
 
 
@@ -205,7 +213,7 @@ def _copy(
     if owner is not None:
         statement += sql.SQL(" OWNER {}").format(sql.Identifier(owner))
     for attempt in range(_ROUNDS):
-        done.extend(terminate(admin_url, source))
+        done.extend(terminate(admin_url, source, admin))
         try:
             admin.execute(statement)
             break
@@ -249,17 +257,16 @@ def reset(admin_url: str, database: str, source: Snapshot) -> list[Terminated]:
             "WHERE datname = %s",
             (database,),
         ).fetchone()
-        done = terminate(admin_url, database)
+        done = terminate(admin_url, database, admin)
         admin.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
         )
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY OWNER {}").format(
-                sql.Identifier(database),
-                sql.Identifier(source.name),
-                sql.Identifier(row[0] if row else database),
-            )
+        statement = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+            sql.Identifier(database), sql.Identifier(source.name)
         )
+        if row is not None:
+            statement += sql.SQL(" OWNER {}").format(sql.Identifier(row[0]))
+        admin.execute(statement)
         if row is not None:
             _restore_access(admin, database, row[1], row[2])
     return done
@@ -306,7 +313,9 @@ def clone(admin_url: str, app_url: str, source: Snapshot) -> Clone:
         )
         _copy(admin, admin_url, source.name, name, owner=role)
         owned = admin.execute(
-            "SELECT datname FROM pg_database WHERE datdba = %s::regrole", (app,)
+            "SELECT datname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+            "WHERE r.rolname = %s",
+            (app,),
         ).fetchall()
         _reassign(admin, admin_url, name, app, role)
         for (database,) in owned:  # REASSIGN OWNED moves shared objects too: put them back
@@ -357,11 +366,14 @@ def sweep(admin_url: str, prefix: str = PREFIX) -> list[str]:
         ):
             for (name,) in admin.execute(query, (pattern,)).fetchall():
                 extra = " WITH (FORCE)" if kind == "DATABASE" else ""
-                admin.execute(
-                    sql.SQL("DROP {} IF EXISTS {}{}").format(
-                        sql.SQL(kind), sql.Identifier(name), sql.SQL(extra)
+                try:
+                    admin.execute(
+                        sql.SQL("DROP {} IF EXISTS {}{}").format(
+                            sql.SQL(kind), sql.Identifier(name), sql.SQL(extra)
+                        )
                     )
-                )
+                except psycopg.Error:
+                    continue  # a role still owning something elsewhere: not ours to undo
                 dropped.append(name)
     return dropped
 

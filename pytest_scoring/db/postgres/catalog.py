@@ -182,21 +182,35 @@ def diff_values(row: Sequence[Any], kinds: Sequence[str]) -> tuple[Any, ...]:
     return tuple(_value(value, _READERS[kind][1]) for value, kind in zip(row, kinds, strict=True))
 
 
-def rows(connection: psycopg.Connection[Any], table: PgTable) -> Iterator[tuple[Any, ...]]:
+#: Kinds whose values the diff stores otherwise than psycopg loads them.
+_CONVERTED: Final = frozenset({"float", "json", "number_array", "array"})
+
+
+def rows(connection: psycopg.Connection[Any], table: PgTable) -> Iterator[Sequence[Any]]:
     """Every row of ``table`` as diff values, streamed by a server-side cursor.
 
-    ``connection`` must be inside a transaction (the cursor lives in it).
+    ``connection`` must be inside a transaction (the cursor lives in it). Only the columns
+    whose values need it are converted: most tables' rows pass as psycopg loads them.
     """
     select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
         select, sql.Identifier(table.schema), sql.Identifier(table.relname)
     )
+    converted = [
+        (number, _READERS[kind][1]) for number, kind in enumerate(table.kinds) if kind in _CONVERTED
+    ]
     with connection.cursor(name="pytest_scoring_rows") as cursor:
-        cursor.itersize = _BATCH
         as_text(cursor, table.kinds, table.oids)
         cursor.execute(query)
-        for row in cursor:
-            yield diff_values(row, table.kinds)
+        while batch := cursor.fetchmany(_BATCH):
+            if not converted:
+                yield from batch
+                continue
+            for row in batch:
+                values = list(row)
+                for number, is_json in converted:
+                    values[number] = _value(values[number], is_json)
+                yield values
 
 
 def _value(value: Any, is_json: bool) -> Any:

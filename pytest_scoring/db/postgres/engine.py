@@ -28,6 +28,7 @@ from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import RowJSON
 from pytest_scoring.db.diff_types import RowKind
+from pytest_scoring.db.diff_types import empty_planes
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.catalog import as_text
@@ -106,7 +107,10 @@ class PostgresEngine:
         return taken
 
     def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
-        return PgSnapshot(source, {name: self._database(name) for name in names}, closed=False)
+        """The databases as they are, read in place; one dropped meanwhile is absent."""
+        present = set(self.find())
+        states = {name: self._database(name) for name in names if name in present}
+        return PgSnapshot(source, states, closed=False)
 
     def diff(
         self,
@@ -118,20 +122,31 @@ class PostgresEngine:
         entries = {}
         for name in sorted(before.names() | after.names()):
             label = self._database(name) if name in self.databases else name
-            entry = diff_databases(
-                self.admin_url, before.side(name), after.side(name), name, max_rows, sink, label
-            )
-            problems = [
-                f"{side}: {snapshot.errors[name]}"
-                for side, snapshot in (("before", before), ("after", after))
-                if name in snapshot.errors
+            unreadable = [
+                side
+                for side, state in (("before", before), ("after", after))
+                if name in state.errors
             ]
-            if problems:
-                entry["error"] = "; ".join(problems)
-                entry["info"]["unreadable"] = [
-                    side for side, s in (("before", before), ("after", after)) if name in s.errors
-                ]
-            entries[name] = entry
+            if not unreadable:
+                entries[name] = diff_databases(
+                    self.admin_url, before.side(name), after.side(name), name, max_rows, sink, label
+                )
+                continue
+            entries[name] = {
+                "comparisons": empty_planes(),
+                "info": {
+                    "engine": ENGINE,
+                    "path_before": label,
+                    "path_after": label,
+                    "exists_before": name in before.names(),
+                    "exists_after": name in after.names(),
+                    "unreadable": unreadable,
+                },
+                "error": "; ".join(
+                    f"{side}: {(before if side == 'before' else after).errors[name]}"
+                    for side in unreadable
+                ),
+            }
         return entries
 
     def rows(
