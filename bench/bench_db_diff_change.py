@@ -105,13 +105,17 @@ def run_full_lists(folder: Path) -> bool:
 
 
 def run_db_change(folder: Path) -> bool:
+    from functools import partial
+
     from pytest_scoring.db.diff import diff_snapshots
-    from pytest_scoring.db.diff import stream_cut_rows
+    from pytest_scoring.db.diff_shape import stream_cut_rows
+    from pytest_scoring.db.sqlite_engine import SqliteEngine
     from pytest_scoring.selector.language import parse_selector
 
     initial, _reference, solution, _baseline = _snapshots(folder)
     diff = diff_snapshots(initial, solution, max_rows=1000)
-    return parse_selector(SELECTOR).matches(stream_cut_rows(diff, initial, solution))
+    rows = partial(SqliteEngine(folder, ["*.db"]).rows, initial, solution)
+    return parse_selector(SELECTOR).matches(stream_cut_rows(diff, rows))
 
 
 MODES = {

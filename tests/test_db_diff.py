@@ -10,6 +10,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Iterable
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,11 @@ from hypothesis import strategies as st
 
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
-from pytest_scoring.db.diff import stream_cut_rows
 from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.diff_shape import stream_cut_rows
 from pytest_scoring.db.row_sql import json_value
 from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.selector.language import parse_selector
 
 
@@ -198,7 +200,9 @@ def test_a_selector_counts_every_equal_row_of_a_cut_table_without_a_key(tmp_path
     diff = diff_snapshots(before, after, max_rows=1)
     assert len(table_diff(diff, "log")["rows_added"]) == 1
     three = parse_selector({"rows": {"added": {"$count": {"$eq": 3}}}})
-    assert three.matches(stream_cut_rows(diff, before, after))
+    assert three.matches(
+        stream_cut_rows(diff, partial(SqliteEngine(tmp_path, ["*.db"]).rows, before, after))
+    )
     assert not three.matches(diff)
 
 

@@ -92,7 +92,7 @@ def test_non_sqlite_files_and_symlinks_get_errors_and_missing_files_are_absent(
     snapshot = take_snapshot(repo, ["fake.db", "link.db", "gone.db"], tmp_path / "snap")
     assert "not a SQLite database" in snapshot.errors["fake.db"]
     assert "symlink" in snapshot.errors["link.db"]
-    assert snapshot.relpaths() == {"fake.db", "link.db"}
+    assert snapshot.names() == {"fake.db", "link.db"}
     assert read_in_place(repo, ["link.db"]).errors.keys() == {"link.db"}
 
 

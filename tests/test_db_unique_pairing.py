@@ -6,6 +6,7 @@ import contextlib
 import sqlite3
 import textwrap
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ from runs import scored_session
 
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.diff import diff_snapshots
-from pytest_scoring.db.diff import stream_cut_rows
+from pytest_scoring.db.diff_shape import stream_cut_rows
 from pytest_scoring.db.snapshot import read_in_place
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.selector.language import parse_selector
 
 USERS = (
@@ -243,7 +245,7 @@ def test_selectors_see_every_pair_beyond_the_examples(tmp_path: Path) -> None:
     assert table(diff)["counts"] == {"added": 0, "removed": 2, "changed": 1500}
     all_pairs = {"rows": {"changed": {"has_one": ["password_hash"], "$count": {"$eq": 1500}}}}
     last = {"rows": {"changed": {"where": {"$key.id": 1502, "$after.id": 11502}}}}
-    complete = stream_cut_rows(diff, before, after)
+    complete = stream_cut_rows(diff, partial(SqliteEngine(tmp_path, ["*.db"]).rows, before, after))
     assert parse_selector(all_pairs).matches(complete)
     assert parse_selector(last).matches(complete)
     assert not parse_selector(last).matches(diff)

@@ -232,8 +232,7 @@ def test_the_engine_snapshots_diffs_streams_reads_resets_and_releases(
     assert len(streamed) == 50
     assert streamed[0]["changes"] == {"password": {"old_value": "h0", "new_value": "h1"}}
     assert engine.read_row(after, "accounts", "users", {"id": 7}, leave_out={"password"}) == {
-        "id": 7,
-        "name": "user7",
+        "name": "user7"
     }
     assert engine.read_row(before, "accounts", "users", {"id": 7})["password"] == "h0"  # type: ignore[index]
     assert engine.read_row(after, "accounts", "nothing", {"id": 7}) is None
@@ -320,3 +319,20 @@ def test_a_database_dropped_during_the_session_has_its_tables_removed(
     assert diff["gone"]["info"]["unreadable"] == ["before"]
     assert diff["gone"]["error"].startswith('before: template database "never_there" does not')
     engine.release(before)
+
+
+def test_reset_gives_a_database_dropped_since_back_to_the_application(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    app = postgres.application("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+    database, role = admin.database_of(app), psycopg.conninfo.conninfo_to_dict(app)["user"]
+    engine = PostgresEngine(postgres.admin_url, {"app": app})
+    engine.reset(["app"], tmp_path / "store", tmp_path)
+    run(psycopg.conninfo.make_conninfo(app, dbname="postgres"), f"DROP DATABASE {database}")
+
+    assert engine.reset(["app"], tmp_path / "store", tmp_path) == ["app"]
+
+    owner = "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s"
+    assert run(postgres.admin_url, owner, database) == [(role,)]
+    run(app, "INSERT INTO t VALUES (2)")
+    assert run(app, "SELECT id FROM t ORDER BY id") == [(1,), (2,)]

@@ -17,6 +17,7 @@ from test_db_change import TEST_UPDATE
 
 from pytest_scoring import parse_selector
 from pytest_scoring.cli.main import main
+from pytest_scoring.db.sqlite_engine import read_sqlite_row
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
 
@@ -226,7 +227,11 @@ def test_mentioned_names_are_every_text_of_a_selector() -> None:
 
 def test_a_missing_database_file_leaves_the_row_named_by_its_key(tmp_path: Path) -> None:
     of = diff({"users": table(changed=[changed(1, "role", "user", "admin")])})
-    found = find_evidence(of, None, lambda relpath: tmp_path / "gone.db")
+
+    def read_row(database: str, table: str, key: Any, leave_out: Any) -> dict[str, Any] | None:
+        return read_sqlite_row(tmp_path / "gone.db", table, key, leave_out)
+
+    found = find_evidence(of, None, read_row)
     assert found is not None and found.identity == {}
 
 

@@ -15,14 +15,25 @@ import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-from typing import Any
 from typing import Final
+from typing import cast
 from typing import final
 
+from pytest_scoring.db.diff_types import ChangedRowJSON
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import DataTableJSON
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.diff_types import PlanesJSON
+from pytest_scoring.db.diff_types import RowJSON
+from pytest_scoring.db.diff_types import RowKind
+from pytest_scoring.db.diff_types import SchemaTableJSON
+from pytest_scoring.db.diff_types import TableStatus
+from pytest_scoring.db.diff_types import empty_planes
 from pytest_scoring.db.discovery import find_databases
 from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
@@ -43,7 +54,7 @@ from pytest_scoring.errors import DatabaseError
 
 if TYPE_CHECKING:
     from pytest_scoring.core.budget import TimeBudget
-    from pytest_scoring.db.diff_store import RowSink
+    from pytest_scoring.db.engine import RowSink
 
 #: Examples kept per row list of a table (``counts`` stay exact).
 DEFAULT_MAX_ROWS: Final = 1000
@@ -53,7 +64,7 @@ _AFTER: Final = "a"
 #: SQLite virtual-machine steps between two calls of a row stream's progress handler.
 PROGRESS_STEPS: Final = 10_000
 #: Receives every differing row of one table: ``kind, row, times``.
-TableSink = Callable[[str, dict[str, Any], int], None]
+TableSink = Callable[[str, RowJSON, int], None]
 
 
 @final
@@ -64,13 +75,13 @@ class _Examples:
 
     def __init__(self, limit: int | None):
         self.limit = limit
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[RowJSON] = []
         self.count = 0
 
     def wants_example(self) -> bool:
         return self.limit is None or len(self.rows) < self.limit
 
-    def add(self, build: Callable[[], dict[str, Any]], times: int = 1) -> None:
+    def add(self, build: Callable[[], RowJSON], times: int = 1) -> None:
         """Count ``times`` equal rows; ``build`` makes the row only if an example is wanted."""
         if self.wants_example():
             row = build()
@@ -97,7 +108,7 @@ def _data_changes(
     limit: int | None,
     sink: TableSink | None = None,
     plan: Pairing | None = None,
-) -> dict[str, Any]:
+) -> DataTableJSON:
     """The data-plane entry of one table (docs/databases.md).
 
     A table holding a value too large to read is read guarded
@@ -127,7 +138,7 @@ def _table_entry(
     limit: int | None,
     sink: TableSink | None = None,
     plan: Pairing | None = None,
-) -> dict[str, Any]:
+) -> DataTableJSON:
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
     plan = (plan or pairing(connection, before, after)) if before and after else None
     for kind, build, times in row_events(connection, before, after, plan):
@@ -136,30 +147,41 @@ def _table_entry(
             sink(kind, row, times)
             build = partial(_itself, row)
         lists[kind].add(build, times)
-    counts = {kind: examples.count for kind, examples in lists.items()}
-    status = "added" if before is None else "removed" if after is None else "unchanged"
-    if status == "unchanged" and any(counts.values()):
+    added, removed, changed = (lists[kind].count for kind in ("added", "removed", "changed"))
+    status: TableStatus = "added" if before is None else "removed" if after is None else "unchanged"
+    if status == "unchanged" and (added or removed or changed):
         status = "changed"
-    entry = {
+    entry: DataTableJSON = {
         "status": status,
         "rows_added": lists["added"].rows,
         "rows_removed": lists["removed"].rows,
-        "rows_changed": lists["changed"].rows,
+        # the changed events build rows_changed entries
+        "rows_changed": cast("list[ChangedRowJSON]", lists["changed"].rows),
         "before_rows": _count(connection, before),
         "after_rows": _count(connection, after),
-        "counts": counts,
+        "counts": {"added": added, "removed": removed, "changed": changed},
         "truncated": any(examples.truncated for examples in lists.values()),
     }
-    return entry if plan is None else {**entry, "pairing": plan.to_json()}
+    if plan is not None:
+        entry["pairing"] = plan.to_json()
+    return entry
 
 
-def _itself(row: dict[str, Any]) -> dict[str, Any]:
+def _itself(row: RowJSON) -> RowJSON:
     return row
 
 
-def _plane(tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    changed = any(entry["status"] != "unchanged" for entry in tables.values())
-    return {"has_changes": changed, "tables": tables}
+def _changed(tables: Mapping[str, DataTableJSON] | Mapping[str, SchemaTableJSON]) -> bool:
+    """A plane's ``has_changes``."""
+    return any(entry["status"] != "unchanged" for entry in tables.values())
+
+
+def planes(data: dict[str, DataTableJSON], schema: dict[str, SchemaTableJSON]) -> PlanesJSON:
+    """A database's two planes from their tables' entries."""
+    return {
+        "data": {"has_changes": _changed(data), "tables": data},
+        "schema": {"has_changes": _changed(schema), "tables": schema},
+    }
 
 
 def _attach(connection: sqlite3.Connection, path: Path | None, schema: str) -> None:
@@ -174,7 +196,7 @@ def _compare(
     limit: int | None,
     sink: RowSink | None,
     relpath: str,
-) -> dict[str, Any]:
+) -> PlanesJSON:
     """Both planes of one database, read inside one transaction."""
     try:
         old, new = _open_sides(connection, before, after)
@@ -186,7 +208,7 @@ def _compare(
             for n in names
         }
         schema = {n: schema_changes(old.get(n), new.get(n)) for n in names}
-        return {"data": _plane(data), "schema": _plane(schema)}
+        return planes(data, schema)
     finally:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
@@ -210,10 +232,6 @@ def _detach(connection: sqlite3.Connection, schema: str) -> None:
         connection.execute(f"DETACH DATABASE {quote(schema)}")
 
 
-def _empty_planes() -> dict[str, Any]:
-    return {"data": _plane({}), "schema": _plane({})}
-
-
 def _side_error(before: Snapshot, after: Snapshot, relpath: str) -> str | None:
     problems = [
         f"{side}: {snapshot.errors[relpath]}"
@@ -230,14 +248,14 @@ def _diff_database(
     relpath: str,
     limit: int | None,
     sink: RowSink | None,
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "comparisons": _empty_planes(),
+) -> DatabaseEntryJSON:
+    entry: DatabaseEntryJSON = {
+        "comparisons": empty_planes(),
         "info": {
             "path_before": before.path_of(relpath),
             "path_after": after.path_of(relpath),
-            "exists_before": relpath in before.relpaths(),
-            "exists_after": relpath in after.relpaths(),
+            "exists_before": relpath in before.names(),
+            "exists_after": relpath in after.names(),
         },
     }
     real_path = after.real_paths.get(relpath) or before.real_paths.get(relpath)
@@ -278,11 +296,10 @@ def _connect(timeout: float) -> sqlite3.Connection:
 
 
 #: For an engine that copies its tables into SQLite files (PostgreSQL, issue 31): the
-#: connection the sides are attached to (as ``b`` and ``a``), the data-plane entry of one
-#: table whose rows pair as the engine says, and a plane of table entries.
+#: connection the sides are attached to (as ``b`` and ``a``), and the data-plane entry of
+#: one table whose rows pair as the engine says.
 diff_connection = _connect
 diff_table = _data_changes
-plane = _plane
 
 
 @final
@@ -300,7 +317,7 @@ class RowStream:
         before: Path | None,
         after: Path | None,
         table: str,
-        kind: str,
+        kind: RowKind,
         timeout: float = LOCK_TIMEOUT,
         budget: TimeBudget | None = None,
     ):
@@ -309,7 +326,7 @@ class RowStream:
         #: The selector's time budget, also checked inside SQLite while it looks for the rows.
         self.budget = budget
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[RowJSON]:
         connection = _connect(self.timeout)
         if self.budget is not None:
             connection.set_progress_handler(self.budget.sqlite_progress, PROGRESS_STEPS)
@@ -336,45 +353,48 @@ class RowStream:
             connection.close()
 
 
-def stream_cut_rows(
-    diff: dict[str, Any], before: Snapshot, after: Snapshot, budget: TimeBudget | None = None
-) -> dict[str, Any]:
-    """``diff`` with the row lists of every table whose examples were cut as :class:`RowStream`s.
+def diff_databases(
+    before: Snapshot,
+    after: Snapshot,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    relpaths: Iterable[str] | None = None,
+    timeout: float = LOCK_TIMEOUT,
+    row_sink: RowSink | None = None,
+) -> dict[str, DatabaseEntryJSON]:
+    """The entry of each database (docs/databases.md), by relative path, sorted.
 
-    The result is for selectors only (not JSON): they see every change, not only the examples.
-
-    :param budget: the selector's time budget, checked inside SQLite too.
+    :param max_rows: examples kept per row list; ``None`` keeps every row (counts are
+        always exact).
+    :param relpaths: only these databases (default: every database either side saw).
+    :param timeout: seconds to wait for a database another connection has locked.
+    :param row_sink: receives every differing row as it is computed (``database, table,
+        kind, row, times``), also those beyond ``max_rows``: the diff-of-diffs stores them.
     """
-    comparisons = dict(diff["comparisons"])
-    for relpath, entry in diff["comparisons"].items():
-        tables = entry["comparisons"]["data"]["tables"]
-        if not any(table["truncated"] for table in tables.values()):
-            continue
-        streamed = {
-            name: _streamed_table(
-                table, before.files.get(relpath), after.files.get(relpath), name, budget
-            )
-            for name, table in tables.items()
+    wanted = sorted(relpaths if relpaths is not None else before.names() | after.names())
+    connection = _connect(timeout)
+    try:
+        return {
+            relpath: _diff_database(connection, before, after, relpath, max_rows, row_sink)
+            for relpath in wanted
         }
-        data = {**entry["comparisons"]["data"], "tables": streamed}
-        comparisons[relpath] = {**entry, "comparisons": {**entry["comparisons"], "data": data}}
-    return {**diff, "comparisons": comparisons}
+    finally:
+        connection.close()
 
 
-def _streamed_table(
-    table: dict[str, Any],
-    before: Path | None,
-    after: Path | None,
-    name: str,
-    budget: TimeBudget | None,
-) -> dict[str, Any]:
-    if not table["truncated"]:
-        return table
-    kinds = ("added", "removed", "changed")
-    streams = {
-        f"rows_{kind}": RowStream(before, after, name, kind, budget=budget) for kind in kinds
+def whole_diff(
+    before_source: str,
+    after_source: str,
+    db_patterns: Sequence[str],
+    comparisons: dict[str, DatabaseEntryJSON],
+) -> DiffJSON:
+    """A diff of the databases' ``comparisons`` (of every engine), with its sources."""
+    return {
+        "status": "success",
+        "before_source": before_source,
+        "after_source": after_source,
+        "db_patterns": list(db_patterns),
+        "comparisons": comparisons,
     }
-    return {**table, **streams}
 
 
 def diff_snapshots(
@@ -385,40 +405,22 @@ def diff_snapshots(
     relpaths: Iterable[str] | None = None,
     timeout: float = LOCK_TIMEOUT,
     row_sink: RowSink | None = None,
-) -> dict[str, Any]:
+) -> DiffJSON:
     """The diff (docs/databases.md) between two snapshots of the same repository's databases.
 
-    :param max_rows: examples kept per row list; ``None`` keeps every row (counts are
-        always exact).
-    :param relpaths: only these databases (default: every database either side saw).
-    :param timeout: seconds to wait for a database another connection has locked.
-    :param row_sink: receives every differing row as it is computed (``database, table,
-        kind, row, times``), also those beyond ``max_rows``: the diff-of-diffs stores them.
+    The parameters are :func:`diff_databases`'s.
+
     :returns: the JSON-ready diff; an unreadable database gets an ``error`` entry.
     """
-    wanted = sorted(relpaths if relpaths is not None else before.relpaths() | after.relpaths())
-    connection = _connect(timeout)
-    try:
-        comparisons = {
-            relpath: _diff_database(connection, before, after, relpath, max_rows, row_sink)
-            for relpath in wanted
-        }
-    finally:
-        connection.close()
-    return {
-        "status": "success",
-        "before_source": before.source,
-        "after_source": after.source,
-        "db_patterns": list(db_patterns),
-        "comparisons": comparisons,
-    }
+    comparisons = diff_databases(before, after, max_rows, relpaths, timeout, row_sink)
+    return whole_diff(before.source, after.source, db_patterns, comparisons)
 
 
 def diff_paths(
     before: str | os.PathLike[str],
     after: str | os.PathLike[str],
     max_rows: int | None = DEFAULT_MAX_ROWS,
-) -> dict[str, Any]:
+) -> DiffJSON:
     """Diff two database files, or two folders of databases (read in place, read-only).
 
     :raises DatabaseError: when a path is missing or one is a file and the other a folder.

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from typing import Final
+from typing import cast
 
 from pytest_scoring.db.diff_store import ALL_PARTS
 from pytest_scoring.db.diff_store import BASELINE
@@ -52,6 +53,7 @@ from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.db.diff_store import StoredRows
+from pytest_scoring.db.diff_types import DiffJSON
 
 _EVENTS: Final = ("added", "removed")
 _KINDS: Final = ("added", "removed", "changed")
@@ -76,19 +78,19 @@ class SplitDiffs:
     :param baseline: the baseline diff, when the store holds one (``from_tests``, ``scored``).
     """
 
-    reference: Json
-    solution: Json
+    reference: DiffJSON
+    solution: DiffJSON
     store: DiffStore
     complete: bool
-    baseline: Json | None = None
+    baseline: DiffJSON | None = None
 
-    def parts(self, limit: int | None = None) -> dict[str, Json]:
+    def parts(self, limit: int | None = None) -> dict[str, DiffJSON]:
         """The parts for the report, row lists read out, at most ``limit`` rows per list:
         the three of the diff-of-diffs, and ``from_tests`` with a baseline."""
         names = [*PARTS, "from_tests"] if self.baseline is not None else list(PARTS)
         return self.parts_named(names, limit)
 
-    def parts_named(self, names: list[str], limit: int | None = None) -> dict[str, Json]:
+    def parts_named(self, names: list[str], limit: int | None = None) -> dict[str, DiffJSON]:
         """The named parts (of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`), row lists
         read out, at most ``limit`` rows per list."""
 
@@ -97,7 +99,7 @@ class SplitDiffs:
 
         return _PartBuilder(self, read, limit).build(names)
 
-    def part_for_selectors(self, name: str) -> Json:
+    def part_for_selectors(self, name: str) -> DiffJSON:
         """One part whose row lists stream every row from the store (for selectors, not JSON).
 
         :param name: a part of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`.
@@ -118,14 +120,18 @@ class _PartBuilder:
         self.limit = limit
         self.counts = split.store.counts()
 
-    def build(self, names: list[str]) -> dict[str, Json]:
-        """The named parts (of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`)."""
+    def build(self, names: list[str]) -> dict[str, DiffJSON]:
+        """The named parts (of :data:`~pytest_scoring.db.diff_store.ALL_PARTS`).
+
+        Built key by key (planes and row lists by name) from the inputs' shape: each part is
+        a diff of the same shape (:class:`~pytest_scoring.db.diff_types.DiffJSON`).
+        """
         reference, solution = self.split.reference, self.split.solution
         databases_a = _mapping(reference.get("comparisons"))
         databases_b = _mapping(solution.get("comparisons"))
         baseline = self.split.baseline
         databases_c = None if baseline is None else _mapping(baseline.get("comparisons"))
-        parts = {}
+        parts: dict[str, Json] = {}
         for name in names:
             source = reference if name == "before_only" else solution
             parts[name] = {
@@ -140,7 +146,7 @@ class _PartBuilder:
             )
             for name in names:
                 parts[name]["comparisons"][key] = self._database(str(key), name, sides)
-        return parts
+        return cast("dict[str, DiffJSON]", parts)
 
     def _database(self, relpath: str, name: str, sides: _Sides) -> Json:
         source = sides.source_for(name)
@@ -239,10 +245,8 @@ def _status(part: str, has_entries: bool, sides: _Sides) -> str:
 
 
 def diff_of_diffs(
-    reference: Mapping[str, Any],
-    solution: Mapping[str, Any],
-    baseline: Mapping[str, Any] | None = None,
-) -> dict[str, Json]:
+    reference: DiffJSON, solution: DiffJSON, baseline: DiffJSON | None = None
+) -> dict[str, DiffJSON]:
     """Split two diffs into what only A, only B, and both contain (docs/databases.md).
 
     :param reference: diff A, from the reference run.
@@ -259,11 +263,11 @@ def diff_of_diffs(
             if baseline is not None:
                 store.add_lists(BASELINE, baseline, LISTS)
             split = SplitDiffs(
-                dict(reference),
-                dict(solution),
+                reference.copy(),
+                solution.copy(),
                 store,
                 complete=False,
-                baseline=None if baseline is None else dict(baseline),
+                baseline=None if baseline is None else baseline.copy(),
             )
             parts = split.parts()
             if baseline is not None:
@@ -273,9 +277,11 @@ def diff_of_diffs(
             store.close()
 
 
-def scored_part(parts: Mapping[str, Any]) -> Json:
+def scored_part(parts: Mapping[str, Any]) -> DiffJSON:
     """What ``db_diff_change``'s selector sees, from a diff-of-diffs read back from a file:
     ``after_only``, with ``from_tests`` merged in when the file has that part.
+
+    The file is read defensively (a missing part or key reads as empty), hence ``Any``.
 
     The two parts never hold the same entry; a changed row with some columns in each is one
     row again here. Counts add up (changed rows listed in both count once).
@@ -283,7 +289,7 @@ def scored_part(parts: Mapping[str, Any]) -> Json:
     after_only = _mapping(parts.get("after_only"))
     from_tests = parts.get("from_tests")
     if not isinstance(from_tests, Mapping):
-        return dict(after_only)
+        return cast("DiffJSON", dict(after_only))
     databases_a = _mapping(after_only.get("comparisons"))
     databases_b = _mapping(from_tests.get("comparisons"))
     merged = {**after_only, "comparisons": {}}
@@ -303,7 +309,7 @@ def scored_part(parts: Mapping[str, Any]) -> Json:
                 "tables": tables,
             }
         merged["comparisons"][key] = database
-    return merged
+    return cast("DiffJSON", merged)
 
 
 def _merged_table(first: Mapping[str, Any], second: Mapping[str, Any], plane: str) -> Json:

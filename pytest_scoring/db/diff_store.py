@@ -33,7 +33,6 @@ import hashlib
 import itertools
 import json
 import sqlite3
-from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -42,6 +41,10 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 from typing import Literal
+from typing import cast
+
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.engine import RowSink
 
 #: The diffs: A, from the reference run, and B, from the scored repository's; with a
 #: baseline, also the diff of the reference's own tests.
@@ -135,8 +138,6 @@ class ChangeTest:
 
 #: Tests of which a changed row must pass one (none: every row passes).
 ChangeFilter = tuple[ChangeTest, ...]
-#: Receives one differing row of a diff as it is computed: database, table, list, row, times.
-RowSink = Callable[[str, str, str, Json, int], None]
 
 
 #: The canonical text digested: sorted keys, no spaces (one encoder, built once).
@@ -281,7 +282,7 @@ class DiffStore:
             old, new = _stored(values.get("old_value")), _stored(values.get("new_value"))
             self._changes.append((side, table, number, canonical, column, old, new))
 
-    def add_lists(self, side: int, diff: Mapping[str, Any], planes: Iterable[str]) -> None:
+    def add_lists(self, side: int, diff: DiffJSON, planes: Iterable[str]) -> None:
         """Every list of every table of the given planes of a JSON diff."""
         for plane in planes:
             for relpath, table, entry in _tables_of(diff, plane):
@@ -397,7 +398,7 @@ class DiffStore:
                     return
                 yield _changed_row(list(lines))
 
-    def whole(self, side: int, diff: Mapping[str, Any]) -> Json:
+    def whole(self, side: int, diff: DiffJSON) -> DiffJSON:
         """``diff`` (one side's, with examples only) with every entry the store holds for that
         side in its lists (:class:`SideRows`, read when iterated): the diff whole again, for a
         report's evidence (issue 28)."""
@@ -422,7 +423,7 @@ class DiffStore:
                 }
                 planes[plane] = {**planes[plane], "tables": whole}
             comparisons[relpath] = {**entry, "comparisons": planes}
-        return {**diff, "comparisons": comparisons}
+        return cast("DiffJSON", {**diff, "comparisons": comparisons})
 
     def side_rows(self, side: int, relpath: str, table: str, list_name: str) -> Iterator[Any]:
         """The entries one diff has in one list of one table, in the order stored."""

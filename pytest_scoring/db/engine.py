@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 #: ``changed``). The diff-of-diffs stores them (:mod:`pytest_scoring.db.diff_store`).
 RowSink = Callable[[str, str, str, RowJSON, int], None]
 
+#: A row of a database's final state: ``database, table, key, columns left unread`` → the
+#: row's other columns, or None (:meth:`DatabaseEngine.read_row` of the state at hand).
+RowReader = Callable[[str, str, Mapping[str, Any], Collection[str]], dict[str, Any] | None]
+
 
 class EngineSnapshot(Protocol):
     """One side of a diff as an engine holds it: per database, a readable state or an error."""
@@ -72,9 +76,11 @@ class DatabaseEngine(Protocol[S]):
     """One kind of database at one place. Every method may be called from a thread of its
     own (the reference rerun runs in the background), never on the same snapshot at once."""
 
-    #: ``sqlite``, ``postgresql``: a non-SQLite engine writes it to each entry's
-    #: ``info.engine``.
-    name: str
+    @property
+    def name(self) -> str:
+        """``sqlite``, ``postgresql``: a non-SQLite engine writes it to each entry's
+        ``info.engine``."""
+        ...
 
     def find(self) -> list[str]:
         """The databases there now, by name, sorted.
@@ -127,14 +133,16 @@ class DatabaseEngine(Protocol[S]):
         table: str,
         kind: RowKind,
         budget: TimeBudget | None = None,
-    ) -> Iterable[RowJSON]:
+    ) -> Iterable[Any]:
         """Every row of one row list of one table, as the diff's entries show them.
 
         Re-iterable: each iteration reads both sides afresh, in flat memory (what selectors
-        see of a table whose examples were cut). Changed rows come as ``rows_changed``
-        entries.
+        see of a table whose examples were cut): :data:`RowJSON` rows, ``rows_changed``
+        entries (:class:`~pytest_scoring.db.diff_types.ChangedRowJSON`) for ``changed``.
 
         :param budget: the selector's time budget, checked while reading.
+        :raises DatabaseError: when a side cannot be read while iterating (SQLite's own
+            ``sqlite3.Error`` is let through as it is: the callers catch both).
         """
         ...
 

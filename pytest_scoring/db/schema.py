@@ -7,23 +7,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 from typing import Final
 from typing import NamedTuple
-from typing import TypedDict
 from typing import final
+
+from pytest_scoring.db.diff_types import ColumnChange
+from pytest_scoring.db.diff_types import ColumnJSON
+from pytest_scoring.db.diff_types import PairingJSON
+from pytest_scoring.db.diff_types import SchemaTableJSON
+from pytest_scoring.db.diff_types import TableStatus
 
 #: Pair by the rowid (a rowid table without a usable declared primary key).
 ROWID: Final = "rowid"
-
-
-class ColumnJSON(TypedDict):
-    """A column in the schema plane of a diff (docs/databases.md)."""
-
-    name: str
-    type: str
-    nullable: bool
-    primary_key: bool
 
 
 def quote(identifier: str) -> str:
@@ -169,18 +164,18 @@ def union_columns(before: Table | None, after: Table | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def schema_changes(before: Table | None, after: Table | None) -> dict[str, object]:
+def schema_changes(before: Table | None, after: Table | None) -> SchemaTableJSON:
     """The schema-plane entry of a table: status and column changes (docs/databases.md)."""
     old = {c["name"]: c for c in (before.columns if before else ())}
     new = {c["name"]: c for c in (after.columns if after else ())}
     added = [new[name] for name in new if name not in old]
     removed = [old[name] for name in old if name not in new]
-    changed = [
+    changed: list[ColumnChange] = [
         {"name": name, "from": old[name], "to": new[name]}
         for name in new
         if name in old and old[name] != new[name]
     ]
-    status = (
+    status: TableStatus = (
         "added"
         if before is None
         else "removed"
@@ -206,7 +201,7 @@ class Pairing(NamedTuple):
     #: The UNIQUE indexes removed and added rows then pair through, in the order tried.
     unique: tuple[UniqueIndex, ...]
 
-    def to_json(self) -> dict[str, list[Any]]:
+    def to_json(self) -> PairingJSON:
         return {"key": list(self.key), "unique": [list(index.columns) for index in self.unique]}
 
 

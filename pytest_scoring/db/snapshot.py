@@ -74,8 +74,8 @@ class Snapshot:
     #: Relative path → where a symlink led inside the root (relative to it), for links only.
     real_paths: dict[str, str] = field(default_factory=dict)
 
-    def relpaths(self) -> set[str]:
-        """Every database this side saw, readable or not."""
+    def names(self) -> set[str]:
+        """Every database this side saw, readable or not, by relative path."""
         return set(self.files) | set(self.errors)
 
     def path_of(self, relpath: str) -> str:

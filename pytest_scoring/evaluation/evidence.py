@@ -35,11 +35,11 @@ from typing import Final
 from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.core.encoding import encode_json
 from pytest_scoring.core.score import REPORT_FILE_CAP
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import RESOURCE
-from pytest_scoring.scorers.db_change import SessionDatabases
 
 MANIFEST: Final = "manifest.json"
 OUTCOMES: Final = "outcomes.json"
@@ -78,7 +78,7 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     omitted: dict[str, str] = {}
     _keep(kept, omitted, OUTCOMES, encode_json(outcomes_json(context)).encode())
     databases = context.resources.get(RESOURCE)
-    if isinstance(databases, SessionDatabases) and databases.before is not None:
+    if isinstance(databases, SessionDatabases) and databases.started:
         try:
             diff = databases.complete(databases.diff(), TimeBudget(None))
         except (DatabaseError, sqlite3.Error, OSError) as error:
@@ -111,11 +111,10 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
 
     finals: dict[str, Path] = {}
     for resource in context.resources.values():
-        if isinstance(resource, SessionDatabases) and resource.before is not None:
-            finals.update(resource.after().files)
+        if isinstance(resource, SessionDatabases):
+            finals.update(resource.final_files())
         elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
-            final = resource.computed.solution_final
-            finals.update({} if final is None else final.files)
+            finals.update(resource.computed.solution_files)
     return finals
 
 

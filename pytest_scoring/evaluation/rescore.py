@@ -33,7 +33,7 @@ from pytest_scoring.db.diff_store import BASELINE
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
-from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ReportError
 from pytest_scoring.evaluation.evidence import DATABASES_DIR
@@ -277,7 +277,8 @@ class StoredReference:
                 kept["metadata"],
                 kept["missing_from_rerun"],
                 Baseline(final=None, **baseline) if isinstance(baseline, dict) else baseline,
-                Snapshot("evidence", dict(self._finals)) if self._finals else None,
+                dict(self._finals),
+                file_row_reader(self._finals) if self._finals else None,
             )
         return self._diffs
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
 
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.session import snapshot_now
 from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.area import copy_reference
 from pytest_scoring.evaluation.area import requested_user
@@ -88,8 +88,8 @@ def share_reference(
     pristine = copy_reference(runner, reference)
     initial = None
     if snapshot:
-        databases = find_databases(pristine, db_patterns)
-        initial = take_snapshot(pristine, databases, runner.folder("initial"), str(pristine))
+        engine = SqliteEngine(pristine, db_patterns)
+        initial = snapshot_now(engine, runner.folder("initial"), str(pristine))
         runner.guard.add_files(initial.files.values())
     digest = runner.guard.fingerprints().trees[pristine]
     return SharedReference(reference, pristine, digest, initial)

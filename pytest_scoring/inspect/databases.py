@@ -20,7 +20,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from typing import Final
 from typing import Literal
 
@@ -29,13 +28,17 @@ from inspect_ai.solver import TaskState
 
 from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
 from pytest_scoring.core.settings import ScoringSettings
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.diff_types import PlanesJSON
+from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.session import SessionDatabases
+from pytest_scoring.db.session import snapshot_now
 from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.inspect.sample import SampleScoring
-from pytest_scoring.scorers.db_change import SessionDatabases
 
 #: Store keys shared with inspect_toolkit.
 SNAPSHOTS_KEY: Final = "repo_snapshots"
@@ -141,7 +144,7 @@ async def location_snapshot(
     root, dest = Path(location.path), sample.local("snapshot")
 
     def snapshot() -> Snapshot:
-        return take_snapshot(root, find_databases(root, patterns), dest, source=location.source)
+        return snapshot_now(SqliteEngine(root, patterns), dest, location.source)
 
     return await anyio.to_thread.run_sync(snapshot)
 
@@ -167,15 +170,16 @@ async def session_databases(
     return SessionDatabases.from_snapshots(settings_for(repo, patterns), old, after)
 
 
-def stored_diff(diff: dict[str, Any], include_schema: bool, include_data: bool) -> dict[str, Any]:
+def stored_diff(diff: DiffJSON, include_schema: bool, include_data: bool) -> DiffJSON:
     """``diff`` without the planes left out (what ``diff_databases`` stores)."""
-    planes = (("schema", include_schema), ("data", include_data))
-    left_out = [name for name, kept in planes if not kept]
-    if not left_out:
+    if include_schema and include_data:
         return diff
-    empty = {"has_changes": False, "tables": {}}
-    comparisons = {
-        key: {**entry, "comparisons": {**entry["comparisons"], **dict.fromkeys(left_out, empty)}}
-        for key, entry in diff["comparisons"].items()
-    }
+    comparisons: dict[str, DatabaseEntryJSON] = {}
+    for key, entry in diff["comparisons"].items():
+        planes, empty = entry["comparisons"], empty_planes()
+        kept: PlanesJSON = {
+            "data": planes["data"] if include_data else empty["data"],
+            "schema": planes["schema"] if include_schema else empty["schema"],
+        }
+        comparisons[key] = {**entry, "comparisons": kept}
     return {**diff, "comparisons": comparisons}

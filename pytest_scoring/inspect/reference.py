@@ -33,9 +33,9 @@ from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import cap_list
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff_store import DiffStore
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.session import snapshot_now
 from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.inspect.databases import settings_for
@@ -144,8 +144,15 @@ async def run_reference(
 
     def diff_of_diffs() -> Diffs:
         assert side.store is not None
+        engine = SqliteEngine(rerun.reference, db_patterns)  # diffs the backups read back
         split = split_runs(
-            rerun.initial, rerun.final, solution, db_patterns, side.store, baseline_final=usable
+            engine,
+            rerun.initial,
+            rerun.final,
+            solution,
+            db_patterns,
+            side.store,
+            baseline_final=usable,
         )
         return Diffs(split, split.parts(FILE_MAX_ROWS), metadata, missing, baseline)
 
@@ -169,8 +176,7 @@ async def _rerun(
 
     def copy_reference() -> Snapshot:
         copy_tree(reference, copy)
-        relpaths = find_databases(copy, db_patterns)
-        return take_snapshot(copy, relpaths, workdir / "initial", source=str(reference))
+        return snapshot_now(SqliteEngine(copy, db_patterns), workdir / "initial", str(reference))
 
     initial = await anyio.to_thread.run_sync(copy_reference)
     tests = await _copy_tests(sample, repo, patterns, copy, workdir / "tests")

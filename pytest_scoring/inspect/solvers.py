@@ -30,6 +30,7 @@ from pytest_scoring.core.score import cap_list
 from pytest_scoring.core.settings import DEFAULT_DB_PATTERNS
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff_shape import cap_diff
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.inspect.databases import DB_DIFF_KEY
 from pytest_scoring.inspect.databases import DEFAULT_BEFORE
@@ -44,7 +45,6 @@ from pytest_scoring.inspect.sample import check_env
 from pytest_scoring.inspect.sample import check_reruns
 from pytest_scoring.inspect.sample import check_tests_from
 from pytest_scoring.inspect.sample import sample_scoring
-from pytest_scoring.scorers.db_change import SessionDatabases
 
 logger = logging.getLogger(__name__)
 

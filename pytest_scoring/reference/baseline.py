@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.session import snapshot_now
 from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.fs.guard import file_digest
 from pytest_scoring.fs.paths import resolve_inside
@@ -205,10 +205,9 @@ def _run(
         )
         if run.failure(timeout, WHAT) is not None:
             return run, None
-        databases = find_databases(
-            copy, list(options.db_patterns), [copy / path for path in options.excluded]
-        )
-        final = take_snapshot(copy, databases, folder / "final", source=WHAT)
+        excluded = [copy / path for path in options.excluded]
+        engine = SqliteEngine(copy, options.db_patterns, excluded)
+        final = snapshot_now(engine, folder / "final", WHAT)
         return run, final
     finally:
         runner.close()

@@ -22,9 +22,11 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from typing import Final
@@ -32,16 +34,20 @@ from typing import Final
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import cap_list
 from pytest_scoring.core.settings import ScoringSettings
-from pytest_scoring.db.diff import diff_snapshots
 from pytest_scoring.db.diff_of_diffs import SplitDiffs
 from pytest_scoring.db.diff_store import BASELINE
 from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
-from pytest_scoring.db.discovery import find_databases
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.engine import DatabaseEngine
+from pytest_scoring.db.engine import RowReader
+from pytest_scoring.db.engine import S
+from pytest_scoring.db.session import engine_diff
+from pytest_scoring.db.session import final_state
+from pytest_scoring.db.session import snapshot_now
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import read_in_place
-from pytest_scoring.db.snapshot import take_snapshot
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.process.children import ChildRunner
@@ -80,14 +86,17 @@ class Diffs:
     """
 
     split: SplitDiffs
-    file_parts: dict[str, Any]
+    file_parts: dict[str, DiffJSON]
     metadata: dict[str, Any]
     #: Test ids the reference rerun collected that this session did not.
     missing_from_rerun: list[str]
     #: The baseline (None when no scorer counts test changes), or why there is none.
     baseline: Baseline | str | None = None
-    #: This session's final databases, where they can be read here (not from a sandbox).
-    solution_final: Snapshot | None = None
+    #: The files of this session's final databases, where they are files read here (not in
+    #: a sandbox), by name: kept as evidence.
+    solution_files: Mapping[str, Path] = field(default_factory=dict)
+    #: Reads a row of this session's final databases (None: not at hand, in a sandbox).
+    read_row: RowReader | None = None
 
     def missing_tests(self, counting: bool, session: OutcomeTally) -> dict[str, Any]:
         """Tests the solution deleted: the baseline's collected ids this session lacks (the
@@ -156,11 +165,6 @@ class ReferenceRerun:
         finally:
             self.child_done.set()
 
-    def _databases(self, root: Path) -> list[str]:
-        """Databases under ``root`` (the repository or the copy), skipping the same folders."""
-        excluded = self.settings.excluded_folders(root)
-        return find_databases(root, self.settings.db_patterns, excluded)
-
     def _run(self, workdir: Path, copy: Path) -> ReferenceSide:
         assert self.settings.reference is not None
         # The report root and our own folders are never copied (a reference above /tmp…).
@@ -170,9 +174,8 @@ class ReferenceRerun:
         copy_tree(reference, copy, exclude=[*own, *excluded])
         initial = self.initial
         if initial is None:
-            initial = take_snapshot(
-                copy, self._databases(copy), workdir / "initial", source=str(reference)
-            )
+            engine = sqlite_engine(self.settings, copy)
+            initial = snapshot_now(engine, workdir / "initial", str(reference))
             if self.children.guard is not None:
                 self.children.guard.add_files(initial.files.values())
         if self.settings.tests_from_is_reference():
@@ -191,7 +194,7 @@ class ReferenceRerun:
                 cancel=self._cancel,
             )
         self.child_done.set()
-        final = read_in_place(copy, self._databases(copy), source=f"{copy} (reference rerun)")
+        final = final_state(sqlite_engine(self.settings, copy), f"{copy} (reference rerun)")
         return ReferenceSide(initial, final, tests, run)
 
     def _wait_for_session(self) -> None:
@@ -271,11 +274,12 @@ class ReferenceRerun:
             raise ReferenceRunError(problem, metadata)
         baseline = self.baseline.result() if self.baseline is not None else None
         usable = baseline.final if isinstance(baseline, Baseline) else None
-        root = self.settings.root
-        solution_final = read_in_place(root, self._databases(root))
+        engine = sqlite_engine(self.settings)
+        solution_final = final_state(engine, str(self.settings.root))
         self._store_dir = self.children.folder("diffs")
         self._store = DiffStore(self._store_dir / "rows.db", baseline=usable is not None)
         split = split_runs(
+            engine,
             side.initial,
             side.final,
             solution_final,
@@ -285,7 +289,9 @@ class ReferenceRerun:
         )
         missing = _missing_from(side.run.tally, session)
         parts = split.parts(FILE_MAX_ROWS)
-        return Diffs(split, parts, metadata, missing, baseline, solution_final)
+        read_row = partial(engine.read_row, solution_final)
+        files = solution_final.files
+        return Diffs(split, parts, metadata, missing, baseline, files, read_row)
 
     @property
     def computed(self) -> Diffs | None:
@@ -364,16 +370,19 @@ def wait_until(event: threading.Event, cancel: threading.Event) -> None:
 
 
 def split_runs(
-    initial: Snapshot,
-    reference_final: Snapshot,
-    solution_final: Snapshot,
+    engine: DatabaseEngine[S],
+    initial: S,
+    reference_final: S,
+    solution_final: S,
     db_patterns: Sequence[str],
     store: DiffStore,
-    baseline_final: Snapshot | None = None,
+    baseline_final: S | None = None,
 ) -> SplitDiffs:
     """Diff the runs from the initial state, every row into ``store``, and split them.
 
     The diffs keep :data:`FILE_MAX_ROWS` examples per list; the store keeps every row.
+
+    :param engine: the engine whose snapshots the states are.
 
     :param baseline_final: the baseline's final databases, when its diff joins the split
         (``store`` was made with ``baseline=True``).
@@ -382,7 +391,7 @@ def split_runs(
     if baseline_final is not None:
         runs.append((baseline_final, BASELINE))
     diffs = [
-        diff_snapshots(initial, final, FILE_MAX_ROWS, db_patterns, row_sink=store.sink(side))
+        engine_diff(engine, initial, final, db_patterns, FILE_MAX_ROWS, store.sink(side))
         for final, side in runs
     ]
     for diff, (_final, side) in zip(diffs, runs, strict=True):

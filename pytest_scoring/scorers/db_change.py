@@ -1,15 +1,12 @@
 """``db_change``: what the test session did to the repository's databases (docs/databases.md).
 
-:class:`SessionDatabases` is the session's shared database resource: it copies the committed
-state of every database at session start (after ``--score-db-reset`` restored the first-seen
-state), reads the finish state in place (no second copy), and diffs the two once.
+The session's databases (:class:`~pytest_scoring.db.session.SessionDatabases`: the start
+snapshot, the finish state, their diff) are a resource every database scorer shares.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import sqlite3
+from collections.abc import Collection
 from collections.abc import Mapping
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,24 +25,17 @@ from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import bool_value
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.score import make_score
-from pytest_scoring.core.settings import SNAPSHOTS_PREFIX
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
-from pytest_scoring.db.diff import diff_snapshots
-from pytest_scoring.db.diff import stream_cut_rows
 from pytest_scoring.db.diff_shape import cap_diff
 from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
-from pytest_scoring.db.discovery import discover
-from pytest_scoring.db.discovery import unsearched_folders
-from pytest_scoring.db.snapshot import Snapshot
-from pytest_scoring.db.snapshot import read_in_place
-from pytest_scoring.db.snapshot import reset_databases
-from pytest_scoring.db.snapshot import take_snapshot
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.session import SessionDatabases
+from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
-from pytest_scoring.fs.leftovers import held_temporary_folder
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
 from pytest_scoring.scorers.evidence import Evidence
@@ -56,7 +46,6 @@ from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
     from pytest_scoring.core.budget import TimeBudget
-    from pytest_scoring.fs.guard import FileGuard
     from pytest_scoring.selector.language import Selector
 
 SCORER_TYPE: Final = "db_change"
@@ -65,7 +54,7 @@ RESOURCE: Final = "databases"
 _COUNTS: Final = ("added", "removed", "changed")
 
 
-def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
+def diff_summary(diff: DiffJSON) -> dict[str, int]:
     """Totals over a diff: databases, unreadable ones, changed tables and rows."""
     summary = dict.fromkeys(
         ("databases", "database_errors", "tables_changed", "schema_changes"), 0
@@ -83,124 +72,14 @@ def diff_summary(diff: dict[str, Any]) -> dict[str, int]:
     return summary
 
 
-class SessionDatabases:
-    """The session's databases: the start snapshot, the finish state and their diff."""
-
-    def __init__(self, settings: ScoringSettings, guard: FileGuard | None = None):
-        self.settings = settings
-        #: Fingerprints the start snapshot, under ``pytest-scoring run``.
-        self.guard = guard
-        #: The committed state at session start (``None`` until :meth:`start`).
-        self.before: Snapshot | None = None
-        #: Why the start snapshot could not be taken, for the scores that needed it.
-        self.start_error = "no database snapshot was taken at session start"
-        self._workdir: Path | None = None
-        #: Holds the snapshot copies' folder while this session lives (a sweep leaves it).
-        self._hold: int | None = None
-        self._after: Snapshot | None = None
-        self._diff: dict[str, Any] | None = None
-        #: The folders the last discovery left out.
-        self.skipped: list[str] = []
-
-    @classmethod
-    def from_snapshots(
-        cls, settings: ScoringSettings, before: Snapshot, after: Snapshot
-    ) -> SessionDatabases:
-        """Databases snapshotted elsewhere (in an Inspect sandbox): their diff, shared."""
-        databases = cls(settings)
-        databases.before, databases._after = before, after
-        return databases
-
-    @classmethod
-    def of(cls, context: ScoringContext) -> SessionDatabases:
-        """The context's shared instance, created on first use."""
-        if RESOURCE not in context.resources:
-            if context.settings is None:
-                raise DatabaseError("database scoring needs the session's settings")
-            context.resources[RESOURCE] = cls(context.settings, context.guard)
-        databases: SessionDatabases = context.resources[RESOURCE]
-        return databases
-
-    def discover(self) -> list[str]:
-        """The databases under the root now (the report root and exclusions skipped)."""
-        found = discover(
-            self.settings.root, self.settings.db_patterns, self.settings.excluded_folders()
-        )
-        self.skipped = found.skipped
-        return found.databases
-
-    def unsearched(self) -> list[str]:
-        """The folders left out of discovery that hold a file matching the patterns."""
-        return unsearched_folders(self.settings.root, self.skipped, self.settings.db_patterns)
-
-    def start(self) -> None:
-        """Reset if asked, then copy every database's committed state (once per session).
-
-        :raises DatabaseError: when the report root cannot hold the snapshot.
-        """
-        if self.before is not None:
-            return
-        root, scratch = self.settings.root, self.settings.scratch_folder()
-        try:
-            if self.settings.db_reset:
-                reset_databases(
-                    root, self.discover(), self.settings.reset_store(), self.settings.report_root
-                )
-            scratch.mkdir(parents=True, exist_ok=True)
-            self._workdir, self._hold = held_temporary_folder(scratch, SNAPSHOTS_PREFIX)
-        except (OSError, sqlite3.Error) as error:
-            self.start_error = f"cannot snapshot databases under {scratch}: {error}"
-            raise DatabaseError(self.start_error) from None
-        self.before = take_snapshot(
-            root, self.discover(), self._workdir / "before", source="session start"
-        )
-        if self.guard is not None:
-            self.guard.add_files(self.before.files.values())
-
-    def after(self) -> Snapshot:
-        """The finish state, read in place (read-only, in one transaction per database)."""
-        if self._after is None:
-            relpaths = sorted(set(self.discover()) | self._started().relpaths())
-            self._after = read_in_place(self.settings.root, relpaths, source="session finish")
-        return self._after
-
-    def _started(self) -> Snapshot:
-        if self.before is None:
-            raise DatabaseError(self.start_error)
-        return self.before
-
-    def diff(self, shared: bool = True) -> dict[str, Any]:
-        """The session diff, computed once and shared unless ``shared`` is false."""
-        if shared and self._diff is not None:
-            return self._diff
-        diff = diff_snapshots(
-            self._started(), self.after(), DEFAULT_MAX_ROWS, self.settings.db_patterns
-        )
-        if shared:
-            self._diff = diff
-        return diff
-
-    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
-        """``diff`` where the tables whose examples were cut stream every row (for selectors),
-        within the selector's time budget."""
-        return stream_cut_rows(diff, self._started(), self.after(), budget)
-
-    def problem(self) -> str | None:
-        """Why no diff can be had (no start snapshot), or None."""
-        return self.start_error if self.before is None else None
-
-    def final_file(self, relpath: str) -> Path | None:
-        """The file holding a database's finish state."""
-        return self.after().files.get(relpath)
-
-    def close(self) -> None:
-        """Remove the snapshot copies (after scoring)."""
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
-        if self._hold is not None:
-            os.close(self._hold)
-            self._hold = None
+def session_databases(context: ScoringContext) -> SessionDatabases:
+    """The context's shared :class:`SessionDatabases`, created on first use."""
+    if RESOURCE not in context.resources:
+        if context.settings is None:
+            raise DatabaseError("database scoring needs the session's settings")
+        context.resources[RESOURCE] = SessionDatabases(context.settings, context.guard)
+    databases: SessionDatabases = context.resources[RESOURCE]
+    return databases
 
 
 class DatabaseInputs(Protocol):
@@ -213,11 +92,11 @@ class DatabaseInputs(Protocol):
         """Why no diff can be had, or None."""
         ...
 
-    def diff(self, shared: bool = True) -> dict[str, Any]:
+    def diff(self, shared: bool = True) -> DiffJSON:
         """The diff, with examples (for the report)."""
         ...
 
-    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+    def complete(self, diff: DiffJSON, budget: TimeBudget) -> DiffJSON:
         """``diff`` with every changed row (for selectors)."""
         ...
 
@@ -225,8 +104,10 @@ class DatabaseInputs(Protocol):
         """Folders left out of discovery that hold a database."""
         ...
 
-    def final_file(self, relpath: str) -> Path | None:
-        """The file holding a database's finish state, when at hand."""
+    def read_row(
+        self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
+    ) -> dict[str, Any] | None:
+        """A row of a database's finish state by key, when at hand."""
         ...
 
 
@@ -236,7 +117,7 @@ class StoredDatabases:
     def __init__(
         self,
         settings: ScoringSettings,
-        full_diff: dict[str, Any] | None,
+        full_diff: DiffJSON | None,
         problem: str | None,
         finals: Mapping[str, Path],
     ):
@@ -248,22 +129,25 @@ class StoredDatabases:
         self._full = full_diff
         self._problem = problem
         self._finals = dict(finals)
+        self._read_row = file_row_reader(self._finals)
 
     def problem(self) -> str | None:
         return self._problem if self._full is None else None
 
-    def diff(self, shared: bool = True) -> dict[str, Any]:
+    def diff(self, shared: bool = True) -> DiffJSON:
         assert self._full is not None, "problem() first"
         return self._full
 
-    def complete(self, diff: dict[str, Any], budget: TimeBudget) -> dict[str, Any]:
+    def complete(self, diff: DiffJSON, budget: TimeBudget) -> DiffJSON:
         return diff
 
     def unsearched(self) -> list[str]:
         return []
 
-    def final_file(self, relpath: str) -> Path | None:
-        return self._finals.get(relpath)
+    def read_row(
+        self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
+    ) -> dict[str, Any] | None:
+        return self._read_row(database, table, key, leave_out)
 
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
@@ -271,7 +155,7 @@ def database_inputs(context: ScoringContext) -> DatabaseInputs:
     stored = context.resources.get(RESOURCE)
     if isinstance(stored, StoredDatabases):
         return stored
-    return SessionDatabases.of(context)
+    return session_databases(context)
 
 
 class DbChangeScorer:
@@ -295,7 +179,7 @@ class DbChangeScorer:
 
     def start(self, context: ScoringContext) -> None:
         """Take the start snapshot (shared by every database scorer of the session)."""
-        SessionDatabases.of(context).start()
+        session_databases(context).start()
 
     def score(self, context: ScoringContext) -> Score:
         databases = database_inputs(context)
@@ -336,7 +220,7 @@ class DbChangeScorer:
                 return error_score(self.type, str(error), REPOSITORY, **metadata)
             matched, warnings = verdict.matched, list(verdict.warnings)
 
-            def matches(narrowed: Mapping[str, Any]) -> bool:
+            def matches(narrowed: DiffJSON) -> bool:
                 return selector.evaluate(narrowed, budget).matched
 
         lost = lost_databases(diff)
@@ -351,7 +235,7 @@ class DbChangeScorer:
         evidence = find_evidence(
             seen,
             matches if matched else None,
-            databases.final_file,
+            databases.read_row,
             mentioned_names(metadata["selector"]),
         )
         if evidence is not None:

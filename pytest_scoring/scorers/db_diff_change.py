@@ -10,8 +10,6 @@ so memory does not grow with the number of changed rows (issue 12).
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
@@ -41,8 +39,9 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
-from pytest_scoring.db.discovery import find_databases
-from pytest_scoring.db.snapshot import reset_databases
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.session import reset_engines
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -87,11 +86,9 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
 
     :raises DatabaseError: when the databases cannot be restored.
     """
-    root = settings.root
-    relpaths = find_databases(root, settings.db_patterns, settings.excluded_folders())
     try:
-        reset_databases(root, relpaths, settings.reset_store(), settings.report_root)
-    except (OSError, sqlite3.Error) as error:
+        reset_engines(settings, [sqlite_engine(settings)])
+    except OSError as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
 
@@ -230,15 +227,14 @@ class DiffChangeScorer:
         first such change, when there is one)."""
         selector = self.selector
 
-        def matches(narrowed: Mapping[str, Any]) -> bool:
+        def matches(narrowed: DiffJSON) -> bool:
             assert selector is not None
             return selector.evaluate(narrowed, budget).matched
 
-        final = diffs.solution_final
         return find_evidence(
             diffs.split.part_for_selectors(part),
             matches if matched and selector is not None else None,
-            None if final is None else final.files.get,
+            diffs.read_row,
             mentioned_names(source),
         )
 
@@ -322,7 +318,7 @@ def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -
     )
 
 
-def _without_tests(parts: dict[str, Any]) -> dict[str, Any]:
+def _without_tests(parts: dict[str, DiffJSON]) -> dict[str, DiffJSON]:
     """The diff-of-diffs without ``from_tests`` (a scorer that does not count test changes)."""
     return {name: part for name, part in parts.items() if name != "from_tests"}
 

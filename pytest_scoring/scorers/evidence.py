@@ -15,20 +15,26 @@ import itertools
 import re
 import sqlite3
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
-from pathlib import Path
 from typing import Any
 from typing import Final
 
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.score import DEFAULT_VALUE_CAP
 from pytest_scoring.core.score import cap_values
-from pytest_scoring.db.large_values import limit_values
-from pytest_scoring.db.schema import quote
-from pytest_scoring.db.snapshot import read_only_uri
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import DataPlaneJSON
+from pytest_scoring.db.diff_types import DataTableJSON
+from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.diff_types import PlanesJSON
+from pytest_scoring.db.diff_types import RowKind
+from pytest_scoring.db.diff_types import SchemaTableJSON
+from pytest_scoring.db.engine import RowReader
+from pytest_scoring.errors import DatabaseError
 from pytest_scoring.text import plural
 
 #: Rows of one list the search narrows (a table with more is named, not its row).
@@ -43,12 +49,10 @@ CHANGES_NAMED: Final = 3
 SENTENCE_WIDTH: Final = 200
 #: Column names whose values never identify a row in a sentence: they may be secrets.
 SECRET: Final = re.compile(r"pass|hash|salt|secret|token|key|otp|credential|cookie|auth", re.I)
-_ROW_KINDS: Final = ("changed", "added", "removed")
+_ROW_KINDS: Final[tuple[RowKind, ...]] = ("changed", "added", "removed")
 
 #: Whether a narrowed diff still gives the verdict.
-Matcher = Callable[[Mapping[str, Any]], bool]
-#: The file holding a database's final state, by its path in the diff (None: not at hand).
-Locator = Callable[[str], Path | None]
+Matcher = Callable[[DiffJSON], bool]
 
 
 @dataclass
@@ -127,23 +131,23 @@ class Evidence:
 
 
 def find_evidence(
-    diff: Mapping[str, Any],
+    diff: DiffJSON,
     matches: Matcher | None,
-    locate: Locator | None = None,
+    read_row: RowReader | None = None,
     mentioned: frozenset[str] = frozenset(),
 ) -> Evidence | None:
     """The narrowest change of ``diff`` for which ``matches`` still holds (with ``matches``
     None: the first change); None when there is none, or the search ran out of time.
 
-    :param locate: where to read a changed row's other columns (None: only its key).
+    :param read_row: reads a changed row's other columns (None: only its key is known).
     :param mentioned: names the selector uses, preferred as the columns naming a row.
     """
     try:
         found = _search(diff, matches or _changed, matched=matches is not None)
-    except (SelectorTimeout, sqlite3.Error):  # the verdict stands; only its evidence is lost
-        return None
-    if found is not None and found.change == "changed" and locate is not None:
-        found.identity = _read_identity(found, locate, mentioned)
+    except (SelectorTimeout, DatabaseError, sqlite3.Error):
+        return None  # the verdict stands; only its evidence is lost
+    if found is not None and found.change == "changed" and read_row is not None:
+        found.identity = _read_identity(found, read_row, mentioned)
     return found
 
 
@@ -163,75 +167,75 @@ def mentioned_names(selector_source: object) -> frozenset[str]:
 # --- narrowing ---------------------------------------------------------------------------
 
 
-def _search(diff: Mapping[str, Any], matches: Matcher, matched: bool) -> Evidence | None:
+def _search(diff: DiffJSON, matches: Matcher, matched: bool) -> Evidence | None:
     """The narrowest change that still matches.
 
     :param matched: ``diff`` as a whole is known to match. A selector matches per database,
         so a diff of one database then needs no second look at that level (a selector over
         millions of rows is not evaluated twice).
     """
-    databases = _mapping(diff.get("comparisons"))
-    for relpath, entry in databases.items():
-        entry = _mapping(entry)
-        if (matched and len(databases) == 1) or matches(_with_entry(diff, relpath, entry)):
-            return _in_database(diff, str(relpath), entry, matches)
+    databases = diff["comparisons"]
+    for name, entry in databases.items():
+        if (matched and len(databases) == 1) or matches(_with_entry(diff, name, entry)):
+            return _in_database(diff, name, entry, matches)
     return None
 
 
-def _in_database(
-    diff: Mapping[str, Any], relpath: str, entry: Mapping[str, Any], matches: Matcher
-) -> Evidence:
-    planes = _mapping(entry.get("comparisons"))
-    data = _mapping(_mapping(planes.get("data")).get("tables"))
-    schema = _mapping(_mapping(planes.get("schema")).get("tables"))
+def _in_database(diff: DiffJSON, name: str, entry: DatabaseEntryJSON, matches: Matcher) -> Evidence:
+    data = entry["comparisons"]["data"]["tables"]
+    schema = entry["comparisons"]["schema"]["tables"]
     changed = [
-        name
-        for name in dict.fromkeys([*data, *schema])
-        if _status(_mapping(data.get(name))) != "unchanged"
-        or _status(_mapping(schema.get(name))) != "unchanged"
+        table
+        for table in dict.fromkeys([*data, *schema])
+        if _status(data.get(table)) != "unchanged" or _status(schema.get(table)) != "unchanged"
     ]
-    for name in changed:
-        rows, columns = _mapping(data.get(name)), _mapping(schema.get(name))
-        narrowed = _only_table(entry, name)
+    for table in changed:
+        rows, columns = data.get(table), schema.get(table)
+        narrowed = _only_table(entry, table)
         # The only changed table is the one to name; its rows are still tested one by one.
-        if len(changed) == 1 or matches(_with_entry(diff, relpath, narrowed)):
-            found = Evidence(relpath, str(name), _status(rows) if rows else _status(columns))
+        if len(changed) == 1 or matches(_with_entry(diff, name, narrowed)):
+            found = Evidence(name, table, _status(rows) if rows else _status(columns))
             return _in_table(
-                found, rows, columns, _table_matcher(diff, relpath, narrowed, name, matches)
+                found, rows, columns, _table_matcher(diff, name, narrowed, table, matches)
             )
-    return Evidence(relpath)
+    return Evidence(name)
 
 
 def _table_matcher(
-    diff: Mapping[str, Any],
-    relpath: str,
-    narrowed: Mapping[str, Any],
-    name: str,
-    matches: Matcher,
-) -> Callable[[Mapping[str, Any]], bool]:
-    """Whether the diff holding only ``narrowed``'s table ``name``, with other rows, matches."""
+    diff: DiffJSON, name: str, narrowed: DatabaseEntryJSON, table: str, matches: Matcher
+) -> Callable[[DataTableJSON], bool]:
+    """Whether the diff holding only ``narrowed``'s table ``table``, with other rows, matches."""
 
-    def with_rows(table: Mapping[str, Any]) -> bool:
-        replaced = _replace_table(narrowed, name, table)
-        return matches(_with_entry(diff, relpath, replaced))
+    def with_rows(rows: DataTableJSON) -> bool:
+        return matches(_with_entry(diff, name, _replace_table(narrowed, table, rows)))
 
     return with_rows
 
 
 def _in_table(
     found: Evidence,
-    rows: Mapping[str, Any],
-    columns: Mapping[str, Any],
-    matches: Callable[[Mapping[str, Any]], bool],
+    rows: DataTableJSON | None,
+    columns: SchemaTableJSON | None,
+    matches: Callable[[DataTableJSON], bool],
 ) -> Evidence:
     """One row of the table that still matches alone, else the table's schema change."""
-    for kind in _ROW_KINDS:
-        listed = rows.get(f"rows_{kind}")
-        if not listed or isinstance(listed, str | bytes | Mapping):
-            continue
-        candidates = list(itertools.islice(listed, ROW_SEARCH))
+    in_rows = None if rows is None else _in_rows(found, rows, matches)
+    if in_rows is not None:
+        return in_rows
+    if columns is not None and _status(columns) != "unchanged":
+        found.change, found.schema = "schema", _schema_part(columns)
+    return found
 
-        def alone(chosen: list[Any], kind: str = kind) -> bool:
+
+def _in_rows(
+    found: Evidence, rows: DataTableJSON, matches: Callable[[DataTableJSON], bool]
+) -> Evidence | None:
+    """One row that still matches alone; ``found`` when the selector needs rows of both
+    halves together (``$count``…); None when no list of rows matches."""
+    for kind in _ROW_KINDS:
+        candidates = list(itertools.islice(_row_list(rows, kind), ROW_SEARCH))
+
+        def alone(chosen: list[Any], kind: RowKind = kind) -> bool:
             return matches(_with_rows(rows, kind, chosen))
 
         if not candidates or not alone(candidates):
@@ -243,24 +247,27 @@ def _in_table(
             elif alone(candidates[half:]):
                 candidates = candidates[half:]
             else:
-                return found  # the selector needs rows of both halves together ($count…)
+                return found
         return _row_evidence(found, kind, candidates[0])
-    if _status(columns) != "unchanged":
-        found.change, found.schema = "schema", _schema_part(columns)
-    return found
+    return None
 
 
-def _changed(diff: Mapping[str, Any]) -> bool:
+def _row_list(table: DataTableJSON, kind: RowKind) -> Iterable[Any]:
+    """The table's ``rows_<kind>`` (a list, or a stream for selectors)."""
+    if kind == "changed":
+        return table["rows_changed"]
+    return table["rows_added"] if kind == "added" else table["rows_removed"]
+
+
+def _changed(diff: DiffJSON) -> bool:
     """Whether a (narrowed) diff holds any change: the search's rule without a selector."""
-    for entry in _mapping(diff.get("comparisons")).values():
-        planes = _mapping(_mapping(entry).get("comparisons"))
-        for plane in planes.values():
-            for table in _mapping(_mapping(plane).get("tables")).values():
-                table = _mapping(table)
-                if any(table.get(f"rows_{kind}") for kind in _ROW_KINDS):
-                    return True
-                if "rows_changed" not in table and _status(table) != "unchanged":
-                    return True  # a schema table, or a table whose rows are not listed
+    for entry in diff["comparisons"].values():
+        planes = entry["comparisons"]
+        for table in planes["data"]["tables"].values():
+            if any(_row_list(table, kind) for kind in _ROW_KINDS):
+                return True
+        if any(_status(table) != "unchanged" for table in planes["schema"]["tables"].values()):
+            return True
     return False
 
 
@@ -280,50 +287,64 @@ def _row_evidence(found: Evidence, kind: str, row: Any) -> Evidence:
     return found
 
 
-def _with_entry(
-    diff: Mapping[str, Any], relpath: object, entry: Mapping[str, Any]
-) -> dict[str, Any]:
-    return {**diff, "comparisons": {relpath: entry}}
+def _with_entry(diff: DiffJSON, name: str, entry: DatabaseEntryJSON) -> DiffJSON:
+    return {**diff, "comparisons": {name: entry}}
 
 
-def _only_table(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _only_table(entry: DatabaseEntryJSON, name: str) -> DatabaseEntryJSON:
     """``entry`` with every plane holding ``name`` alone."""
-    planes = _mapping(entry.get("comparisons"))
-    narrowed = {}
-    for plane_name, plane in planes.items():
-        tables = _mapping(_mapping(plane).get("tables"))
-        kept = {name: tables[name]} if name in tables else {}
-        changed = any(_status(_mapping(table)) != "unchanged" for table in kept.values())
-        narrowed[plane_name] = {**_mapping(plane), "tables": kept, "has_changes": changed}
+    planes = entry["comparisons"]
+    data, schema = planes["data"]["tables"], planes["schema"]["tables"]
+    kept_data = {name: data[name]} if name in data else {}
+    kept_schema = {name: schema[name]} if name in schema else {}
+    narrowed: PlanesJSON = {
+        "data": {"has_changes": _any_changed(kept_data.values()), "tables": kept_data},
+        "schema": {"has_changes": _any_changed(kept_schema.values()), "tables": kept_schema},
+    }
     return {**entry, "comparisons": narrowed}
 
 
-def _replace_table(entry: Mapping[str, Any], name: str, table: Mapping[str, Any]) -> dict[str, Any]:
-    planes = dict(_mapping(entry.get("comparisons")))
-    data = _mapping(planes.get("data"))
-    planes["data"] = {**data, "tables": {**_mapping(data.get("tables")), name: table}}
-    return {**entry, "comparisons": planes}
+def _any_changed(tables: Iterable[DataTableJSON] | Iterable[SchemaTableJSON]) -> bool:
+    return any(_status(table) != "unchanged" for table in tables)
 
 
-def _with_rows(table: Mapping[str, Any], kind: str, rows: list[Any]) -> dict[str, Any]:
+def _replace_table(entry: DatabaseEntryJSON, name: str, table: DataTableJSON) -> DatabaseEntryJSON:
+    planes = entry["comparisons"]
+    data: DataPlaneJSON = {**planes["data"], "tables": {**planes["data"]["tables"], name: table}}
+    return {**entry, "comparisons": {**planes, "data": data}}
+
+
+def _with_rows(table: DataTableJSON, kind: RowKind, rows: list[Any]) -> DataTableJSON:
     """The table holding ``rows`` as its only ``kind`` rows, its counts to match."""
-    lists = {f"rows_{other}": rows if other == kind else [] for other in _ROW_KINDS}
-    counts = {other: len(rows) if other == kind else 0 for other in _ROW_KINDS}
-    return {**table, **lists, "counts": counts, "truncated": False}
+    return {
+        **table,
+        "rows_added": rows if kind == "added" else [],
+        "rows_removed": rows if kind == "removed" else [],
+        "rows_changed": rows if kind == "changed" else [],
+        "counts": {
+            "added": len(rows) if kind == "added" else 0,
+            "removed": len(rows) if kind == "removed" else 0,
+            "changed": len(rows) if kind == "changed" else 0,
+        },
+        "truncated": False,
+    }
 
 
-def _status(table: Mapping[str, Any]) -> str:
-    status = table.get("status")
-    return status if isinstance(status, str) else "unchanged"
+def _status(table: DataTableJSON | SchemaTableJSON | None) -> str:
+    return "unchanged" if table is None else table["status"]
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _schema_part(columns: Mapping[str, Any]) -> dict[str, Any]:
-    names = ("columns_added", "columns_removed", "columns_changed")
-    return {name: columns[name] for name in names if columns.get(name)}
+def _schema_part(columns: SchemaTableJSON) -> dict[str, Any]:
+    lists = {
+        "columns_added": columns["columns_added"],
+        "columns_removed": columns["columns_removed"],
+        "columns_changed": columns["columns_changed"],
+    }
+    return {name: listed for name, listed in lists.items() if listed}
 
 
 def _schema_text(schema: Mapping[str, Any]) -> str:
@@ -339,38 +360,16 @@ def _schema_text(schema: Mapping[str, Any]) -> str:
 # --- which row it is ---------------------------------------------------------------------
 
 
-def _read_identity(found: Evidence, locate: Locator, mentioned: frozenset[str]) -> dict[str, Any]:
+def _read_identity(found: Evidence, read: RowReader, mentioned: frozenset[str]) -> dict[str, Any]:
     """A few columns of the changed row, read from the database's final state.
 
-    Neither the key nor the changed columns are read (the diff has them), and SQLite refuses
-    any value too large to hold: a repository's gigabyte value is never read here.
+    Neither the key nor the changed columns are read (the diff has them).
     """
-    path = locate(found.database) if found.table is not None else None
-    if path is None or not found.key:
+    if found.table is None or not found.key:
         return {}
-    names = list(found.key)
-    skipped = set(names) | set(found.changes or {})
-    where = " AND ".join(f"{quote(name)} IS ?" for name in names)
-    try:
-        connection = sqlite3.connect(read_only_uri(path), uri=True, timeout=1.0)
-    except (sqlite3.Error, OSError):
-        return {}
-    limit_values(connection)
-    try:
-        info = connection.execute("SELECT name FROM pragma_table_info(?)", (str(found.table),))
-        columns = [name for (name,) in info if name not in skipped]
-        if not columns:
-            return {}
-        selected = ", ".join(quote(column) for column in columns)
-        sql = f"SELECT {selected} FROM {quote(str(found.table))} WHERE {where} LIMIT 1"
-        row = connection.execute(sql, [found.key[name] for name in names]).fetchone()
-    except (sqlite3.Error, OverflowError, TypeError):
-        return {}
-    finally:
-        connection.close()
-    if row is None:
-        return {}
-    return _identifying(dict(zip(columns, row, strict=True)), mentioned)
+    leave_out = set(found.changes or {})
+    row = read(found.database, found.table, found.key, leave_out)
+    return {} if row is None else _identifying(row, mentioned)
 
 
 def _identifying(values: Mapping[str, Any], mentioned: frozenset[str]) -> dict[str, Any]:

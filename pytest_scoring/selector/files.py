@@ -12,11 +12,11 @@ file: a device or a FIFO is refused without blocking.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 from typing import Final
 
 from pytest_scoring.db.diff_of_diffs import scored_part
+from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.documents import STDIN
 from pytest_scoring.documents import decode
 from pytest_scoring.documents import label
@@ -49,7 +49,7 @@ def read_diff_file(source: str) -> Any:
     return parse_json(decode(data, source), source)
 
 
-def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
+def diff_to_match(document: Any, source: str) -> DiffJSON:
     """The diff to match in a parsed diff file: itself, or what ``db_diff_change``'s selector
     sees of a diff-of-diffs (``after_only``, with ``from_tests`` when the file has it).
 
@@ -62,7 +62,7 @@ def diff_to_match(document: Any, source: str) -> Mapping[str, Any]:
             _check_diff(document[part], f"{where}: {part}")
         return scored_part(document)
     _check_diff(document, where)
-    diff: Mapping[str, Any] = document
+    diff: DiffJSON = document  # the rest is read defensively (Selector.evaluate)
     return diff
 
 

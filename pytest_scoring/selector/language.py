@@ -43,6 +43,7 @@ from typing import final
 
 from pytest_scoring.core.budget import Evaluation
 from pytest_scoring.core.budget import TimeBudget
+from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.selector.criteria import PLANES
 from pytest_scoring.selector.criteria import SELECTOR_KEYS
 from pytest_scoring.selector.criteria import TARGETS
@@ -97,8 +98,11 @@ class Selector:
     #: The selector as written (JSON), for score metadata.
     source: Any = field(default=None, compare=False)
 
-    def evaluate(self, diff: Mapping[str, Any], budget: TimeBudget | None = None) -> Verdict:
+    def evaluate(self, diff: DiffJSON, budget: TimeBudget | None = None) -> Verdict:
         """Whether the diff (every row list complete) has the changes this selector describes.
+
+        Every key is read defensively (a missing or odd one reads as empty): ``pytest-scoring
+        match`` gives the language diffs from files that were checked only at the top.
 
         :param budget: the time the evaluation may take (no limit when ``None``).
         :raises SelectorTimeout: when the evaluation goes past ``budget``.
@@ -113,7 +117,7 @@ class Selector:
         )
         return Verdict(matched, tuple(evaluation.warnings))
 
-    def matches(self, diff: Mapping[str, Any]) -> bool:
+    def matches(self, diff: DiffJSON) -> bool:
         """Whether the diff matches (see :meth:`evaluate`)."""
         return self.evaluate(diff).matched
 
@@ -250,7 +254,7 @@ def parse_selector(raw: object, path: str = "selector") -> Selector:
     return _parse(raw, path, frozenset(PLANES), 0)
 
 
-def selector_matches(selector: Selector | object, diff: Mapping[str, Any]) -> bool:
+def selector_matches(selector: Selector | object, diff: DiffJSON) -> bool:
     """Whether ``selector`` (parsed, or raw JSON to validate first) matches ``diff``."""
     parsed = selector if isinstance(selector, Selector) else parse_selector(selector)
     return parsed.matches(diff)

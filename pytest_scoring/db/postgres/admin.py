@@ -244,12 +244,16 @@ def snapshot(admin_url: str, database: str) -> Snapshot:
     return Snapshot(name, database, done)
 
 
-def reset(admin_url: str, database: str, source: Snapshot) -> list[Terminated]:
+def reset(
+    admin_url: str, database: str, source: Snapshot, owner: str | None = None
+) -> list[Terminated]:
     """Put ``database`` back to ``source``'s state: dropped and copied again from it.
 
     The database keeps its owner, its privileges and whether it accepts connections; what
     hangs on the database object itself beyond those (per-database settings, comments) is
     not kept.
+
+    :param owner: the owner of a database that no longer exists (default: the admin role).
     """
     with connect(admin_url) as admin:
         row = admin.execute(
@@ -264,8 +268,9 @@ def reset(admin_url: str, database: str, source: Snapshot) -> list[Terminated]:
         statement = sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
             sql.Identifier(database), sql.Identifier(source.name)
         )
-        if row is not None:
-            statement += sql.SQL(" OWNER {}").format(sql.Identifier(row[0]))
+        owner = row[0] if row is not None else owner
+        if owner is not None:
+            statement += sql.SQL(" OWNER {}").format(sql.Identifier(owner))
         admin.execute(statement)
         if row is not None:
             _restore_access(admin, database, row[1], row[2])

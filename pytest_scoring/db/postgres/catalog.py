@@ -20,8 +20,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.string import TextLoader
 
+from pytest_scoring.db.diff_types import ColumnJSON
 from pytest_scoring.db.row_sql import json_text
-from pytest_scoring.db.schema import ColumnJSON
 
 #: Session settings every read runs under (issue 31).
 PINNED: Final = (

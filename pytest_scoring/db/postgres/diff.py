@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from typing import Final
 from typing import NamedTuple
-from typing import cast
 from typing import final
 
 import psycopg
@@ -28,7 +27,7 @@ import psycopg
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff import diff_connection
 from pytest_scoring.db.diff import diff_table
-from pytest_scoring.db.diff import plane
+from pytest_scoring.db.diff import planes
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import PlanesJSON
 from pytest_scoring.db.diff_types import empty_planes
@@ -169,7 +168,7 @@ def compare(
             table_sink = None if sink is None else partial(sink, key, name)
             data[name] = diff_table(connection, old, new, max_rows, table_sink, plan)
             schema[name] = schema_changes(_schema_side(before, name), _schema_side(after, name))
-        return cast(PlanesJSON, {"data": plane(data), "schema": plane(schema)})
+        return planes(data, schema)
     finally:
         connection.close()
 

@@ -23,6 +23,7 @@ from typing import Final
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
@@ -189,7 +190,9 @@ class PostgresEngine:
         for name, snapshot_name in sorted(kept.items()):
             if name in self.databases:
                 database = self._database(name)
-                admin.reset(self.admin_url, database, admin.Snapshot(snapshot_name, database, []))
+                owner = conninfo_to_dict(self.databases[name]).get("user")
+                kept_state = admin.Snapshot(snapshot_name, database, [])
+                admin.reset(self.admin_url, database, kept_state, str(owner) if owner else None)
                 restored.append(name)
         for name in names:
             if name not in kept:
@@ -228,7 +231,7 @@ def _read_row(
     wanted = [
         (name, kind, oid)
         for name, kind, oid in zip(found.column_names(), found.kinds, found.oids, strict=True)
-        if name not in leave_out
+        if name not in leave_out and name not in key
     ]
     if not wanted:
         return {}
