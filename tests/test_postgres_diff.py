@@ -13,6 +13,8 @@ import pytest
 from postgres_cluster import Cluster
 from test_postgres_containment import run
 
+from pytest_scoring.core.budget import SelectorTimeout
+from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.db.diff import diff_paths
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.diff import Side
@@ -230,6 +232,10 @@ def test_the_engine_snapshots_diffs_streams_reads_resets_and_releases(
     assert entry["info"]["path_before"] == entry["info"]["path_after"] == database
     streamed = list(engine.rows(before, after, "accounts", "users", "changed"))
     assert len(streamed) == 50
+    spent = TimeBudget(0)
+    spent.expired = True  # as after a selector used up its time
+    with pytest.raises(SelectorTimeout, match="time budget"):
+        list(engine.rows(before, after, "accounts", "users", "changed", spent))
     assert streamed[0]["changes"] == {"password": {"old_value": "h0", "new_value": "h1"}}
     assert engine.read_row(after, "accounts", "users", {"id": 7}, leave_out={"password"}) == {
         "name": "user7"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import NamedTuple
@@ -22,6 +23,9 @@ from psycopg.types.string import TextLoader
 
 from pytest_scoring.db.diff_types import ColumnJSON
 from pytest_scoring.db.row_sql import json_text
+
+if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
 
 #: Session settings every read runs under (issue 31).
 PINNED: Final = (
@@ -186,11 +190,15 @@ def diff_values(row: Sequence[Any], kinds: Sequence[str]) -> tuple[Any, ...]:
 _CONVERTED: Final = frozenset({"float", "json", "number_array", "array"})
 
 
-def rows(connection: psycopg.Connection[Any], table: PgTable) -> Iterator[Sequence[Any]]:
+def rows(
+    connection: psycopg.Connection[Any], table: PgTable, budget: TimeBudget | None = None
+) -> Iterator[Sequence[Any]]:
     """Every row of ``table`` as diff values, streamed by a server-side cursor.
 
     ``connection`` must be inside a transaction (the cursor lives in it). Only the columns
     whose values need it are converted: most tables' rows pass as psycopg loads them.
+
+    :param budget: checked after each batch.
     """
     select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
@@ -203,6 +211,8 @@ def rows(connection: psycopg.Connection[Any], table: PgTable) -> Iterator[Sequen
         as_text(cursor, table.kinds, table.oids)
         cursor.execute(query)
         while batch := cursor.fetchmany(_BATCH):
+            if budget is not None:
+                budget.check()
             if not converted:
                 yield from batch
                 continue

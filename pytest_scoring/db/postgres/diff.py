@@ -17,6 +17,7 @@ from collections.abc import Callable
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import NamedTuple
@@ -25,6 +26,7 @@ from typing import final
 import psycopg
 
 from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db.diff import PROGRESS_STEPS
 from pytest_scoring.db.diff import diff_connection
 from pytest_scoring.db.diff import diff_table
 from pytest_scoring.db.diff import planes
@@ -48,6 +50,9 @@ from pytest_scoring.db.snapshot import LOCK_TIMEOUT
 from pytest_scoring.db.table_rows import row_events
 from pytest_scoring.errors import DatabaseError
 
+if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
+
 #: The engine's name in ``info.engine``.
 ENGINE: Final = "postgresql"
 #: Rows inserted into the SQLite copy per statement batch.
@@ -67,27 +72,42 @@ class Export(NamedTuple):
     no_key: frozenset[str]
 
 
-def export(connection: psycopg.Connection[Any], dest: Path) -> Export:
+def export(
+    connection: psycopg.Connection[Any],
+    dest: Path,
+    only: str | None = None,
+    budget: TimeBudget | None = None,
+) -> Export:
     """Copy every table of ``connection``'s database into a new SQLite file ``dest``.
 
     Read inside one ``REPEATABLE READ`` read-only transaction under the pinned settings, so
     a database read in place (the finish state, in process) cannot move underneath.
+
+    :param only: copy this table only (a row stream needs no other).
+    :param budget: checked after each batch of rows.
     """
     pin(connection)
     with connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         found, last = tables(connection), sequences(connection)
+        if only is not None:
+            found = {name: table for name, table in found.items() if name == only}
         with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
             copy.execute("PRAGMA journal_mode = OFF")
             copy.execute("PRAGMA synchronous = OFF")
             no_key = frozenset(
-                name for name, table in found.items() if not _copy_table(connection, copy, table)
+                name
+                for name, table in found.items()
+                if not _copy_table(connection, copy, table, budget)
             )
     return Export(dest, found, last, no_key)
 
 
 def _copy_table(
-    connection: psycopg.Connection[Any], copy: sqlite3.Connection, table: PgTable
+    connection: psycopg.Connection[Any],
+    copy: sqlite3.Connection,
+    table: PgTable,
+    budget: TimeBudget | None = None,
 ) -> bool:
     """One table's rows into the SQLite file. :returns: whether its key stayed unique there."""
     names = table.column_names()
@@ -97,7 +117,7 @@ def _copy_table(
     copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
     insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
-    copy.executemany(insert, rows(connection, table))
+    copy.executemany(insert, rows(connection, table, budget))
     copy.execute("COMMIT")
     if not table.primary_key:
         return True
@@ -206,30 +226,38 @@ class SideError(DatabaseError):
         self.side = side
 
 
-def _export_side(admin_url: str, side: Side, dest: Path) -> Export | None:
+def _export_side(
+    admin_url: str, side: Side, dest: Path, only: str | None, budget: TimeBudget | None
+) -> Export | None:
     if side.database is None:
         return None
     try:
         if side.closed:
             with opened(admin_url, side.database) as connection:
-                return export(connection, dest)
+                return export(connection, dest, only, budget)
         with connect(admin_url, side.database) as connection:
-            return export(connection, dest)
+            return export(connection, dest, only, budget)
     except (psycopg.Error, DatabaseError) as error:
         raise SideError(dest.stem, str(error).strip().splitlines()[0]) from None
 
 
 @contextlib.contextmanager
 def exported(
-    admin_url: str, before: Side, after: Side
+    admin_url: str,
+    before: Side,
+    after: Side,
+    only: str | None = None,
+    budget: TimeBudget | None = None,
 ) -> Iterator[tuple[Export | None, Export | None]]:
     """Both sides copied into SQLite files of a private temporary folder, removed on exit.
 
+    :param only: copy this table only.
+    :param budget: checked while the rows are copied.
     :raises SideError: naming the side that could not be read.
     """
     with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
-        old = _export_side(admin_url, before, Path(folder) / "before.db")
-        yield old, _export_side(admin_url, after, Path(folder) / "after.db")
+        old = _export_side(admin_url, before, Path(folder) / "before.db", only, budget)
+        yield old, _export_side(admin_url, after, Path(folder) / "after.db", only, budget)
 
 
 def diff_databases(
@@ -270,11 +298,23 @@ def diff_databases(
 
 
 def row_stream(
-    admin_url: str, before: Side, after: Side, table: str, kind: str
+    admin_url: str,
+    before: Side,
+    after: Side,
+    table: str,
+    kind: str,
+    budget: TimeBudget | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Every row of one row list of one table, both sides read afresh (flat memory)."""
-    with exported(admin_url, before, after) as (old, new):
+    """Every row of one row list of one table, that table of both sides read afresh (flat
+    memory).
+
+    :param budget: a selector's time budget, checked while the table is copied and inside
+        SQLite while its rows are paired.
+    """
+    with exported(admin_url, before, after, only=table, budget=budget) as (old, new):
         connection = _attached(old, new)
+        if budget is not None:
+            connection.set_progress_handler(budget.sqlite_progress, PROGRESS_STEPS)
         try:
             plan = None
             if old and new and table in old.tables and table in new.tables:
@@ -291,5 +331,9 @@ def row_stream(
                         row = build()
                         for _ in range(times):
                             yield row
+        except sqlite3.OperationalError:
+            if budget is not None:
+                budget.check()  # SQLite was interrupted by the progress handler
+            raise
         finally:
             connection.close()

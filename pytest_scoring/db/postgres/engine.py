@@ -159,7 +159,9 @@ class PostgresEngine:
         kind: RowKind,
         budget: TimeBudget | None = None,
     ) -> Iterable[RowJSON]:
-        return _Rows(self.admin_url, before.side(database), after.side(database), table, kind)
+        return _Rows(
+            self.admin_url, before.side(database), after.side(database), table, kind, budget
+        )
 
     def read_row(
         self,
@@ -211,8 +213,16 @@ class PostgresEngine:
 class _Rows:
     """A re-iterable row list: each iteration reads both sides afresh."""
 
-    def __init__(self, admin_url: str, before: Side, after: Side, table: str, kind: str):
-        self.args = (admin_url, before, after, table, kind)
+    def __init__(
+        self,
+        admin_url: str,
+        before: Side,
+        after: Side,
+        table: str,
+        kind: str,
+        budget: TimeBudget | None,
+    ):
+        self.args = (admin_url, before, after, table, kind, budget)
 
     def __iter__(self) -> Iterator[RowJSON]:
         return row_stream(*self.args)
