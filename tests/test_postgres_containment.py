@@ -238,10 +238,16 @@ def test_a_sweep_drops_only_what_names_its_prefix(postgres: Cluster) -> None:
     snap = admin.snapshot(postgres.admin_url, admin.database_of(app))
     run(postgres.admin_url, f"ALTER DATABASE {snap.name} RENAME TO {prefix}snap")
     run(postgres.admin_url, f"CREATE ROLE {prefix}role LOGIN")
+    run(postgres.admin_url, f"ALTER ROLE {role_of(app)} CREATEDB")
+    run(app, f"CREATE DATABASE {prefix}made_by_the_application")
     kept = admin.snapshot(postgres.admin_url, admin.database_of(app))
 
     assert admin.sweep(postgres.admin_url, prefix) == [f"{prefix}snap", f"{prefix}role"]
     assert passwords(postgres, kept.name) == [("alice", "h0"), ("bob", "h0")]
+    made = "SELECT datname FROM pg_database WHERE datname LIKE %s"
+    assert run(postgres.admin_url, made, f"{prefix}made%") == [
+        (f"{prefix}made_by_the_application",)
+    ]
     with pytest.raises(DatabaseError, match="a sweep drops only names starting with"):
         admin.sweep(postgres.admin_url, "app_")
     admin.drop(postgres.admin_url, kept.name)

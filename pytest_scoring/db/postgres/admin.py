@@ -358,6 +358,9 @@ def sweep(admin_url: str, prefix: str = PREFIX) -> list[str]:
     """Drop every database, then every role, whose name starts with ``prefix`` (ours only:
     an evaluator that died leaves its snapshots and clones behind).
 
+    A database is ours when the admin role or a role of ours owns it: one the application
+    made under such a name is not dropped.
+
     :returns: the names dropped.
     """
     if not prefix.startswith(PREFIX):
@@ -366,10 +369,16 @@ def sweep(admin_url: str, prefix: str = PREFIX) -> list[str]:
     dropped: list[str] = []
     with connect(admin_url) as admin:
         for kind, query in (
-            ("DATABASE", "SELECT datname FROM pg_database WHERE datname LIKE %s ORDER BY 1"),
-            ("ROLE", "SELECT rolname FROM pg_roles WHERE rolname LIKE %s ORDER BY 1"),
+            (
+                "DATABASE",
+                "SELECT d.datname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
+                "WHERE d.datname LIKE %(p)s AND (r.rolname = current_user OR r.rolname LIKE "
+                "%(ours)s) ORDER BY 1",
+            ),
+            ("ROLE", "SELECT rolname FROM pg_roles WHERE rolname LIKE %(p)s ORDER BY 1"),
         ):
-            for (name,) in admin.execute(query, (pattern,)).fetchall():
+            ours = PREFIX.replace("_", "\\_") + "%"
+            for (name,) in admin.execute(query, {"p": pattern, "ours": ours}).fetchall():
                 extra = " WITH (FORCE)" if kind == "DATABASE" else ""
                 try:
                     admin.execute(
