@@ -14,6 +14,7 @@ from postgres_cluster import Cluster
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.diff import Side
 from pytest_scoring.db.postgres.diff import diff_databases
+from pytest_scoring.db.postgres.engine import PostgresEngine
 from pytest_scoring.errors import DatabaseError
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,9 @@ def run(url: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def passwords(postgres: Cluster, database: str) -> list[tuple[Any, ...]]:
     with admin.opened(postgres.admin_url, database) as connection:
-        return connection.execute("SELECT username, password FROM accounts ORDER BY id").fetchall()
+        return connection.execute(
+            "SELECT username, password FROM public.accounts ORDER BY id"
+        ).fetchall()
 
 
 def role_of(app_url: str) -> str:
@@ -265,4 +268,49 @@ def test_a_snapshot_diffs_against_the_state_read_in_place(postgres: Cluster) -> 
     assert changed == [
         {"key": {"id": 2}, "changes": {"password": {"old_value": "h0", "new_value": "h1"}}}
     ]
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_reading_the_database_runs_none_of_the_applications_functions(postgres: Cluster) -> None:
+    """The admin role is a superuser: a cast from a type the application owns, or a function
+    shadowing a system one, would run as it while the evaluator reads."""
+    trap = "BEGIN INSERT INTO public.ran VALUES (current_user); RETURN {}; END"
+    app = postgres.application(
+        "CREATE TABLE ran (who text); CREATE TYPE mood AS ENUM ('sad', 'happy');"
+        f"CREATE FUNCTION to_text(mood) RETURNS text LANGUAGE plpgsql AS $$"
+        f"{trap.format(repr('x'))}$$;"
+        "CREATE CAST (mood AS text) WITH FUNCTION to_text(mood);"
+        f"CREATE FUNCTION to_json(mood) RETURNS json LANGUAGE plpgsql AS $$"
+        f"{trap.format(repr('1') + '::json')}$$;"
+        "CREATE CAST (mood AS json) WITH FUNCTION to_json(mood);"
+        f"CREATE FUNCTION public.array_to_json(anyarray) RETURNS json LANGUAGE plpgsql AS $$"
+        f"{trap.format(repr('1') + '::json')}$$;"
+        f"CREATE FUNCTION public.format(text, mood) RETURNS text LANGUAGE plpgsql AS $$"
+        f"{trap.format(repr('x'))}$$;"
+        f"CREATE FUNCTION public.set_config(text, text, boolean) RETURNS text "
+        f"LANGUAGE plpgsql AS $${trap.format(repr('x'))}$$;"
+        "CREATE TABLE feelings (id mood PRIMARY KEY, many mood[], counts int[]);"
+        "INSERT INTO feelings VALUES ('happy', '{sad,happy}', '{1}')"
+    )
+    database = admin.database_of(app)
+    run(postgres.admin_url, f"ALTER DATABASE {database} SET search_path = public, pg_catalog")
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE feelings SET many = '{happy}', counts = '{2}'")
+    engine = PostgresEngine(postgres.admin_url, {"app": app})
+    final = engine.read_final(["app"], "finish")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    row = engine.read_row(final, "app", "feelings", {"id": "happy"})
+
+    assert entry["comparisons"]["data"]["tables"]["feelings"]["rows_changed"] == [
+        {
+            "key": {"id": "happy"},
+            "changes": {
+                "many": {"old_value": ["sad", "happy"], "new_value": ["happy"]},
+                "counts": {"old_value": [1], "new_value": [2]},
+            },
+        }
+    ]
+    assert row == {"many": ["happy"], "counts": [2]}
+    assert run(app, "SELECT who FROM ran") == []
     admin.drop(postgres.admin_url, snap.name)

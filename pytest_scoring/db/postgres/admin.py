@@ -25,6 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.conninfo import make_conninfo
 
+from pytest_scoring.db.postgres.values import connection_options
 from pytest_scoring.errors import DatabaseError
 
 #: Every database and role the evaluator makes starts with this; a sweep drops what is left.
@@ -55,9 +56,11 @@ class Terminated(TypedDict):
 def connect(url: str, database: str | None = None, **options: Any) -> psycopg.Connection[Any]:
     """An autocommit connection from ``url`` (to ``database`` instead of the URL's, if given).
 
-    The URL carries the admin's password, so no password file is read.
+    The URL carries the admin's password, so no password file is read. The session starts
+    with the pinned settings (:data:`~pytest_scoring.db.postgres.values.PINNED`): no
+    statement of ours runs under the application's ``search_path``.
     """
-    extra: dict[str, Any] = dict(options)
+    extra: dict[str, Any] = {"options": connection_options(), **options}
     if database is not None:
         extra["dbname"] = database
     try:

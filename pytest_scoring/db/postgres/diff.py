@@ -37,7 +37,6 @@ from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.postgres.admin import connect
 from pytest_scoring.db.postgres.admin import opened
 from pytest_scoring.db.postgres.catalog import PgTable
-from pytest_scoring.db.postgres.catalog import pin
 from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
@@ -86,7 +85,6 @@ def export(
     :param only: copy this table only (a row stream needs no other).
     :param budget: checked after each batch of rows.
     """
-    pin(connection)
     with connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         found, last = tables(connection), sequences(connection)

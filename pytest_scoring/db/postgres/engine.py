@@ -32,15 +32,14 @@ from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.diff_types import empty_planes
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.postgres import admin
-from pytest_scoring.db.postgres.catalog import as_text
-from pytest_scoring.db.postgres.catalog import diff_values
-from pytest_scoring.db.postgres.catalog import pin
-from pytest_scoring.db.postgres.catalog import select_list
 from pytest_scoring.db.postgres.catalog import tables
 from pytest_scoring.db.postgres.diff import ENGINE
 from pytest_scoring.db.postgres.diff import Side
 from pytest_scoring.db.postgres.diff import diff_databases
 from pytest_scoring.db.postgres.diff import row_stream
+from pytest_scoring.db.postgres.values import as_text
+from pytest_scoring.db.postgres.values import diff_values
+from pytest_scoring.db.postgres.values import select_list
 from pytest_scoring.db.row_sql import json_value
 from pytest_scoring.errors import DatabaseError
 
@@ -234,7 +233,6 @@ def _read_row(
     key: Mapping[str, Any],
     leave_out: Collection[str],
 ) -> dict[str, Any] | None:
-    pin(connection)
     found = tables(connection).get(table)
     if found is None or not key or not set(key) <= set(found.column_names()):
         return None
@@ -247,7 +245,8 @@ def _read_row(
         return {}
     select = select_list([(name, kind) for name, kind, _oid in wanted])
     where = sql.SQL(" AND ").join(
-        sql.SQL("{}::text = {}").format(sql.Identifier(name), sql.Literal(str(value)))
+        # The output function's text, never a cast: the application may own the key's type.
+        sql.SQL("format('%s', {}) = {}").format(sql.Identifier(name), sql.Literal(str(value)))
         for name, value in key.items()
     )
     query = sql.SQL("SELECT {} FROM {}.{} WHERE {} LIMIT 1").format(
