@@ -73,18 +73,21 @@ def test_every_column_type_reads_as_the_docs_say_whatever_the_server_settings(
         f"INSERT INTO everything VALUES (1, {_values(0)})"
     )
     database = admin.database_of(app)
-    # Settings a session would otherwise read values under: the diff pins its own.
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, f"UPDATE everything SET ({', '.join(r[0] for r in TYPES)}) = ({_values(1)})")
+    run(app, f"INSERT INTO everything VALUES (2, {_values(0)})")
+    # Settings the application (owning its database) gives every later session there: the
+    # evaluator's reads of the state in place pin their own.
     for setting in (
         "TimeZone = 'Asia/Tokyo'",
         "DateStyle = 'German, DMY'",
         "IntervalStyle = 'postgres_verbose'",
         "extra_float_digits = -10",
         "bytea_output = 'escape'",
+        "statement_timeout = 1",
+        "search_path = nowhere",
     ):
-        run(postgres.admin_url, f"ALTER DATABASE {database} SET {setting}")
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, f"UPDATE everything SET ({', '.join(r[0] for r in TYPES)}) = ({_values(1)})")
-    run(app, f"INSERT INTO everything VALUES (2, {_values(0)})")
+        run(app, f"ALTER DATABASE {database} SET {setting}")
 
     entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
 
@@ -342,3 +345,20 @@ def test_reset_gives_a_database_dropped_since_back_to_the_application(
     assert run(postgres.admin_url, owner, database) == [(role,)]
     run(app, "INSERT INTO t VALUES (2)")
     assert run(app, "SELECT id FROM t ORDER BY id") == [(1,), (2,)]
+
+
+def test_a_table_the_application_keeps_locked_makes_the_database_an_error_not_a_hang(
+    postgres: Cluster,
+) -> None:
+    app = postgres.application("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    with psycopg.connect(app) as holder:
+        holder.execute("LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+
+        entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["info"]["unreadable"] == ["after"]
+    assert entry["error"] == "after: canceling statement due to lock timeout"
+    assert not entry["comparisons"]["data"]["has_changes"]
+    admin.drop(postgres.admin_url, snap.name)

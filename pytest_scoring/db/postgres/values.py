@@ -33,8 +33,15 @@ PINNED: Final = (
     ("IntervalStyle", "iso_8601"),
     ("extra_float_digits", "3"),
     ("bytea_output", "hex"),
+    ("lc_monetary", "C"),
+    ("standard_conforming_strings", "on"),
     # Only the system's functions and operators: none of the application's can stand in.
     ("search_path", "pg_catalog"),
+    # A database's own timeouts (its owner sets them) must not fail the evaluator's reads;
+    # a lock the application holds fails them after 10 s instead of blocking them for ever.
+    ("statement_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("lock_timeout", "10s"),
 )
 
 #: A column's kind from its base type ``b`` and, for an array, its element type ``e``:
