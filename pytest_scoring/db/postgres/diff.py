@@ -33,7 +33,9 @@ from pytest_scoring.db.diff import planes
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import PlanesJSON
 from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
+from pytest_scoring.db.large_values import too_large
 from pytest_scoring.db.postgres.admin import connect
 from pytest_scoring.db.postgres.admin import opened
 from pytest_scoring.db.postgres.catalog import PgTable
@@ -292,6 +294,9 @@ def diff_databases(
     except SideError as error:
         entry["error"] = str(error)
         entry["info"]["unreadable"] = [error.side]
+    except sqlite3.Error as problem:  # as the SQLite engine reports a value it cannot diff
+        entry["comparisons"] = empty_planes()
+        entry["error"] = f"{key}: {UNREADABLE_VALUE if too_large(problem) else problem}"
     return entry
 
 
