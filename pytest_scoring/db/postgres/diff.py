@@ -113,13 +113,19 @@ def _copy_table(
     names = table.column_names()
     if not names:
         return True
-    columns = ", ".join(quote(name) for name in names)
+    # A key of one integer column is the copy's rowid: no index to build, lookups by rowid.
+    rowid_key = len(table.primary_key) == 1 and table.kind(table.primary_key[0]) == "integer"
+    columns = ", ".join(
+        f"{quote(name)} INTEGER PRIMARY KEY" if rowid_key and name in table.primary_key
+        else quote(name)
+        for name in names
+    )  # fmt: skip
     copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
     insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
     copy.executemany(insert, rows(connection, table, budget))
     copy.execute("COMMIT")
-    if not table.primary_key:
+    if rowid_key or not table.primary_key:
         return True
     key = ", ".join(quote(name) for name in table.primary_key)
     try:
