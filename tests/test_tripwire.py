@@ -76,6 +76,7 @@ REACH_INS: dict[str, tuple[str, str]] = {
     "memcpy": ("ctypes.CDLL(None).memcpy", "ctypes looked up memcpy"),
     "sys.settrace": ("sys.settrace(None)", "called sys.settrace()"),
     "doctest's settrace": ("launder_a_trace()", "called sys.settrace()"),
+    "a fresh ctypes": ("fresh_ctypes()", "imported ctypes afresh"),
     "sys.setprofile": ("sys.setprofile(None)", "called sys.setprofile()"),
     "a borrowed name": (
         "compile('x = 1', _pytest.runner.__file__, 'exec')",
@@ -143,6 +144,17 @@ def launder_a_trace():
     doctest.testmod(sys.modules[__name__])
 
 
+def fresh_ctypes():
+    """ctypes imported again, whose memmove the launcher never guarded."""
+    saved = sys.modules.pop("ctypes")
+    try:
+        import ctypes as fresh
+    except ImportError:
+        pass
+    finally:
+        sys.modules["ctypes"] = saved
+
+
 def reopen_the_channel():
     """The probe's pipe, found without listing /proc/self/fd, opened again."""
     for descriptor in range(3, 1024):
@@ -159,6 +171,7 @@ HELPER_LINES = {
     "tb_frame": "return pytest_traceback().tb_next.tb_frame",
     "the channel": 'os.close(os.open(f"/proc/self/fd/{descriptor}", os.O_WRONLY | os.O_NONBLOCK))',
     "doctest's settrace": "doctest.testmod(sys.modules[__name__])",
+    "a fresh ctypes": "import ctypes as fresh",
 }
 
 
@@ -517,6 +530,13 @@ HONEST_TESTS = """
         assert doctest.testmod(sys.modules[__name__]).attempted == 1
 
 
+    def test_without_ctypes(monkeypatch):
+        # packaging's: a fallback tried with ctypes made unimportable.
+        monkeypatch.setitem(sys.modules, "ctypes", None)
+        with pytest.raises(ImportError):
+            import ctypes as missing
+
+
     def test_threads_and_processes():
         done = []
         thread = threading.Thread(target=lambda: done.append(sys._getframe(0).f_code.co_name))
@@ -540,7 +560,7 @@ def test_an_honest_suite_that_looks_at_its_own_frames_and_memory_raises_nothing(
     report = scored(repo, tmp_path / "out")
     assert signals(report, "tripwire", "patched", "stream_forged") == []
     counts = report["tests"]["counts"]
-    assert (counts["passed"], counts["failed"]) == (7, 1), report["tests"]
+    assert (counts["passed"], counts["failed"]) == (8, 1), report["tests"]
 
 
 #: Patches made in pytest-xdist's workers only: ``where -> (code, what the signal says)``.

@@ -130,6 +130,7 @@ _fsdecode = os.fsdecode
 _getpid = os.getpid
 _getframe = sys._getframe
 _gettrace = sys.gettrace
+_loaded = sys.modules.get  # the interpreter's own modules, whatever ``sys.modules`` names
 _get_ident = _thread.get_ident
 _match = _PROC_REACH.match
 _SEP = os.sep
@@ -536,6 +537,8 @@ def _imported(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "import")
     if _is(name, str) and name in state["protected_modules"]:
+        if _loaded(name, _loaded) is None:
+            return None  # None in sys.modules: importlib refuses it (packaging's tests do so)
         return f"imported {name} afresh"
     return None
 
