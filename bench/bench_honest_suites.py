@@ -23,9 +23,10 @@ it runs in the tests. Each suite runs with that environment's interpreter by eve
 
 pytest's counts are its summary line's, with one outcome per test (a test whose teardown
 errored after it failed is one failed test, as every route counts it). Any count that differs
-from them (unless :data:`EXPLAINED` says why, a difference of the suite's own), a strict signal (:data:`STRICT_DEFAULT`, or
-``containment`` as root under ``run``) or a wrong ``db_change`` is listed under the row and
-makes the exit status 1. Nothing of the projects is kept in this repository.
+from them (unless :data:`EXPLAINED` says why, a difference of the suite's own), a strict
+signal (:data:`STRICT_DEFAULT`, or ``containment`` as root under ``run``) or a wrong
+``db_change`` is listed under the row and makes the exit status 1. Nothing of the projects
+is kept in this repository.
 
 The evaluator's package (this checkout) and its dependencies reach each environment through
 a ``.pth`` file after the environment's own packages, so that every route sees the same
