@@ -45,3 +45,15 @@ def _folder_for_every_user(prefix: str, mode: int) -> Iterator[Path]:
     folder.chmod(mode)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster of the session's own (tests/postgres_cluster.py);
+    the tests that use it are skipped, with the reason, where PostgreSQL is not installed."""
+    from postgres_cluster import running_cluster
+
+    with running_cluster() as cluster:
+        if isinstance(cluster, str):
+            pytest.skip(cluster)
+        yield cluster

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from typing import Protocol
 
+import pytest
+
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.sqlite_engine import SqliteEngine
 
@@ -58,5 +60,57 @@ class SqlitePlace:
         (self.root / name).unlink()
 
 
-#: Engine name → a maker of a place in a new folder of the test's.
-PLACES: dict[str, Callable[[Path], Place]] = {"sqlite": SqlitePlace}
+class PostgresPlace:
+    """Databases of the session's throwaway PostgreSQL cluster (tests/postgres_cluster.py),
+    owned by an application role of the place's own; the engine knows each by its URL."""
+
+    def __init__(self, root: Path, request: pytest.FixtureRequest):
+        import psycopg
+
+        from pytest_scoring.db.postgres import admin
+        from pytest_scoring.db.postgres.engine import PostgresEngine
+
+        self.cluster = request.getfixturevalue("postgres")
+        self.role, self.password = admin.new_name("app"), "app-password"
+        self._connect = psycopg.connect
+        self._run_admin(f"CREATE ROLE {self.role} LOGIN PASSWORD '{self.password}'")
+        self.engine: DatabaseEngine[Any] = PostgresEngine(self.cluster.admin_url, {})
+        self._databases: dict[str, str] = {}
+
+    def _run_admin(self, statement: str) -> None:
+        with self._connect(self.cluster.admin_url, autocommit=True) as connection:
+            connection.execute(statement)  # type: ignore[arg-type]
+
+    def name(self, base: str) -> str:
+        return base
+
+    def execute(self, name: str, *statements: str) -> None:
+        from pytest_scoring.db.postgres import admin
+
+        if name not in self._databases:
+            self._databases[name] = admin.new_name(f"db_{name}")
+            self.engine.databases[name] = self.cluster.url(  # type: ignore[attr-defined]
+                self.role, self.password, self._databases[name]
+            )
+        database = self._databases[name]
+        with self._connect(self.cluster.admin_url, autocommit=True) as connection:
+            exists = connection.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+            ).fetchone()
+        if not exists:
+            self._run_admin(f"CREATE DATABASE {database} OWNER {self.role}")
+        url = self.cluster.url(self.role, self.password, database)
+        with self._connect(url) as connection:
+            for statement in statements:
+                connection.execute(statement)  # type: ignore[arg-type]
+
+    def drop(self, name: str) -> None:
+        self._run_admin(f"DROP DATABASE {self._databases[name]} WITH (FORCE)")
+
+
+#: Engine name → a maker of a place in a new folder of the test's (``request`` gives a
+#: server's engine the fixtures it needs).
+PLACES: dict[str, Callable[[Path, pytest.FixtureRequest], Place]] = {
+    "sqlite": lambda root, _request: SqlitePlace(root),
+    "postgresql": PostgresPlace,
+}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from db_engines import PLACES
 from db_engines import Place
+from db_engines import SqlitePlace
 
 from pytest_scoring.core.settings import ScoringSettings
 from pytest_scoring.db.diff_shape import has_changes
@@ -38,7 +39,7 @@ CHANGE = (
 def place(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
     root = tmp_path / "place"
     root.mkdir()
-    return PLACES[request.param](root)
+    return PLACES[request.param](root, request)
 
 
 def _users(place: Place) -> str:
@@ -205,7 +206,7 @@ def test_a_session_diffs_start_and_finish_once_and_frees_its_snapshots(
 
 
 def test_two_engines_naming_one_database_alike_are_refused(tmp_path: Path) -> None:
-    places = [PLACES["sqlite"](tmp_path / side) for side in ("one", "two")]
+    places = [SqlitePlace(tmp_path / side) for side in ("one", "two")]
     for place in places:
         place.execute(place.name("app"), USERS)
     settings = ScoringSettings(root=tmp_path / "one", report_root=tmp_path / "report")

@@ -65,6 +65,18 @@ def test_a_file_past_a_bound_is_cut_and_the_test_scores_are_n(
     assert report["tests"]["counts"]["passed"] == (MAX_CASES if bound == "test cases" else 3)
 
 
+def test_a_large_honest_suite_is_read_whole_as_run_reads_it(tmp_path: Path) -> None:
+    """packaging's 64,204 tests (more than the 50,000 cases junit once read): the file holds
+    fewer cases than run's default ``--limit tests``, so junit scores them all, as run does."""
+    xml = tmp_path / "pytest-junit.xml"
+    xml.write_text(f"<testsuites><testsuite>{cases(64_204)}</testsuite></testsuites>")
+    result = junit(tmp_path, xml)
+    assert result.exit_code == 0, result.output
+    report = only_report(tmp_path / "scores")
+    assert report["tests"]["counts"]["passed"] == 64_204
+    assert report["scores"]["percent_passing_tests"]["value"] == 100
+
+
 BILLION_LAUGHS = """<?xml version="1.0"?>
 <!DOCTYPE lolz [
  <!ENTITY lol "lol">

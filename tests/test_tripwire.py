@@ -26,7 +26,6 @@ REACH_INS: dict[str, tuple[str, str]] = {
     "inspect.stack": ("inspect.stack()", "read f_code of a frame of "),
     "traceback.walk_tb": ("list(traceback.walk_tb(pytest_traceback()))", "read tb_frame of a "),
     "sys._current_frames": ("sys._current_frames()", "called sys._current_frames()"),
-    "gc.get_objects": ("gc.get_objects()", "called gc.get_objects()"),
     "gc.get_referrers": (
         "gc.get_referrers(pytest.TestReport)",
         "gc handed out what refers to or from _pytest.reports.TestReport",
@@ -76,6 +75,8 @@ REACH_INS: dict[str, tuple[str, str]] = {
     "ctypes.pythonapi": ("ctypes.pythonapi.Py_IncRef", "ctypes looked up Py_IncRef"),
     "memcpy": ("ctypes.CDLL(None).memcpy", "ctypes looked up memcpy"),
     "sys.settrace": ("sys.settrace(None)", "called sys.settrace()"),
+    "doctest's settrace": ("launder_a_trace()", "called sys.settrace()"),
+    "a fresh ctypes": ("fresh_ctypes()", "imported ctypes afresh"),
     "sys.setprofile": ("sys.setprofile(None)", "called sys.setprofile()"),
     "a borrowed name": (
         "compile('x = 1', _pytest.runner.__file__, 'exec')",
@@ -87,7 +88,7 @@ REACH_INS: dict[str, tuple[str, str]] = {
     ),
 }
 HOSTILE_HEADER = '''
-import ctypes, gc, inspect, os, stat, sys, traceback
+import ctypes, doctest, gc, inspect, os, stat, sys, traceback
 import _pytest.pathlib
 import _pytest.runner
 import pytest
@@ -132,6 +133,28 @@ def send(request):
     return next(value for value in cells if getattr(value, "__name__", "") == "send")
 
 
+def launder_a_trace():
+    """doctest puts back the trace function sys.gettrace() named when it started: here, one
+    of the repository's.
+
+    >>> 1 + 1
+    2
+    """
+    sys.gettrace = lambda: (lambda frame, event, arg: None)
+    doctest.testmod(sys.modules[__name__])
+
+
+def fresh_ctypes():
+    """ctypes imported again, whose memmove the launcher never guarded."""
+    saved = sys.modules.pop("ctypes")
+    try:
+        import ctypes as fresh
+    except ImportError:
+        pass
+    finally:
+        sys.modules["ctypes"] = saved
+
+
 def reopen_the_channel():
     """The probe's pipe, found without listing /proc/self/fd, opened again."""
     for descriptor in range(3, 1024):
@@ -147,6 +170,8 @@ def reopen_the_channel():
 HELPER_LINES = {
     "tb_frame": "return pytest_traceback().tb_next.tb_frame",
     "the channel": 'os.close(os.open(f"/proc/self/fd/{descriptor}", os.O_WRONLY | os.O_NONBLOCK))',
+    "doctest's settrace": "doctest.testmod(sys.modules[__name__])",
+    "a fresh ctypes": "import ctypes as fresh",
 }
 
 
@@ -411,7 +436,8 @@ def test_a_patch_of_the_probe_or_pytest_is_patched_and_strict_withholds_the_scor
 
 
 HONEST_TESTS = """
-    import collections, copy, ctypes, dataclasses, enum, functools, gc, inspect, logging
+    import collections, copy, ctypes, dataclasses, doctest, enum, functools, gc, inspect
+    import logging
     import os, pickle, subprocess, sys, threading, traceback, typing, warnings
     from unittest import mock
 
@@ -489,6 +515,28 @@ HONEST_TESTS = """
         assert open("/proc/self/status").read()
 
 
+    def double(value):
+        '''
+        >>> double(2)
+        4
+        '''
+        return 2 * value
+
+
+    def test_leaks_and_doctests():
+        # A leak test that counts objects (MarkupSafe's), a module's doctests (toolz').
+        gc.collect()
+        assert len(gc.get_objects()) > 0
+        assert doctest.testmod(sys.modules[__name__]).attempted == 1
+
+
+    def test_without_ctypes(monkeypatch):
+        # packaging's: a fallback tried with ctypes made unimportable.
+        monkeypatch.setitem(sys.modules, "ctypes", None)
+        with pytest.raises(ImportError):
+            import ctypes as missing
+
+
     def test_threads_and_processes():
         done = []
         thread = threading.Thread(target=lambda: done.append(sys._getframe(0).f_code.co_name))
@@ -512,7 +560,7 @@ def test_an_honest_suite_that_looks_at_its_own_frames_and_memory_raises_nothing(
     report = scored(repo, tmp_path / "out")
     assert signals(report, "tripwire", "patched", "stream_forged") == []
     counts = report["tests"]["counts"]
-    assert (counts["passed"], counts["failed"]) == (6, 1), report["tests"]
+    assert (counts["passed"], counts["failed"]) == (8, 1), report["tests"]
 
 
 #: Patches made in pytest-xdist's workers only: ``where -> (code, what the signal says)``.

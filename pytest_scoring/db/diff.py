@@ -39,6 +39,7 @@ from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.large_values import limit_values
 from pytest_scoring.db.large_values import too_large
+from pytest_scoring.db.schema import Pairing
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import pairing
 from pytest_scoring.db.schema import quote
@@ -106,6 +107,7 @@ def _data_changes(
     after: Table | None,
     limit: int | None,
     sink: TableSink | None = None,
+    plan: Pairing | None = None,
 ) -> DataTableJSON:
     """The data-plane entry of one table (docs/databases.md).
 
@@ -114,17 +116,19 @@ def _data_changes(
     else when SQLite refuses the value (the table is then diffed again, guarded).
 
     :param sink: also receives every differing row (``kind, row, times``), examples or not.
+    :param plan: how rows pair (default: worked out from the tables' SQLite schema); an
+        engine whose tables were copied into SQLite files says it (PostgreSQL: issue 31).
     """
     if sink is not None:
         before, after = guard(connection, before), guard(connection, after)
-        return _table_entry(connection, before, after, limit, sink)
+        return _table_entry(connection, before, after, limit, sink, plan)
     try:
-        return _table_entry(connection, before, after, limit)
+        return _table_entry(connection, before, after, limit, plan=plan)
     except sqlite3.DataError as error:
         if not too_large(error):
             raise
     old, new = guard(connection, before, known=True), guard(connection, after, known=True)
-    return _table_entry(connection, old, new, limit)
+    return _table_entry(connection, old, new, limit, plan=plan)
 
 
 def _table_entry(
@@ -133,9 +137,10 @@ def _table_entry(
     after: Table | None,
     limit: int | None,
     sink: TableSink | None = None,
+    plan: Pairing | None = None,
 ) -> DataTableJSON:
     lists = {kind: _Examples(limit) for kind in ("added", "removed", "changed")}
-    plan = pairing(connection, before, after) if before and after else None
+    plan = (plan or pairing(connection, before, after)) if before and after else None
     for kind, build, times in row_events(connection, before, after, plan):
         if sink is not None:
             row = build()
@@ -171,6 +176,14 @@ def _changed(tables: Mapping[str, DataTableJSON] | Mapping[str, SchemaTableJSON]
     return any(entry["status"] != "unchanged" for entry in tables.values())
 
 
+def planes(data: dict[str, DataTableJSON], schema: dict[str, SchemaTableJSON]) -> PlanesJSON:
+    """A database's two planes from their tables' entries."""
+    return {
+        "data": {"has_changes": _changed(data), "tables": data},
+        "schema": {"has_changes": _changed(schema), "tables": schema},
+    }
+
+
 def _attach(connection: sqlite3.Connection, path: Path | None, schema: str) -> None:
     uri = ":memory:" if path is None else read_only_uri(path)
     connection.execute(f"ATTACH DATABASE ? AS {quote(schema)}", (uri,))
@@ -195,10 +208,7 @@ def _compare(
             for n in names
         }
         schema = {n: schema_changes(old.get(n), new.get(n)) for n in names}
-        return {
-            "data": {"has_changes": _changed(data), "tables": data},
-            "schema": {"has_changes": _changed(schema), "tables": schema},
-        }
+        return planes(data, schema)
     finally:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
@@ -283,6 +293,13 @@ def _connect(timeout: float) -> sqlite3.Connection:
     limit_values(connection)
     connection.execute("PRAGMA temp_store = FILE")
     return connection
+
+
+#: For an engine that copies its tables into SQLite files (PostgreSQL, issue 31): the
+#: connection the sides are attached to (as ``b`` and ``a``), and the data-plane entry of
+#: one table whose rows pair as the engine says.
+diff_connection = _connect
+diff_table = _data_changes
 
 
 @final

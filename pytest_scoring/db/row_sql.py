@@ -7,6 +7,8 @@ when it differs, streamed from the cursor, and its JSON form is built only when 
 from __future__ import annotations
 
 import base64
+import json
+import secrets
 import sqlite3
 from collections.abc import Callable
 from collections.abc import Iterator
@@ -26,13 +28,24 @@ BATCH: Final = 500
 #: One differing row: its list (``added``, ``removed``, ``changed``), a builder of its JSON
 #: form (called only when the row is kept), and how many equal rows it stands for.
 RowEvent = tuple[str, Callable[[], dict[str, Any]], int]
+#: Starts a stored text that stands for a JSON value (PostgreSQL's arrays, ``json`` and
+#: ``jsonb``, issue 31): random per process, so no stored text can pass for one.
+_JSON_MARK: Final = f"json-{secrets.token_hex(16)}:"
+
+
+def json_text(text: str) -> str:
+    """JSON text as a diff stores it: shown as the JSON value it holds, compared as text."""
+    return _JSON_MARK + text
 
 
 def json_value(value: Any) -> Any:
-    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``, a large value its stub."""
+    """A SQLite value as JSON: BLOBs become ``{"$blob": base64}``, a large value its stub,
+    a :func:`json_text` the value it holds."""
     if isinstance(value, bytes):
         return {"$blob": base64.b64encode(value).decode("ascii")}
     if isinstance(value, str):
+        if value.startswith(_JSON_MARK):
+            return json.loads(value[len(_JSON_MARK) :])
         return stub_of(value) or value
     return value
 

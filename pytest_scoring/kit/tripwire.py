@@ -129,6 +129,8 @@ _relpath = os.path.relpath
 _fsdecode = os.fsdecode
 _getpid = os.getpid
 _getframe = sys._getframe
+_gettrace = sys.gettrace
+_loaded = sys.modules.get  # the interpreter's own modules, whatever ``sys.modules`` names
 _get_ident = _thread.get_ident
 _match = _PROC_REACH.match
 _SEP = os.sep
@@ -535,6 +537,8 @@ def _imported(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     if state["black_box"] and _is(filename, str):
         _refuse(state, filename, "import")
     if _is(name, str) and name in state["protected_modules"]:
+        if _loaded(name, _loaded) is None:
+            return None  # None in sys.modules: importlib refuses it (packaging's tests do so)
         return f"imported {name} afresh"
     return None
 
@@ -563,6 +567,28 @@ def _everything(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
     return "looked at every frame or object"  # the hook names the event
 
 
+def _trace_set(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
+    """``sys.settrace``, unless it is the standard library's ``doctest`` putting back the
+    trace function it found when it started (``DocTestRunner.run``, which
+    ``doctest.testmod`` calls): that installs nothing new."""
+    frame = _caller()
+    code = frame.f_code
+    doctest = code.co_filename.endswith(_SEP + "doctest.py") and code.co_name == "run"
+    if doctest and kind_of(state, code.co_filename) == STDLIB:
+        saved = frame.f_locals.get("save_trace", _everything)
+        if saved is _gettrace():
+            return None
+    return _everything(state, args)
+
+
+def _all_objects(state: dict[str, Any], args: tuple[Any, ...]) -> str | None:
+    """``gc.get_objects`` in a forked child of the test process (refused there). In the test
+    process itself it hands out nothing the repository cannot reach by walking closures,
+    which no audit event shows (docs/security.md#what-in-process-code-can-still-do), and
+    honest leak tests count objects with it (MarkupSafe's, boltons' ``gcutils``)."""
+    return None if _getpid() == state["owner"] else _everything(state, args)
+
+
 #: Each event's check: ``check(state, args)`` says what the event aims at, or None.
 CHECKS: dict[str, Callable[[dict[str, Any], tuple[Any, ...]], str | None]] = {
     "sys._getframe": _frame_returned,
@@ -589,6 +615,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], tuple[Any, ...]], str | None]] = {
     RECORD_EVENT: _record_sent,
 }
 CHECKS.update((name, _everything) for name in EVERYTHING)
+CHECKS.update({"sys.settrace": _trace_set, "gc.get_objects": _all_objects})
 #: Every event the hook looks at; any other returns at the first comparison.
 WATCHED = frozenset(CHECKS)
 #: Events whose finding is a patch, not a read.

@@ -1,0 +1,348 @@
+"""The diff of two PostgreSQL databases, computed by the SQLite diff's own passes.
+
+Each side is streamed, table by table, into a SQLite file of its own (columns without a
+declared type, so SQLite converts no value); the two files are attached as the SQLite diff
+attaches two snapshots, and every table is diffed by the same passes, with the pairing
+PostgreSQL's catalog gives: by primary key, then through UNIQUE constraints, then as
+multisets. The result has exactly the SQLite diff's shape, plus ``info.engine`` and
+``info.sequences``; memory stays flat in the number of rows (docs/databases.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+from typing import NamedTuple
+from typing import final
+
+import psycopg
+
+from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db.diff import PROGRESS_STEPS
+from pytest_scoring.db.diff import diff_connection
+from pytest_scoring.db.diff import diff_table
+from pytest_scoring.db.diff import planes
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import PlanesJSON
+from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
+from pytest_scoring.db.large_values import guard
+from pytest_scoring.db.large_values import too_large
+from pytest_scoring.db.postgres.admin import connect
+from pytest_scoring.db.postgres.admin import opened
+from pytest_scoring.db.postgres.catalog import PgTable
+from pytest_scoring.db.postgres.catalog import rows
+from pytest_scoring.db.postgres.catalog import sequences
+from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.schema import Pairing
+from pytest_scoring.db.schema import Table
+from pytest_scoring.db.schema import UniqueIndex
+from pytest_scoring.db.schema import quote
+from pytest_scoring.db.schema import schema_changes
+from pytest_scoring.db.snapshot import LOCK_TIMEOUT
+from pytest_scoring.db.table_rows import row_events
+from pytest_scoring.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
+
+#: The engine's name in ``info.engine``.
+ENGINE: Final = "postgresql"
+#: Rows inserted into the SQLite copy per statement batch.
+_BATCH: Final = 2000
+#: Receives every differing row: ``database, table, kind, row, times``.
+RowSink = Callable[[str, str, str, dict[str, Any], int], None]
+
+
+@final
+class Export(NamedTuple):
+    """One side of a PostgreSQL database, copied into a SQLite file."""
+
+    path: Path
+    tables: dict[str, PgTable]
+    sequences: dict[str, int | None]
+    #: Tables whose key values collided in text form: their rows pair by content.
+    no_key: frozenset[str]
+
+
+def export(
+    connection: psycopg.Connection[Any],
+    dest: Path,
+    only: str | None = None,
+    budget: TimeBudget | None = None,
+) -> Export:
+    """Copy every table of ``connection``'s database into a new SQLite file ``dest``.
+
+    Read inside one ``REPEATABLE READ`` read-only transaction under the pinned settings, so
+    a database read in place (the finish state, in process) cannot move underneath.
+
+    :param only: copy this table only (a row stream needs no other).
+    :param budget: checked after each batch of rows.
+    """
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        found, last = tables(connection), sequences(connection)
+        if only is not None:
+            found = {name: table for name, table in found.items() if name == only}
+        with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
+            copy.execute("PRAGMA journal_mode = OFF")
+            copy.execute("PRAGMA synchronous = OFF")
+            no_key = frozenset(
+                name
+                for name, table in found.items()
+                if not _copy_table(connection, copy, table, budget)
+            )
+    return Export(dest, found, last, no_key)
+
+
+def _copy_table(
+    connection: psycopg.Connection[Any],
+    copy: sqlite3.Connection,
+    table: PgTable,
+    budget: TimeBudget | None = None,
+) -> bool:
+    """One table's rows into the SQLite file. :returns: whether its key stayed unique there."""
+    names = table.column_names()
+    if not names:
+        return True
+    # A key of one integer column is the copy's rowid: no index to build, lookups by rowid.
+    rowid_key = len(table.primary_key) == 1 and table.kind(table.primary_key[0]) == "integer"
+    columns = ", ".join(
+        f"{quote(name)} INTEGER PRIMARY KEY" if rowid_key and name in table.primary_key
+        else quote(name)
+        for name in names
+    )  # fmt: skip
+    copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
+    insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
+    copy.execute("BEGIN")
+    copy.executemany(insert, rows(connection, table, budget))
+    copy.execute("COMMIT")
+    if rowid_key or not table.primary_key:
+        return True
+    key = ", ".join(quote(name) for name in table.primary_key)
+    try:
+        copy.execute(
+            f"CREATE UNIQUE INDEX {quote(_index_name(table))} ON {quote(table.name)} ({key})"
+        )
+    except sqlite3.IntegrityError:
+        return False  # two keys PostgreSQL tells apart read the same as text
+    return True
+
+
+def _index_name(table: PgTable) -> str:
+    """A name no table of the copy can have: longer than any diff name (2 x 63 bytes + 5)."""
+    return f"{table.name}#{'k' * 140}"
+
+
+def _table(export: Export | None, name: str, schema: str) -> Table | None:
+    if export is None or name not in export.tables or not export.tables[name].columns:
+        return None
+    pg = export.tables[name]
+    return Table(schema, name, pg.columns, pg.primary_key, without_rowid=False)
+
+
+def _pairing(before: Export, after: Export, name: str) -> Pairing:
+    """By the primary key both sides declare (its values unique in text form on both), then
+    through the before side's UNIQUE constraints the after side has the columns of."""
+    old, new = before.tables[name], after.tables[name]
+    usable = name not in before.no_key | after.no_key
+    key = old.primary_key if usable and old.primary_key == new.primary_key else ()
+    candidates = [*([old.primary_key] if old.primary_key else []), *old.unique]
+    present = set(new.column_names())
+    unique = [
+        UniqueIndex(f"unique_{number}", columns, ("BINARY",) * len(columns))
+        for number, columns in enumerate(candidates)
+        if set(columns) != set(key) and set(columns) <= present
+    ]
+    return Pairing(key, tuple(sorted(unique, key=lambda index: len(index.columns))))
+
+
+def _attached(before: Export | None, after: Export | None) -> sqlite3.Connection:
+    connection = diff_connection(LOCK_TIMEOUT)
+    for export, schema in ((before, "b"), (after, "a")):
+        uri = ":memory:" if export is None else f"file:{export.path}?mode=ro"
+        connection.execute(f"ATTACH DATABASE ? AS {schema}", (uri,))
+    return connection
+
+
+def compare(
+    before: Export | None,
+    after: Export | None,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    sink: RowSink | None = None,
+    key: str = "",
+) -> PlanesJSON:
+    """Both planes of one database from its two exports (``None``: absent on that side).
+
+    :param key: the database's key in the diff, given to ``sink`` with each row.
+    """
+    connection = _attached(before, after)
+    try:
+        names = sorted({*(before.tables if before else {}), *(after.tables if after else {})})
+        data, schema = {}, {}
+        for name in names:
+            old, new = _table(before, name, "b"), _table(after, name, "a")
+            plan = _pairing(before, after, name) if before and after and old and new else None
+            table_sink = None if sink is None else partial(sink, key, name)
+            data[name] = diff_table(connection, old, new, max_rows, table_sink, plan)
+            schema[name] = schema_changes(_schema_side(before, name), _schema_side(after, name))
+        return planes(data, schema)
+    finally:
+        connection.close()
+
+
+def _schema_side(export: Export | None, name: str) -> Table | None:
+    if export is None or name not in export.tables:
+        return None
+    pg = export.tables[name]
+    return Table("", name, pg.columns, pg.primary_key, without_rowid=False)
+
+
+def _sequences(before: Export | None, after: Export | None) -> dict[str, dict[str, int | None]]:
+    old, new = (before.sequences if before else {}), (after.sequences if after else {})
+    return {
+        name: {"before": old.get(name), "after": new.get(name)} for name in sorted({*old, *new})
+    }
+
+
+@final
+class Side(NamedTuple):
+    """One side of a database's diff: a database read by the admin role."""
+
+    #: The database's name; ``None``: the database does not exist on this side.
+    database: str | None
+    #: A snapshot or clone closed to connections (opened for the admin's read only).
+    closed: bool = True
+
+
+class SideError(DatabaseError):
+    """One side of a database could not be read."""
+
+    def __init__(self, side: str, message: str):
+        super().__init__(f"{side}: {message}")
+        #: ``before`` or ``after``.
+        self.side = side
+
+
+def _export_side(
+    admin_url: str, side: Side, dest: Path, only: str | None, budget: TimeBudget | None
+) -> Export | None:
+    if side.database is None:
+        return None
+    try:
+        if side.closed:
+            with opened(admin_url, side.database) as connection:
+                return export(connection, dest, only, budget)
+        with connect(admin_url, side.database) as connection:
+            return export(connection, dest, only, budget)
+    except (psycopg.Error, DatabaseError) as error:
+        raise SideError(dest.stem, str(error).strip().splitlines()[0]) from None
+
+
+@contextlib.contextmanager
+def exported(
+    admin_url: str,
+    before: Side,
+    after: Side,
+    only: str | None = None,
+    budget: TimeBudget | None = None,
+) -> Iterator[tuple[Export | None, Export | None]]:
+    """Both sides copied into SQLite files of a private temporary folder, removed on exit.
+
+    :param only: copy this table only.
+    :param budget: checked while the rows are copied.
+    :raises SideError: naming the side that could not be read.
+    """
+    with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
+        old = _export_side(admin_url, before, Path(folder) / "before.db", only, budget)
+        yield old, _export_side(admin_url, after, Path(folder) / "after.db", only, budget)
+
+
+def diff_databases(
+    admin_url: str,
+    before: Side,
+    after: Side,
+    key: str,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    sink: RowSink | None = None,
+    label: str | None = None,
+) -> DatabaseEntryJSON:
+    """One database's entry of a diff (docs/databases.md), ``info.engine`` ``postgresql``.
+
+    :param key: the database's key in the diff (its ``name``).
+    :param label: what ``info.path_before`` and ``path_after`` show (default: the names of
+        the databases read).
+    :returns: the entry; a side that cannot be read gets ``error`` and ``info.unreadable``.
+    """
+    entry: DatabaseEntryJSON = {
+        "comparisons": empty_planes(),
+        "info": {
+            "engine": ENGINE,
+            "path_before": label or before.database or "",
+            "path_after": label or after.database or "",
+            "exists_before": before.database is not None,
+            "exists_after": after.database is not None,
+            "sequences": {},
+        },
+    }
+    try:
+        with exported(admin_url, before, after) as (old, new):
+            entry["comparisons"] = compare(old, new, max_rows, sink, key)
+            entry["info"]["sequences"] = _sequences(old, new)
+    except SideError as error:
+        entry["error"] = str(error)
+        entry["info"]["unreadable"] = [error.side]
+    except sqlite3.Error as problem:  # as the SQLite engine reports a value it cannot diff
+        entry["comparisons"] = empty_planes()
+        entry["error"] = f"{key}: {UNREADABLE_VALUE if too_large(problem) else problem}"
+    return entry
+
+
+def row_stream(
+    admin_url: str,
+    before: Side,
+    after: Side,
+    table: str,
+    kind: str,
+    budget: TimeBudget | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Every row of one row list of one table, that table of both sides read afresh (flat
+    memory).
+
+    :param budget: a selector's time budget, checked while the table is copied and inside
+        SQLite while its rows are paired.
+    """
+    with exported(admin_url, before, after, only=table, budget=budget) as (old, new):
+        connection = _attached(old, new)
+        if budget is not None:
+            connection.set_progress_handler(budget.sqlite_progress, PROGRESS_STEPS)
+        try:
+            plan = None
+            if old and new and table in old.tables and table in new.tables:
+                plan = _pairing(old, new, table)
+            events = row_events(
+                connection,
+                guard(connection, _table(old, table, "b")),
+                guard(connection, _table(new, table, "a")),
+                plan,
+            )
+            with contextlib.closing(events):
+                for event, build, times in events:
+                    if event == kind:
+                        row = build()
+                        for _ in range(times):
+                            yield row
+        except sqlite3.OperationalError:
+            if budget is not None:
+                budget.check()  # SQLite was interrupted by the progress handler
+            raise
+        finally:
+            connection.close()

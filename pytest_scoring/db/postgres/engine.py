@@ -1,0 +1,262 @@
+"""PostgreSQL as a database engine of the seam (:class:`~pytest_scoring.db.engine.DatabaseEngine`).
+
+One engine is bound to a server through the evaluator's admin URL and to the databases the
+evaluator names, each by its ``name`` (the key of its diff entry) and its application URL.
+Snapshots are closed databases on the server (:mod:`~pytest_scoring.db.postgres.admin`); the
+state after the session is read in place, under ``REPEATABLE READ``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Final
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from pytest_scoring.db.diff import DEFAULT_MAX_ROWS
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import RowJSON
+from pytest_scoring.db.diff_types import RowKind
+from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.engine import RowSink
+from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.diff import ENGINE
+from pytest_scoring.db.postgres.diff import Side
+from pytest_scoring.db.postgres.diff import diff_databases
+from pytest_scoring.db.postgres.diff import row_stream
+from pytest_scoring.db.postgres.values import as_text
+from pytest_scoring.db.postgres.values import diff_values
+from pytest_scoring.db.postgres.values import select_list
+from pytest_scoring.db.row_sql import json_value
+from pytest_scoring.errors import DatabaseError
+
+if TYPE_CHECKING:
+    from pytest_scoring.core.budget import TimeBudget
+
+#: The file in a ``--score-db-reset`` store naming each database's kept snapshot.
+_KEPT: Final = "postgresql.json"
+
+
+@dataclass
+class PgSnapshot:
+    """One side of a diff: per database name, the server database holding its state."""
+
+    source: str
+    #: Database name → the server database read for it.
+    states: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    #: Whether the states are snapshots of ours (closed; dropped by ``release``).
+    closed: bool = True
+    #: Database name → the backends and prepared transactions ended to take it.
+    terminated: dict[str, list[admin.Terminated]] = field(default_factory=dict)
+
+    @property
+    def files(self) -> Mapping[str, Path]:
+        return {}
+
+    def names(self) -> set[str]:
+        return {*self.states, *self.errors}
+
+    def side(self, name: str) -> Side:
+        return Side(self.states.get(name), self.closed)
+
+
+class PostgresEngine:
+    """The databases of one server the evaluator names, diffed as SQLite files are."""
+
+    name = ENGINE
+
+    def __init__(self, admin_url: str, databases: Mapping[str, str]):
+        """
+        :param admin_url: the evaluator's own URL (superuser), never given to the tests.
+        :param databases: name (the diff's key) → the application's URL of that database.
+        """
+        self.admin_url = admin_url
+        self.databases = dict(databases)
+
+    def _database(self, name: str) -> str:
+        return admin.database_of(self.databases[name])
+
+    def find(self) -> list[str]:
+        with admin.connect(self.admin_url) as connection:
+            present = {row[0] for row in connection.execute("SELECT datname FROM pg_database")}
+        return sorted(name for name in self.databases if self._database(name) in present)
+
+    def snapshot(self, names: Sequence[str], folder: Path, source: str) -> PgSnapshot:
+        taken = PgSnapshot(source)
+        for name in names:
+            try:
+                copy = admin.snapshot(self.admin_url, self._database(name))
+            except (psycopg.Error, DatabaseError) as error:
+                taken.errors[name] = str(error).strip().splitlines()[0]
+                continue
+            taken.states[name], taken.terminated[name] = copy.name, copy.terminated
+        return taken
+
+    def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
+        """The databases as they are, read in place; one dropped meanwhile is absent."""
+        present = set(self.find())
+        states = {name: self._database(name) for name in names if name in present}
+        return PgSnapshot(source, states, closed=False)
+
+    def diff(
+        self,
+        before: PgSnapshot,
+        after: PgSnapshot,
+        max_rows: int | None = DEFAULT_MAX_ROWS,
+        sink: RowSink | None = None,
+    ) -> dict[str, DatabaseEntryJSON]:
+        entries = {}
+        for name in sorted(before.names() | after.names()):
+            label = self._database(name) if name in self.databases else name
+            unreadable = [
+                side
+                for side, state in (("before", before), ("after", after))
+                if name in state.errors
+            ]
+            if not unreadable:
+                entries[name] = diff_databases(
+                    self.admin_url, before.side(name), after.side(name), name, max_rows, sink, label
+                )
+                continue
+            entries[name] = {
+                "comparisons": empty_planes(),
+                "info": {
+                    "engine": ENGINE,
+                    "path_before": label,
+                    "path_after": label,
+                    "exists_before": name in before.names(),
+                    "exists_after": name in after.names(),
+                    "unreadable": unreadable,
+                },
+                "error": "; ".join(
+                    f"{side}: {(before if side == 'before' else after).errors[name]}"
+                    for side in unreadable
+                ),
+            }
+        return entries
+
+    def rows(
+        self,
+        before: PgSnapshot,
+        after: PgSnapshot,
+        database: str,
+        table: str,
+        kind: RowKind,
+        budget: TimeBudget | None = None,
+    ) -> Iterable[RowJSON]:
+        return _Rows(
+            self.admin_url, before.side(database), after.side(database), table, kind, budget
+        )
+
+    def read_row(
+        self,
+        state: PgSnapshot,
+        database: str,
+        table: str,
+        key: Mapping[str, Any],
+        leave_out: Collection[str] = (),
+    ) -> dict[str, Any] | None:
+        side = state.side(database)
+        if side.database is None:
+            return None
+        try:
+            if side.closed:
+                with admin.opened(self.admin_url, side.database) as connection:
+                    return _read_row(connection, table, key, leave_out)
+            with admin.connect(self.admin_url, side.database) as connection:
+                return _read_row(connection, table, key, leave_out)
+        except (psycopg.Error, DatabaseError):
+            return None
+
+    def reset(self, names: Sequence[str], store: Path, base: Path | None) -> list[str]:
+        """Restore each kept database from its kept snapshot (kept on the server, named in
+        ``store``), and keep a snapshot of each of ``names`` not kept yet."""
+        path = store / _KEPT
+        kept: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
+        restored = []
+        for name, snapshot_name in sorted(kept.items()):
+            if name in self.databases:
+                database = self._database(name)
+                owner = conninfo_to_dict(self.databases[name]).get("user")
+                kept_state = admin.Snapshot(snapshot_name, database, [])
+                admin.reset(self.admin_url, database, kept_state, str(owner) if owner else None)
+                restored.append(name)
+        for name in names:
+            if name not in kept:
+                kept[name] = admin.snapshot(self.admin_url, self._database(name)).name
+        store.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        path.write_text(json.dumps(kept))
+        return restored
+
+    def release(self, snapshot: PgSnapshot) -> None:
+        if snapshot.closed:
+            for name in snapshot.states.values():
+                admin.drop(self.admin_url, name)
+
+
+class _Rows:
+    """A re-iterable row list: each iteration reads both sides afresh."""
+
+    def __init__(
+        self,
+        admin_url: str,
+        before: Side,
+        after: Side,
+        table: str,
+        kind: str,
+        budget: TimeBudget | None,
+    ):
+        self.args = (admin_url, before, after, table, kind, budget)
+
+    def __iter__(self) -> Iterator[RowJSON]:
+        return row_stream(*self.args)
+
+
+def _read_row(
+    connection: psycopg.Connection[Any],
+    table: str,
+    key: Mapping[str, Any],
+    leave_out: Collection[str],
+) -> dict[str, Any] | None:
+    found = tables(connection).get(table)
+    if found is None or not key or not set(key) <= set(found.column_names()):
+        return None
+    wanted = [
+        (name, kind, oid)
+        for name, kind, oid in zip(found.column_names(), found.kinds, found.oids, strict=True)
+        if name not in leave_out and name not in key
+    ]
+    if not wanted:
+        return {}
+    select = select_list([(name, kind) for name, kind, _oid in wanted])
+    where = sql.SQL(" AND ").join(
+        # The output function's text, never a cast: the application may own the key's type.
+        sql.SQL("format('%s', {}) = {}").format(sql.Identifier(name), sql.Literal(str(value)))
+        for name, value in key.items()
+    )
+    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} LIMIT 1").format(
+        select, sql.Identifier(found.schema), sql.Identifier(found.relname), where
+    )
+    kinds = [kind for _name, kind, _oid in wanted]
+    with connection.cursor() as cursor:
+        as_text(cursor, kinds, [oid for *_rest, oid in wanted])
+        row = cursor.execute(query).fetchone()
+    if row is None:
+        return None
+    values = diff_values(row, kinds)
+    return {name: json_value(value) for (name, *_), value in zip(wanted, values, strict=True)}

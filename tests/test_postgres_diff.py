@@ -1,0 +1,384 @@
+"""PostgreSQL's diff (issue 31 item 3): the SQLite diff's shape, values under pinned settings,
+pairing by key, UNIQUE and content, tables per partition, sequences in ``info``."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from postgres_cluster import Cluster
+from test_postgres_containment import run
+
+from pytest_scoring.core.budget import SelectorTimeout
+from pytest_scoring.core.budget import TimeBudget
+from pytest_scoring.db.diff import diff_paths
+from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres.diff import Side
+from pytest_scoring.db.postgres.diff import diff_databases
+from pytest_scoring.db.postgres.engine import PostgresEngine
+
+pytestmark = pytest.mark.slow
+
+#: Column, type, a value (SQL), the JSON it reads as, another value, its JSON.
+TYPES: list[tuple[str, str, str, Any, str, Any]] = [
+    ("small", "smallint", "7", 7, "-7", -7),
+    ("big", "bigint", "9007199254740993", 9007199254740993, "1", 1),
+    ("single", "real", "0.1", 0.1, "2.5", 2.5),
+    ("double", "double precision", "1e300", 1e300, "'NaN'", "NaN"),
+    ("amount", "numeric(30,9)", "12345678901234567890.123456789",
+     "12345678901234567890.123456789", "1.5", "1.500000000"),
+    ("flag", "boolean", "true", 1, "false", 0),
+    ("words", "text", "'héllo'", "héllo", "''", ""),
+    ("short", "varchar(5)", "'abc'", "abc", "'abd'", "abd"),
+    ("padded", "char(3)", "'a'", "a  ", "'b'", "b  "),
+    ("at", "timestamptz", "'2024-01-02 03:04:05.5+02'", "2024-01-02 01:04:05.5+00",
+     "'2024-01-02 03:04:05.5+03'", "2024-01-02 00:04:05.5+00"),
+    ("local_at", "timestamp", "'2024-01-02 03:04:05'", "2024-01-02 03:04:05",
+     "'1999-12-31 23:59:59'", "1999-12-31 23:59:59"),
+    ("day", "date", "'2024-01-02'", "2024-01-02", "'2024-01-03'", "2024-01-03"),
+    ("clock", "time", "'13:14:15'", "13:14:15", "'00:00:00'", "00:00:00"),
+    ("span", "interval", "'1 day 2 hours'", "P1DT2H", "'3 minutes'", "PT3M"),
+    ("raw", "bytea", "'\\x00ff'", {"$blob": "AP8="}, "'\\x'", {"$blob": ""}),
+    ("ints", "integer[]", "'{1,2}'", [1, 2], "'{}'", []),
+    ("texts", "text[]", "'{a,\"b c\",NULL}'", ["a", "b c", None], "'{a}'", ["a"]),
+    ("stamps", "timestamptz[]", "'{\"2024-01-02 00:00:00+05\"}'", ["2024-01-01 19:00:00+00"],
+     "'{}'", []),
+    ("grid", "numeric[]", "'{{1.0,2},{3,4}}'", [["1.0", "2"], ["3", "4"]], "'{{1}}'", [["1"]]),
+    ("doc", "jsonb", "'{\"b\": 1, \"a\": [1, 2.5]}'", {"a": [1, 2.5], "b": 1}, "'[]'", []),
+    ("plain", "json", "'{\"z\": null}'", {"z": None}, "'0'", 0),
+    ("feeling", "mood", "'happy'", "happy", "'sad'", "sad"),
+    ("ident", "uuid", "'123e4567-e89b-12d3-a456-426614174000'",
+     "123e4567-e89b-12d3-a456-426614174000", "'00000000-0000-0000-0000-000000000000'",
+     "00000000-0000-0000-0000-000000000000"),
+    ("address", "inet", "'10.1.2.3'", "10.1.2.3", "'::1'", "::1"),
+    ("point_", "point", "'(1,2)'", "(1,2)", "'(0,0)'", "(0,0)"),
+]  # fmt: skip
+
+
+def _values(which: int) -> str:
+    return ", ".join(row[2 if which == 0 else 4] for row in TYPES)
+
+
+def test_every_column_type_reads_as_the_docs_say_whatever_the_server_settings(
+    postgres: Cluster,
+) -> None:
+    columns = ", ".join(f"{name} {kind}" for name, kind, *_ in TYPES)
+    app = postgres.application(
+        "CREATE TYPE mood AS ENUM ('sad', 'happy');"
+        f"CREATE TABLE everything (id int PRIMARY KEY, {columns});"
+        f"INSERT INTO everything VALUES (1, {_values(0)})"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, f"UPDATE everything SET ({', '.join(r[0] for r in TYPES)}) = ({_values(1)})")
+    run(app, f"INSERT INTO everything VALUES (2, {_values(0)})")
+    # Settings the application (owning its database) gives every later session there: the
+    # evaluator's reads of the state in place pin their own.
+    for setting in (
+        "TimeZone = 'Asia/Tokyo'",
+        "DateStyle = 'German, DMY'",
+        "IntervalStyle = 'postgres_verbose'",
+        "extra_float_digits = -10",
+        "bytea_output = 'escape'",
+        "statement_timeout = 1",
+        "search_path = nowhere",
+    ):
+        run(app, f"ALTER DATABASE {database} SET {setting}")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    table = entry["comparisons"]["data"]["tables"]["everything"]
+    assert table["rows_added"] == [{"id": 2, **{row[0]: row[3] for row in TYPES}}]
+    assert table["rows_changed"] == [
+        {
+            "key": {"id": 1},
+            "changes": {
+                name: {"old_value": old, "new_value": new} for name, _, _, old, _, new in TYPES
+            },
+        }
+    ]
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def _sqlite_twin(path: Path, statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.executescript(statements)
+
+
+def test_a_password_change_has_the_shape_its_sqlite_twin_has(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    """The docs' example (a password changed, an account added), plus a delete and insert
+    again that pairs through the UNIQUE email, in both engines: one diff."""
+    changes = (
+        "UPDATE users SET password = 'z' WHERE id = 2;"
+        "INSERT INTO users (email, password) VALUES ('cy@example.com', 'w');"
+        "DELETE FROM users WHERE id = 1;"
+        "INSERT INTO users (email, password) VALUES ('al@example.com', 'x2');"
+    )
+    seed = (
+        "INSERT INTO users (email, password) "
+        "VALUES ('al@example.com', 'x'), ('bo@example.com', 'y');"
+    )
+    _sqlite_twin(
+        tmp_path / "a.db",
+        f"CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT UNIQUE, password TEXT);{seed}",
+    )
+    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
+    _sqlite_twin(tmp_path / "b.db", changes)
+    app = postgres.application(
+        f"CREATE TABLE users (id serial PRIMARY KEY, email text UNIQUE, password text);{seed}"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, changes)
+
+    sqlite = diff_paths(tmp_path / "a.db", tmp_path / "b.db")["comparisons"]["b.db"]
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["comparisons"] == sqlite["comparisons"]
+    assert entry["comparisons"]["data"]["tables"]["users"]["rows_changed"][1]["paired_by"] == [
+        "email"
+    ]
+    assert entry["info"]["engine"] == "postgresql"
+    assert entry["info"]["sequences"] == {"users_id_seq": {"before": 2, "after": 4}}
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None:
+    app = postgres.application(
+        "CREATE SCHEMA billing;"
+        "CREATE TABLE billing.events (day date, note text) PARTITION BY RANGE (day);"
+        "CREATE TABLE billing.events_2023 PARTITION OF billing.events "
+        "FOR VALUES FROM ('2023-01-01') TO ('2024-01-01');"
+        "CREATE TABLE billing.events_2024 PARTITION OF billing.events "
+        "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');"
+        "CREATE VIEW recent AS SELECT * FROM billing.events;"
+        "CREATE MATERIALIZED VIEW frozen AS SELECT * FROM billing.events;"
+        "INSERT INTO billing.events VALUES ('2023-05-01', 'old')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "INSERT INTO billing.events VALUES ('2024-05-01', 'new'), ('2023-05-01', 'old')")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    tables = entry["comparisons"]["data"]["tables"]
+    assert sorted(tables) == ["billing.events_2023", "billing.events_2024"]
+    assert tables["billing.events_2024"]["rows_added"] == [{"day": "2024-05-01", "note": "new"}]
+    # No key: the rows pair as a multiset, so the second 'old' row is one row added.
+    assert tables["billing.events_2023"]["counts"] == {"added": 1, "removed": 0, "changed": 0}
+    assert tables["billing.events_2023"]["pairing"] == {"key": [], "unique": []}
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_schema_changes_show_postgresql_types(postgres: Cluster) -> None:
+    app = postgres.application("CREATE TABLE t (id bigint PRIMARY KEY, price numeric(8,2))")
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(
+        app,
+        "ALTER TABLE t ADD COLUMN tags text[] NOT NULL DEFAULT '{}';"
+        "ALTER TABLE t ALTER COLUMN price TYPE numeric(10,2); CREATE TABLE extra (x int)",
+    )
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    schema = entry["comparisons"]["schema"]["tables"]
+    price = {"name": "price", "nullable": True, "primary_key": False}
+    assert schema["t"] == {
+        "status": "changed",
+        "columns_added": [
+            {"name": "tags", "type": "text[]", "nullable": False, "primary_key": False}
+        ],
+        "columns_removed": [],
+        "columns_changed": [
+            {
+                "name": "price",
+                "from": {**price, "type": "numeric(8,2)"},
+                "to": {**price, "type": "numeric(10,2)"},
+            }
+        ],
+    }
+    assert schema["extra"]["status"] == "added"
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_the_engine_snapshots_diffs_streams_reads_resets_and_releases(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    app = postgres.application(
+        "CREATE TABLE users (id serial PRIMARY KEY, name text, password text);"
+        "INSERT INTO users (name, password) SELECT 'user' || n, 'h0' FROM generate_series(1, 50) n"
+    )
+    database = admin.database_of(app)
+    gone = psycopg.conninfo.make_conninfo(app, dbname="no_such_database")
+    engine = PostgresEngine(postgres.admin_url, {"accounts": app, "gone": gone})
+    assert engine.find() == ["accounts"]
+    assert engine.reset(["accounts"], tmp_path / "store", tmp_path) == []
+    before = engine.snapshot(["accounts"], tmp_path, "session start")
+    run(app, "UPDATE users SET password = 'h1'")
+
+    after = engine.read_final(["accounts"], "session finish")
+    entry = engine.diff(before, after, max_rows=3)["accounts"]
+
+    users = entry["comparisons"]["data"]["tables"]["users"]
+    assert (users["counts"]["changed"], len(users["rows_changed"]), users["truncated"]) == (
+        50,
+        3,
+        True,
+    )
+    assert entry["info"]["path_before"] == entry["info"]["path_after"] == database
+    streamed = list(engine.rows(before, after, "accounts", "users", "changed"))
+    assert len(streamed) == 50
+    spent = TimeBudget(0)
+    spent.expired = True  # as after a selector used up its time
+    with pytest.raises(SelectorTimeout, match="time budget"):
+        list(engine.rows(before, after, "accounts", "users", "changed", spent))
+    assert streamed[0]["changes"] == {"password": {"old_value": "h0", "new_value": "h1"}}
+    assert engine.read_row(after, "accounts", "users", {"id": 7}, leave_out={"password"}) == {
+        "name": "user7"
+    }
+    assert engine.read_row(before, "accounts", "users", {"id": 7})["password"] == "h0"  # type: ignore[index]
+    assert engine.read_row(after, "accounts", "nothing", {"id": 7}) is None
+
+    engine.release(before)
+    assert (
+        run(
+            postgres.admin_url,
+            "SELECT 1 FROM pg_database WHERE datname = %s",
+            before.states["accounts"],
+        )
+        == []
+    )
+    assert engine.reset(["accounts"], tmp_path / "store", tmp_path) == ["accounts"]
+    assert run(app, "SELECT DISTINCT password FROM users") == [("h0",)]
+
+
+def test_a_table_named_like_another_schemas_table_cannot_stand_in_for_it(
+    postgres: Cluster,
+) -> None:
+    app = postgres.application(
+        "CREATE SCHEMA billing; CREATE TABLE billing.events (id int PRIMARY KEY, note text);"
+        'CREATE TABLE "billing.events" (id int PRIMARY KEY, note text);'
+        'CREATE TABLE "users#kkk" (id int PRIMARY KEY);'
+        "INSERT INTO billing.events VALUES (1, 'a'); INSERT INTO \"billing.events\" VALUES (1, 'a')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE billing.events SET note = 'b'")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    tables = entry["comparisons"]["data"]["tables"]
+    assert {name: table["counts"]["changed"] for name, table in tables.items()} == {
+        "billing.events": 1,
+        '"public"."billing.events"': 0,
+        "users#kkk": 0,
+    }
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_value_past_16_mib_is_compared_and_shown_by_its_stub(postgres: Cluster) -> None:
+    app = postgres.application(
+        "CREATE TABLE files (id int PRIMARY KEY, body bytea);"
+        "INSERT INTO files VALUES (1, convert_to(repeat('a', 17 * 1024 * 1024), 'UTF8'))"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE files SET body = body || '\\x62'::bytea")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    change = entry["comparisons"]["data"]["tables"]["files"]["rows_changed"][0]["changes"]["body"]
+    assert (change["old_value"]["$truncated"], change["new_value"]["$truncated"]) == (
+        17 * 1024 * 1024,
+        17 * 1024 * 1024 + 1,
+    )
+    assert change["old_value"]["sha256"] != change["new_value"]["sha256"]
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_database_dropped_during_the_session_has_its_tables_removed(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    app = postgres.application(
+        "CREATE TABLE users (id int PRIMARY KEY, name text); INSERT INTO users VALUES (1, 'a')"
+    )
+    gone = psycopg.conninfo.make_conninfo(app, dbname="never_there")
+    engine = PostgresEngine(postgres.admin_url, {"app": app, "gone": gone})
+    before = engine.snapshot(["app", "gone"], tmp_path, "session start")
+    run(
+        psycopg.conninfo.make_conninfo(app, dbname="postgres"),
+        f"DROP DATABASE {admin.database_of(app)}",
+    )
+
+    diff = engine.diff(before, engine.read_final(["app", "gone"], "session finish"))
+
+    users = diff["app"]["comparisons"]["data"]["tables"]["users"]
+    assert (users["status"], users["rows_removed"]) == ("removed", [{"id": 1, "name": "a"}])
+    assert (diff["app"]["info"]["exists_before"], diff["app"]["info"]["exists_after"]) == (
+        True,
+        False,
+    )
+    assert diff["gone"]["info"]["unreadable"] == ["before"]
+    assert diff["gone"]["error"].startswith('before: template database "never_there" does not')
+    engine.release(before)
+
+
+def test_reset_gives_a_database_dropped_since_back_to_the_application(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    app = postgres.application("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+    database, role = admin.database_of(app), psycopg.conninfo.conninfo_to_dict(app)["user"]
+    engine = PostgresEngine(postgres.admin_url, {"app": app})
+    engine.reset(["app"], tmp_path / "store", tmp_path)
+    run(psycopg.conninfo.make_conninfo(app, dbname="postgres"), f"DROP DATABASE {database}")
+
+    assert engine.reset(["app"], tmp_path / "store", tmp_path) == ["app"]
+
+    owner = "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s"
+    assert run(postgres.admin_url, owner, database) == [(role,)]
+    run(app, "INSERT INTO t VALUES (2)")
+    assert run(app, "SELECT id FROM t ORDER BY id") == [(1,), (2,)]
+
+
+def test_a_table_the_application_keeps_locked_makes_the_database_an_error_not_a_hang(
+    postgres: Cluster,
+) -> None:
+    app = postgres.application("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)")
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    with psycopg.connect(app) as holder:
+        holder.execute("LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+
+        entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["info"]["unreadable"] == ["after"]
+    assert entry["error"] == "after: canceling statement due to lock timeout"
+    assert not entry["comparisons"]["data"]["has_changes"]
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_value_past_16_mib_with_no_rowid_to_read_it_by_is_an_error_entry(
+    postgres: Cluster,
+) -> None:
+    """Columns named as SQLite's every rowid leave the copy no rowid: the value cannot be
+    read in chunks, so the database gets an error entry, as a SQLite file would."""
+    app = postgres.application(
+        'CREATE TABLE blobs (rowid int, _rowid_ int, "oid" int, body text);'
+        "INSERT INTO blobs VALUES (1, 1, 1, 'small')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE blobs SET body = repeat('a', 17 * 1024 * 1024)")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["error"].startswith("app: a value larger than 16 MiB in a key")
+    assert not entry["comparisons"]["data"]["has_changes"]
+    admin.drop(postgres.admin_url, snap.name)
