@@ -990,3 +990,33 @@ def composite_scorer(
 
 
 # [[[end]]]
+
+
+def register_log_names(scorers: Sequence[Callable[..., Scorer]]) -> None:
+    """Each of ``scorers`` also under the name Inspect writes into eval logs, the registry
+    name without this package's prefix (``db_change_scorer``), unless that name is taken.
+
+    ``inspect score LOG`` without ``--scorer`` looks the log's names up as they are, after
+    loading the task file (which imports this module); Inspect itself finds only the prefixed
+    name (``pytest_scoring/db_change_scorer``), by this package's entry point. The alias builds
+    the same scorer, so a re-scored log names it as the eval did.
+    """
+    from inspect_ai._util.registry import RegistryInfo
+    from inspect_ai._util.registry import registry_add
+    from inspect_ai._util.registry import registry_lookup
+
+    for factory in scorers:
+        info = registry_info(factory)
+        short = info.name.rpartition("/")[2]
+        if short != info.name and registry_lookup("scorer", short) is None:
+            alias = functools.wraps(factory)(functools.partial(factory))
+            registry_add(alias, RegistryInfo(type="scorer", name=short, metadata=info.metadata))
+
+
+register_log_names(
+    [
+        globals()[f"{kind.name}_scorer"]
+        for kind in BUILTIN_TYPES.values()
+        if kind.inspect and kind.inspect.registered
+    ]
+)
