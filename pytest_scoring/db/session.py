@@ -33,6 +33,7 @@ from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
+from pytest_scoring.db.servers import terminated
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.errors import DatabaseError
@@ -253,6 +254,17 @@ class SessionDatabases:
             if database in final.names():
                 return tracked.engine.read_row(final, database, table, key, leave_out)
         return None
+
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        """What was ended on each server database to take its states, by name:
+        ``{"start": […], "finish": […]}`` (backends and prepared transactions; only
+        databases where something was)."""
+        found: dict[str, dict[str, list[Any]]] = {}
+        for tracked in self._tracked if self._started else []:
+            for moment, state in (("start", tracked.before), ("finish", tracked.after)):
+                for name, ended in terminated(state).items():
+                    found.setdefault(name, {"start": [], "finish": []})[moment] = ended
+        return found
 
     def final_files(self) -> dict[str, Path]:
         """The files holding the finish state, by database (``--evidence all``)."""

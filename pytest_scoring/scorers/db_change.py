@@ -32,7 +32,10 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.engine import DatabaseEngine
+from pytest_scoring.db.servers import server_engines
 from pytest_scoring.db.session import SessionDatabases
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
@@ -77,9 +80,17 @@ def session_databases(context: ScoringContext) -> SessionDatabases:
     if RESOURCE not in context.resources:
         if context.settings is None:
             raise DatabaseError("database scoring needs the session's settings")
-        context.resources[RESOURCE] = SessionDatabases(context.settings, context.guard)
+        context.resources[RESOURCE] = SessionDatabases(
+            context.settings, context.guard, session_engines(context.settings)
+        )
     databases: SessionDatabases = context.resources[RESOURCE]
     return databases
+
+
+def session_engines(settings: ScoringSettings) -> list[DatabaseEngine[Any]]:
+    """The engines of a session: SQLite under the repository, then each server's databases."""
+    servers = server_engines(settings.databases, settings.end_backends_at_finish)
+    return [sqlite_engine(settings), *servers]
 
 
 class DatabaseInputs(Protocol):
@@ -108,6 +119,10 @@ class DatabaseInputs(Protocol):
         self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
     ) -> dict[str, Any] | None:
         """A row of a database's finish state by key, when at hand."""
+        ...
+
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        """What was ended on each server database to take its states."""
         ...
 
 
@@ -148,6 +163,9 @@ class StoredDatabases:
         self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
     ) -> dict[str, Any] | None:
         return self._read_row(database, table, key, leave_out)
+
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        return {}
 
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
@@ -203,6 +221,9 @@ class DbChangeScorer:
             },
             "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
+        ended = databases.ended()
+        if ended:
+            metadata["ended"] = ended
         selector = self.selector
         if selector is None:
             matched, warnings, seen = has_changes(diff), [], diff
