@@ -8,8 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 from postgres_cluster import Cluster
+from psycopg.conninfo import conninfo_to_dict
 from runs import only_report
 from runs import scored_session
 
