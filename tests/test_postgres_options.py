@@ -7,6 +7,7 @@ import sqlite3
 import textwrap
 from pathlib import Path
 
+import psycopg
 import pytest
 from postgres_cluster import Cluster
 from psycopg.conninfo import conninfo_to_dict
@@ -177,3 +178,23 @@ def test_an_admin_url_in_a_configuration_the_ini_names_is_ignored(
     result.stderr.fnmatch_lines(
         ["*scores.yaml: databases[[]0[]]: the evaluator's own URL is missing*"]
     )
+
+
+def test_db_reset_starts_every_session_from_the_first_seen_state(
+    pytester: pytest.Pytester, postgres: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = postgres.application(ACCOUNTS)
+    monkeypatch.setenv("APP_DATABASE", app)
+    pytester.makepyfile(PROMOTES_BOB)
+    options = [
+        "--score-db-reset",
+        f"--score-db-url={app}",
+        f"--score-db-admin-url={postgres.admin_url}",
+    ]
+    for _ in range(2):
+        pytester.runpytest_subprocess(*options).assert_outcomes(passed=1)
+        score = scored_session(pytester).scores["db_change"]
+        assert score["value"] == "C", score["explanation"]  # bob was a user again at start
+    with psycopg.connect(app) as connection:
+        role = connection.execute("SELECT role FROM users WHERE username = 'bob'").fetchone()
+    assert role == ("admin",)

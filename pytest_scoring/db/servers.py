@@ -86,17 +86,25 @@ def server_database(
 
 
 def check_names(databases: Sequence[ServerDatabase]) -> None:
-    """No two server databases named alike (one diff entry would hide the other).
+    """No two server databases named alike (one diff entry would hide the other), nor
+    received through one variable (a run would get one of the two URLs).
 
     :raises OptionError: naming the name.
     """
     seen: set[str] = set()
+    variables: dict[str, str] = {}
     for database in databases:
         if database.name in seen:
             raise OptionError(
                 f"two databases are named {database.name!r}; give one a name of its own"
             )
         seen.add(database.name)
+        other = variables.setdefault(database.env, database.name)
+        if other != database.name:
+            raise OptionError(
+                f"databases {other!r} and {database.name!r} both receive their URL in "
+                f"{database.env}; give one an env of its own"
+            )
 
 
 def server_engines(
@@ -124,6 +132,16 @@ def terminated(state: object) -> dict[str, list[Any]]:
     nothing, such as SQLite's)."""
     found = getattr(state, "terminated", None)
     return {name: list(ended) for name, ended in (found or {}).items() if ended}
+
+
+def server_errors() -> tuple[type[Exception], ...]:
+    """What a database operation may raise: ``OSError`` (files), :class:`DatabaseError`,
+    and a server driver's own errors when the driver is installed."""
+    try:
+        import psycopg
+    except ImportError:
+        return (OSError, DatabaseError)
+    return (OSError, DatabaseError, psycopg.Error)
 
 
 def role_refusals(databases: Sequence[ServerDatabase]) -> dict[str, list[str]]:

@@ -40,8 +40,8 @@ from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.session import reset_engines
-from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -58,6 +58,8 @@ from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.reference.rerun import turns_for
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
+from pytest_scoring.scorers.db_change import session_databases
+from pytest_scoring.scorers.db_change import session_engines
 from pytest_scoring.scorers.db_change import session_selector_timeout
 from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
 from pytest_scoring.scorers.evidence import Evidence
@@ -87,8 +89,8 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
     :raises DatabaseError: when the databases cannot be restored.
     """
     try:
-        reset_engines(settings, [sqlite_engine(settings)])
-    except OSError as error:
+        reset_engines(settings, session_engines(settings))
+    except server_errors() as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
 
@@ -145,6 +147,10 @@ class DiffChangeScorer:
             raise ScoringError(NEEDS_REFERENCE)
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
         new = self.resource_key() not in context.resources
+        databases = None
+        if settings.databases:  # the other runs are cloned from the session's start
+            databases = session_databases(context)
+            databases.start()
         if new:
             if settings.db_reset:
                 reset_solution_databases(settings)
@@ -158,6 +164,7 @@ class DiffChangeScorer:
                 context.children,
                 initial,
                 context.resources[TURNS],
+                databases,
             )
             context.resources[self.resource_key()] = rerun
         rerun = context.resources[self.resource_key()]
@@ -166,7 +173,7 @@ class DiffChangeScorer:
         if self.count_test_changes or settings.tests_from_is_reference():
             if BASELINE_RESOURCE not in context.resources:
                 baseline = start_baseline(
-                    settings, context.children, timeout, rerun.child_done, rerun.turns
+                    settings, context.children, timeout, rerun.child_done, rerun.turns, databases
                 )
                 context.resources[BASELINE_RESOURCE] = baseline
             rerun.baseline = context.resources[BASELINE_RESOURCE]
