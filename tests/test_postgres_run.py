@@ -26,6 +26,7 @@ from runs import only_report
 from runs import run_cli
 from runs import wait_for_ready
 
+from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.db.clones import CLONE_PREFIX
 from pytest_scoring.db.clones import clone_states
 from pytest_scoring.db.clones import sweep_clones
@@ -312,3 +313,22 @@ def live_states(postgres: Cluster) -> list[tuple[PostgresEngine, Any]]:
     """A start snapshot of a fresh application database, as a session would take it."""
     engine = PostgresEngine(postgres.admin_url, {"live": postgres.application(ACCOUNTS)})
     return [(engine, engine.snapshot(["live"], Path("."), "live"))]
+
+
+def test_a_clone_is_reached_by_its_own_role_and_never_by_the_sessions(postgres: Cluster) -> None:
+    states = live_states(postgres)
+    (engine, _state), app_url = states[0], states[0][0].databases["live"]
+    variables = [ServerDatabase("live", app_url, postgres.admin_url, "APP_DB")]
+    clones = clone_states(states, variables, "a rerun")
+    try:
+        (url,) = clones.urls().values()
+        assert list(clones.urls()) == ["APP_DB"]
+        assert query(url, "SELECT username FROM users ORDER BY id") == [("alice",), ("bob",)]
+        clone = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+        as_session = psycopg.conninfo.make_conninfo(app_url, dbname=clone)
+        with pytest.raises(psycopg.OperationalError, match="permission denied"):
+            psycopg.connect(as_session)
+    finally:
+        clones.drop()
+        engine.release(states[0][1])
+    assert ours(postgres) == []
