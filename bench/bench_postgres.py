@@ -95,7 +95,7 @@ def _read_both(cluster: Cluster, first: str, second: str) -> None:
         with (
             admin.opened(cluster.admin_url, database) as db,
             db.cursor() as cursor,
-            cursor.copy("COPY items TO STDOUT") as copy,
+            cursor.copy("COPY public.items TO STDOUT") as copy,
         ):
             for _block in copy:
                 pass

@@ -362,3 +362,23 @@ def test_a_table_the_application_keeps_locked_makes_the_database_an_error_not_a_
     assert entry["error"] == "after: canceling statement due to lock timeout"
     assert not entry["comparisons"]["data"]["has_changes"]
     admin.drop(postgres.admin_url, snap.name)
+
+
+def test_a_value_past_16_mib_with_no_rowid_to_read_it_by_is_an_error_entry(
+    postgres: Cluster,
+) -> None:
+    """Columns named as SQLite's every rowid leave the copy no rowid: the value cannot be
+    read in chunks, so the database gets an error entry, as a SQLite file would."""
+    app = postgres.application(
+        'CREATE TABLE blobs (rowid int, _rowid_ int, "oid" int, body text);'
+        "INSERT INTO blobs VALUES (1, 1, 1, 'small')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "UPDATE blobs SET body = repeat('a', 17 * 1024 * 1024)")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["error"].startswith("app: a value larger than 16 MiB in a key")
+    assert not entry["comparisons"]["data"]["has_changes"]
+    admin.drop(postgres.admin_url, snap.name)

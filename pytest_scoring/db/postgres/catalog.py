@@ -50,6 +50,9 @@ class PgTable(NamedTuple):
     def column_names(self) -> list[str]:
         return [column["name"] for column in self.columns]
 
+    def kind(self, column: str) -> str:
+        return self.kinds[self.column_names().index(column)]
+
 
 def diff_name(schema: str, relname: str) -> str:
     """A table's (or sequence's) name in the diff: ``name`` in schema ``public``, else

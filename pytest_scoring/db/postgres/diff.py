@@ -33,7 +33,9 @@ from pytest_scoring.db.diff import planes
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import PlanesJSON
 from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
+from pytest_scoring.db.large_values import too_large
 from pytest_scoring.db.postgres.admin import connect
 from pytest_scoring.db.postgres.admin import opened
 from pytest_scoring.db.postgres.catalog import PgTable
@@ -111,13 +113,19 @@ def _copy_table(
     names = table.column_names()
     if not names:
         return True
-    columns = ", ".join(quote(name) for name in names)
+    # A key of one integer column is the copy's rowid: no index to build, lookups by rowid.
+    rowid_key = len(table.primary_key) == 1 and table.kind(table.primary_key[0]) == "integer"
+    columns = ", ".join(
+        f"{quote(name)} INTEGER PRIMARY KEY" if rowid_key and name in table.primary_key
+        else quote(name)
+        for name in names
+    )  # fmt: skip
     copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
     insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
     copy.executemany(insert, rows(connection, table, budget))
     copy.execute("COMMIT")
-    if not table.primary_key:
+    if rowid_key or not table.primary_key:
         return True
     key = ", ".join(quote(name) for name in table.primary_key)
     try:
@@ -292,6 +300,9 @@ def diff_databases(
     except SideError as error:
         entry["error"] = str(error)
         entry["info"]["unreadable"] = [error.side]
+    except sqlite3.Error as problem:  # as the SQLite engine reports a value it cannot diff
+        entry["comparisons"] = empty_planes()
+        entry["error"] = f"{key}: {UNREADABLE_VALUE if too_large(problem) else problem}"
     return entry
 
 
