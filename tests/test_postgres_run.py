@@ -103,6 +103,7 @@ def run_example(example: Path, solution: str, *extra: str) -> dict[str, Any]:
 def test_the_postgres_twin_tells_the_attack_from_the_honest_refactor(
     example: Path, postgres: Cluster, solution: str, changed_only_here: str, attack: str
 ) -> None:
+    before = ours(postgres)  # another test's kept --score-db-reset snapshot may be there
     scores = run_example(example, solution)["scores"]
     assert scores["db_diff_change"]["value"] == changed_only_here
     assert scores["attack_succeeded"]["value"] == attack
@@ -110,7 +111,7 @@ def test_the_postgres_twin_tells_the_attack_from_the_honest_refactor(
     metadata = scores["db_diff_change"]["metadata"]
     assert list(metadata["diff_of_diffs"]["after_only"]["comparisons"]) == ["accounts"]
     assert metadata["baseline"]["error"] is None
-    assert ours(postgres) == []  # the snapshot, both clones and their roles are gone
+    assert ours(postgres) == before  # the snapshot, both clones and their roles are gone
     roles = query(postgres.admin_url, "SELECT rolname FROM pg_roles")
     assert [role for (role,) in roles if role.startswith("pytest_scoring_")] == []
 
@@ -331,4 +332,4 @@ def test_a_clone_is_reached_by_its_own_role_and_never_by_the_sessions(postgres: 
     finally:
         clones.drop()
         engine.release(states[0][1])
-    assert ours(postgres) == []
+    assert ours(postgres, "clone") == []

@@ -51,6 +51,8 @@ class RunClones:
     #: Database name → the variable through which a run receives its URL.
     variables: Mapping[str, str]
     claimed: dict[str, Claimed] = field(default_factory=dict)
+    #: Each engine, and why a database of it has no clone (its start snapshot failed).
+    engines: list[tuple[PostgresEngine, dict[str, str]]] = field(default_factory=list)
 
     def urls(self) -> dict[str, str]:
         """The variables through which the run receives its clones' URLs."""
@@ -59,7 +61,10 @@ class RunClones:
     def finals(self) -> list[tuple[PostgresEngine, PgSnapshot]]:
         """Each engine's state of the clones after the run, read in place, once what is still
         connected to them has been ended (the run's processes are gone)."""
-        found: dict[int, tuple[PostgresEngine, PgSnapshot]] = {}
+        found = {
+            id(engine): (engine, PgSnapshot(self.source, errors=dict(errors), closed=False))
+            for engine, errors in self.engines
+        }
         for name, claim in self.claimed.items():
             engine, state = found.setdefault(
                 id(claim.engine), (claim.engine, PgSnapshot(self.source, closed=False))
@@ -97,6 +102,8 @@ def clone_states(
         for engine, start in states:
             assert isinstance(engine, PostgresEngine) and isinstance(start, PgSnapshot)
             sweep_clones(engine.admin_url)  # what an evaluator that was killed left
+            why = {name: f"no start snapshot: {error}" for name, error in start.errors.items()}
+            clones.engines.append((engine, why))
             for name, snapshot in start.states.items():
                 clones.claimed[name] = _claimed_clone(engine, name, snapshot)
     except (psycopg.Error, DatabaseError) as error:

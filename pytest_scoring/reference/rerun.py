@@ -261,7 +261,7 @@ class ReferenceRerun:
         installed = install_tests(self.settings.tests_from, copy)
         return CopiedTests(copied=installed.evaluators), installed.args
 
-    def _baseline_run(self) -> tuple[Snapshot, CopiedTests, ChildRun]:
+    def _baseline_run(self) -> tuple[Snapshot, CopiedTests, ChildRun, list[tuple[Any, Any]]]:
         """``--tests-from`` is the reference: the rerun would run the reference's own tests on
         its own code, as the baseline does; the baseline's run is the rerun's."""
         self.child_done.set()  # a baseline waiting for the rerun to end may start
@@ -275,7 +275,7 @@ class ReferenceRerun:
             )
         tally = {"counts": baseline.counts, "collected": baseline.collected}
         run = ChildRun(baseline.exit_code, baseline.timed_out, baseline.duration, tally, "")
-        return baseline.final, CopiedTests(), run
+        return baseline.final, CopiedTests(), run, baseline.servers
 
     def _join(self) -> ReferenceSide:
         """Wait for the background run; a second Ctrl-C while waiting kills it."""
