@@ -26,6 +26,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.cli.request import RunRequest
+from pytest_scoring.cli.request import database_roles
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
 from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
@@ -201,6 +203,7 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
+    database_problems = database_roles(settings)  # before the first snapshot
     users = user_pool() if job is None or job.user.user is not None else None
     try:
         runner, problem = _runner(request, settings, users, job)
@@ -235,7 +238,7 @@ def run_repository(
             placed.give(evaluation.context.inputs)
         if job is not None:
             _use_shared_work(evaluation, job.shared)
-        problems = [problem] if problem else []
+        problems = [*([problem] if problem else []), *database_problems]
         try:
             measured = Measured(digest, versions)
             return _run(request, parsed, evaluation, problems, on_progress, measured, job)
@@ -272,12 +275,27 @@ def _runner(
         guard=FileGuard(job.shared.fingerprints if job else None),
         # The session as the evaluator (--user root): the other runs are the evaluator's too.
         users=users if user is not None else None,
-        pinned={**settings.environment, **request.env},  # --env wins over the configuration
+        # --env wins over the configuration, which wins over the databases' URLs.
+        pinned={**database_urls(settings), **settings.environment, **request.env},
     )
     if job is not None:  # the interpreter the jobs' users can run, and its environment
         runner.environment = dict(job.shared.environment)
         runner.python = job.shared.python or runner.python
+    runner.environment = without_libpq(runner.environment)
     return runner, problem
+
+
+def database_urls(settings: ScoringSettings) -> dict[str, str]:
+    """Each server database's URL, in the variable its run receives it through (the
+    application's: the evaluator's own URL never reaches a child)."""
+    return {database.env: database.url for database in settings.databases}
+
+
+def without_libpq(environment: Mapping[str, str]) -> dict[str, str]:
+    """``environment`` without libpq's variables (``PGPASSWORD``, ``PGHOST``, ``PGSERVICEFILE``…):
+    the evaluator's own may reach its server as the admin. One the evaluator gives with
+    ``--env`` is pinned over this, so it still reaches the children."""
+    return {name: value for name, value in environment.items() if not name.startswith("PG")}
 
 
 def _tally(

@@ -46,7 +46,9 @@ RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
 ENTRY_KEYS: Final = ("type", "name", "detects")
 #: Keys a configuration file may have at its top level.
-TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env")
+TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env", "databases")
+#: Keys of a ``databases:`` entry (``url`` is required).
+DATABASE_KEYS: Final = ("url", "name", "admin_url", "env")
 #: Most scorers a configuration may list: past it the file is refused before any is checked.
 MAX_SCORERS: Final = 50_000
 #: The composite type, whose ``scorers`` parameter names other entries.
@@ -106,6 +108,30 @@ def _env_table(raw: Any, source: str) -> dict[str, str]:
         return env_assignments((f"{name}={value}" for name, value in raw.items()), "env")
     except OptionError as error:
         raise ConfigError(f"{source}: {error}") from None
+
+
+def _databases_list(raw: Any, source: str) -> list[dict[str, str]]:
+    """The ``databases:`` list: server databases named by URL, each a table of text values
+    (``url`` required; ``name``, ``admin_url``, ``env``), checked further where settings are
+    made."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{source}: databases: expected a list of tables such as {{url: …}}")
+    for index, entry in enumerate(raw):
+        where = f"{source}: databases[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a table such as {{url: …, name: …}}")
+        unknown = sorted(set(entry) - set(DATABASE_KEYS))
+        if unknown:
+            expected = ", ".join(DATABASE_KEYS)
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected {expected})")
+        if "url" not in entry:
+            raise ConfigError(f"{where}: url: missing")
+        for key, value in entry.items():
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}.{key}: expected text, got {value!r}")
+    return [dict(entry) for entry in raw]
 
 
 def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
@@ -407,6 +433,8 @@ class Configuration:
     exclude: list[str] = field(default_factory=list)
     #: The ``env:`` table: variables over the pinned environment of ``run``'s children.
     env: dict[str, str] = field(default_factory=dict)
+    #: The ``databases:`` list: server databases, each as written (``${VAR}`` unresolved).
+    databases: list[dict[str, str]] = field(default_factory=list)
 
 
 def load_configuration(
@@ -434,6 +462,7 @@ def load_configuration(
         _paths_table(top.get("paths"), path.name),
         exclude=_exclude_list(top.get("exclude"), path.name),
         env=_env_table(top.get("env"), path.name),
+        databases=_databases_list(top.get("databases"), path.name),
     )
 
 

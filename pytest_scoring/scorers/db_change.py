@@ -31,7 +31,10 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.engine import DatabaseEngine
+from pytest_scoring.db.servers import server_engines
 from pytest_scoring.db.session import SessionDatabases
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
@@ -79,10 +82,18 @@ def session_databases(context: ScoringContext) -> SessionDatabases:
     if databases is None:
         if context.settings is None:
             raise DatabaseError("database scoring needs the session's settings")
-        databases = context.inputs.databases = SessionDatabases(context.settings, context.guard)
+        databases = context.inputs.databases = SessionDatabases(
+            context.settings, context.guard, session_engines(context.settings)
+        )
     if not isinstance(databases, SessionDatabases):
         raise DatabaseError("the session's databases come from a report's evidence here")
     return databases
+
+
+def session_engines(settings: ScoringSettings) -> list[DatabaseEngine[Any]]:
+    """The engines of a session: SQLite under the repository, then each server's databases."""
+    servers = server_engines(settings.databases, settings.end_backends_at_finish)
+    return [sqlite_engine(settings), *servers]
 
 
 class StoredDatabases:
@@ -122,6 +133,9 @@ class StoredDatabases:
         self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
     ) -> dict[str, Any] | None:
         return self._read_row(database, table, key, leave_out)
+
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        return {}
 
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
@@ -175,6 +189,9 @@ class DbChangeScorer:
             },
             "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
+        ended = databases.ended()
+        if ended:
+            metadata["ended"] = ended
         selector = self.selector
         if selector is None:
             matched, warnings, seen = has_changes(diff), [], diff

@@ -37,8 +37,8 @@ from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.session import reset_engines
-from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -56,6 +56,8 @@ from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.reference.rerun import turns_for
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
+from pytest_scoring.scorers.db_change import session_databases
+from pytest_scoring.scorers.db_change import session_engines
 from pytest_scoring.scorers.db_change import session_selector_timeout
 from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
 from pytest_scoring.scorers.evidence import Evidence
@@ -83,8 +85,8 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
     :raises DatabaseError: when the databases cannot be restored.
     """
     try:
-        reset_engines(settings, [sqlite_engine(settings)])
-    except OSError as error:
+        reset_engines(settings, session_engines(settings))
+    except server_errors() as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
 
 
@@ -127,6 +129,10 @@ class DiffChangeScorer:
         inputs = context.inputs
         found = inputs.references.get(self.inputs_key())
         new = found is None
+        databases = None
+        if settings.databases:  # the other runs are cloned from the session's start
+            databases = session_databases(context)
+            databases.start()
         if isinstance(found, ReferenceRerun):
             rerun = found
         elif found is None:
@@ -139,6 +145,7 @@ class DiffChangeScorer:
                 context.children,
                 inputs.initial_reference,
                 _shared_turns(inputs, context),
+                databases,
             )
             inputs.references[self.inputs_key()] = rerun
         else:
@@ -148,7 +155,7 @@ class DiffChangeScorer:
         if self.count_test_changes or settings.tests_from_is_reference():
             if inputs.baseline is None:
                 inputs.baseline = start_baseline(
-                    settings, context.children, timeout, rerun.child_done, rerun.turns
+                    settings, context.children, timeout, rerun.child_done, rerun.turns, databases
                 )
             rerun.baseline = inputs.baseline
         if new:

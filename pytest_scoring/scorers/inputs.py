@@ -62,6 +62,10 @@ class DatabaseInputs(Protocol):
         """A row of a database's finish state by key, when at hand."""
         ...
 
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        """What was ended on each server database to take its states."""
+        ...
+
 
 @runtime_checkable
 class ReferenceResults(Protocol):
