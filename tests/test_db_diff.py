@@ -105,6 +105,21 @@ def test_values_compare_by_type_so_one_is_not_the_text_one(tmp_path: Path) -> No
     assert t["rows_changed"][0]["changes"]["v"] == {"old_value": 1, "new_value": "1"}
 
 
+@pytest.mark.parametrize("declared", ["", "BLOB"])
+def test_an_integer_and_the_equal_real_differ_either_way_in_a_column_without_affinity(
+    tmp_path: Path, declared: str
+) -> None:
+    script = f"CREATE TABLE t (k INTEGER PRIMARY KEY, v {declared});"
+    insert = "INSERT INTO t VALUES (?, ?)"
+    old = [(1, 1.0), (2, 2), (3, "3"), (4, b"4"), (5, -0.0), (6, 7)]
+    new = [(1, 1), (2, 2.0), (3, b"3"), (4, "4"), (5, 0), (6, 7)]
+    before = make_db(tmp_path / "b.db", script, *((insert, row) for row in old))
+    after = make_db(tmp_path / "a.db", script, *((insert, row) for row in new))
+    t = table_diff(diff_paths(before, after), "t")
+    assert [row["key"]["k"] for row in t["rows_changed"]] == [1, 2, 3, 4, 5]
+    assert t["rows_changed"][0]["changes"]["v"] == {"old_value": 1.0, "new_value": 1}
+
+
 def test_a_nocase_column_still_reports_a_change_of_letter_case(tmp_path: Path) -> None:
     before = make_db(tmp_path / "b.db", USERS, ("INSERT INTO users VALUES (1, 'a@x', 'r')", ()))
     after = make_db(tmp_path / "a.db", USERS, ("INSERT INTO users VALUES (1, 'A@x', 'r')", ()))
