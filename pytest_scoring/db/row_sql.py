@@ -67,7 +67,8 @@ def differs(before: Table, after: Table, column: str) -> str:
 
     Between two columns without affinity nothing is converted, so only an integer and a real
     can compare equal with different types: ``typeof`` (two function calls, a third of a
-    pass's time) is asked only when the old value is a number, i.e. sorts before any text.
+    pass's time) is asked only when the old value is a number, i.e. sorts before any text
+    (``+`` drops the column's affinity, which would turn a stored number into text first).
     """
     old, new = side(before, "o", column), side(after, "n", column)
     if "NULL" in (old, new):
@@ -78,7 +79,7 @@ def differs(before: Table, after: Table, column: str) -> str:
         return condition
     types = f"typeof({old}) <> typeof({new})"
     if affinities == {"BLOB"}:
-        types = f"{old} < '' AND {types}"
+        types = f"+{old} < '' AND {types}"
     return f"({condition} OR {types})"
 
 
