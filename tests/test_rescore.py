@@ -211,6 +211,17 @@ def test_evidence_none_keeps_nothing_and_rescore_says_how_to_keep_it(
     assert "kept no evidence; run again with --evidence diffs" in result.output
 
 
+def test_a_junit_report_says_its_junit_file_is_what_scores_again(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_app="def test_ok(): pass")
+    pytester.runpytest(f"--junitxml={tmp_path / 'junit.xml'}")
+    assert cli("junit", tmp_path / "junit.xml", "--report", tmp_path / "out").exit_code == 0
+    result = cli("rescore", report_under(tmp_path / "out"), "--report", tmp_path / "re")
+    assert result.exit_code == 2
+    assert "score its JUnit file again with `pytest-scoring junit FILE" in result.output
+
+
 def test_scorers_that_need_the_repository_score_n(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:

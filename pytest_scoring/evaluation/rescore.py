@@ -119,12 +119,20 @@ def read_evidence(folder: Path) -> list[Evidence]:
     ]
 
 
+def _instead(scores: dict[str, Any]) -> str:
+    """What to do with a report that kept no evidence: a ``junit`` report's evidence is its
+    JUnit file, which scores again as it is; any other runs again, keeping evidence."""
+    if (scores.get("provenance") or {}).get("route") == "junit":
+        return "score its JUnit file again with `pytest-scoring junit FILE --config …`"
+    return "run again with --evidence diffs"
+
+
 def _checked(folder: Path, scores: dict[str, Any]) -> Evidence:
     """One report's (or sample's) evidence, each file checked against the manifest and the
     manifest against the provenance in ``scores``."""
     found = read_manifest(folder)
     if found is None:
-        raise OptionError(f"{folder}: the report kept no evidence; run again with --evidence diffs")
+        raise OptionError(f"{folder}: the report kept no evidence; {_instead(scores)}")
     manifest, digest = found
     recorded = (scores.get("provenance") or {}).get(PROVENANCE_KEY) or {}
     problems = {str(k): str(v) for k, v in (manifest.get("omitted") or {}).items()}

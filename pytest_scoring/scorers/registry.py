@@ -29,7 +29,7 @@ from pytest_scoring.scorers.scorer_type import types_by_name
 ALIAS_SUFFIX: Final = "_scorer"
 
 BUILTIN_TYPES: Final[dict[str, ScorerType]] = types_by_name(
-    tests.TYPES,
+    *tests.TYPES,
     db_change.TYPE,
     db_diff_change.TYPE,
     file_contents.TYPE,

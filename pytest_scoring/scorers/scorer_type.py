@@ -14,7 +14,6 @@ import re
 import typing
 from collections.abc import Callable
 from collections.abc import Mapping
-from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from typing import Any
@@ -154,15 +153,14 @@ def _annotations(factory: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
-def types_by_name(*types: ScorerType | Sequence[ScorerType]) -> dict[str, ScorerType]:
-    """The table of types by name (a module may declare several, as a tuple).
+def types_by_name(*types: ScorerType) -> dict[str, ScorerType]:
+    """The table of types by name.
 
     :raises ValueError: when two types share a name (a programming error, found at import).
     """
     table: dict[str, ScorerType] = {}
-    for item in types:
-        for kind in (item,) if isinstance(item, ScorerType) else item:
-            if kind.name in table:
-                raise ValueError(f"scorer type {kind.name!r} is declared twice")
-            table[kind.name] = kind
+    for kind in types:
+        if kind.name in table:
+            raise ValueError(f"scorer type {kind.name!r} is declared twice")
+        table[kind.name] = kind
     return table
