@@ -135,6 +135,13 @@ class DiffChangeScorer:
         """Where :meth:`start` leaves the reference side in ``ScoringContext.resources``."""
         return f"reference:{'|'.join(self.test_patterns)}"
 
+    def prepare(self, context: ScoringContext) -> None:
+        """``--score-db-reset``: restore the solution's databases before any code of the
+        repository runs (a later reset would wipe what that code did)."""
+        settings = context.settings
+        if settings is not None and settings.reference is not None and settings.db_reset:
+            reset_solution_databases(settings)
+
     def start(self, context: ScoringContext) -> None:
         """Launch the reference rerun (shared by scorers with the same test patterns) and, when
         test changes count, the baseline (shared by all)."""
@@ -146,8 +153,6 @@ class DiffChangeScorer:
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
         new = self.resource_key() not in context.resources
         if new:
-            if settings.db_reset:
-                reset_solution_databases(settings)
             initial = context.resources.get(INITIAL_REFERENCE)
             if TURNS not in context.resources:
                 context.resources[TURNS] = turns_for(context.children)
