@@ -8,15 +8,18 @@ and the peak RSS of a child process that runs only our diff, at 100,000 rows and
 
 ``--workload unique`` adds a fourth table, ``accounts``, whose ``username`` is UNIQUE; 1% of
 its rows are also deleted and inserted again under a new rowid with a new password hash, so
-the diff's UNIQUE pass pairs them (docs/databases.md).
+the diff's UNIQUE pass pairs them (docs/databases.md). ``--workload nopk`` declares no primary
+key anywhere: every table is paired by its rowid (as ``sqldiff`` pairs it too).
 
     python bench/bench_diff.py --rows 1000000
     python bench/bench_diff.py --rows 1000000 --workload unique
     python bench/bench_diff.py --sizes 1000000 --repeat 5 --baseline /work/main/.venv/bin/python
 
 Each line gives the best of ``--repeat`` interleaved pairs and the median of the pairs'
-ratios. Our diff is timed inside a child process, as are the ``--baseline`` interpreters
-(other checkouts, each importing its own ``pytest_scoring``), in the same pairs.
+ratios, of wall-clock time and of CPU time (``sqldiff`` runs in this process, one thread; the
+CPU time is the one figure another process's load on the shared cores hardly moves). Our
+diff is timed inside a child process, as are the ``--baseline`` interpreters (other
+checkouts, each importing its own ``pytest_scoring``), in the same pairs.
 
 Needs ``sqlite3-sqldiff`` (the ``bench`` dependency group).
 """
@@ -39,6 +42,11 @@ CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, email TEXT, score INTEGER
 CREATE TABLE events (name TEXT, value INTEGER, payload BLOB);
 CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 """
+NOPK_SCHEMA = """
+CREATE TABLE users (id INTEGER, name TEXT, email TEXT, score INTEGER);
+CREATE TABLE events (name TEXT, value INTEGER, payload BLOB);
+CREATE TABLE settings (key TEXT, value TEXT);
+"""
 UNIQUE_SCHEMA = """
 CREATE TABLE accounts (id INTEGER PRIMARY KEY, username TEXT UNIQUE, password_hash TEXT);
 """
@@ -48,7 +56,7 @@ def generate(folder: Path, rows: int, workload: str) -> tuple[Path, Path]:
     """``before.db`` and ``after.db`` with 1% of rows added, removed and changed per table."""
     before, after = folder / "before.db", folder / "after.db"
     with sqlite3.connect(before) as db:
-        db.executescript(SCHEMA)
+        db.executescript(NOPK_SCHEMA if workload == "nopk" else SCHEMA)
         if workload == "unique":
             db.executescript(UNIQUE_SCHEMA)
             db.executemany(
@@ -67,21 +75,25 @@ def generate(folder: Path, rows: int, workload: str) -> tuple[Path, Path]:
         )
     db.close()
     after.write_bytes(before.read_bytes())
-    _change(after, rows)
+    _change(after, rows, keyed=workload != "nopk")
     if workload == "unique":
         _reinsert(after, rows)
     return before, after
 
 
-def _change(path: Path, rows: int) -> None:
+def _change(path: Path, rows: int, keyed: bool) -> None:
+    """1% of each table's rows removed, changed and added; without keys, found by rowid."""
     pick = random.Random(1).sample(range(rows), 3 * (rows // 100))
     third = len(pick) // 3
     removed, changed = pick[:third], pick[third : 2 * third]
     added = range(rows, rows + third)
+    # Row i has rowid i + 1 in every table (inserted in order); a key is looked up by index.
+    user, setting = ("id", "key") if keyed else ("rowid", "rowid")
     with sqlite3.connect(path) as db:
-        db.executemany("DELETE FROM users WHERE id = ?", ((i,) for i in removed))
+        db.executemany(f"DELETE FROM users WHERE {user} = ?", ((_id(i, keyed),) for i in removed))
         db.executemany(
-            "UPDATE users SET email = 'x' || email WHERE id = ?", ((i,) for i in changed)
+            f"UPDATE users SET email = 'x' || email WHERE {user} = ?",
+            ((_id(i, keyed),) for i in changed),
         )
         db.executemany("INSERT INTO users VALUES (?, 'new', 'n@x', 1)", ((i,) for i in added))
         db.executemany("DELETE FROM events WHERE rowid = ?", ((i + 1,) for i in removed))
@@ -89,13 +101,23 @@ def _change(path: Path, rows: int) -> None:
             "UPDATE events SET value = -value WHERE rowid = ?", ((i + 1,) for i in changed)
         )
         db.executemany("INSERT INTO events VALUES ('new', ?, NULL)", ((i,) for i in added))
-        db.executemany("DELETE FROM settings WHERE key = ?", ((f"key{i:08d}",) for i in removed))
         db.executemany(
-            "UPDATE settings SET value = 'changed' WHERE key = ?",
-            ((f"key{i:08d}",) for i in changed),
+            f"DELETE FROM settings WHERE {setting} = ?", ((_key(i, keyed),) for i in removed)
+        )
+        db.executemany(
+            f"UPDATE settings SET value = 'changed' WHERE {setting} = ?",
+            ((_key(i, keyed),) for i in changed),
         )
         db.executemany("INSERT INTO settings VALUES (?, 'new')", ((f"key{i:08d}",) for i in added))
     db.close()
+
+
+def _id(i: int, keyed: bool) -> int:
+    return i if keyed else i + 1
+
+
+def _key(i: int, keyed: bool) -> str | int:
+    return f"key{i:08d}" if keyed else i + 1
 
 
 def _reinsert(path: Path, rows: int) -> None:
@@ -124,20 +146,22 @@ def _reinsert(path: Path, rows: int) -> None:
     db.close()
 
 
-def ours(before: Path, after: Path) -> float:
+def ours(before: Path, after: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of our diff."""
     from pytest_scoring.db.diff import diff_paths
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     diff_paths(before, after)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def theirs(before: Path, after: Path) -> float:
+def theirs(before: Path, after: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of ``sqldiff`` (this process runs nothing else meanwhile)."""
     import sqldiff  # type: ignore[import-untyped]
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sqldiff.diff(str(before), str(after))
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def child_peak_rss_mb(*args: str) -> float:
@@ -153,15 +177,27 @@ def child_peak_rss_mb(*args: str) -> float:
     return usage.ru_maxrss / 1024
 
 
-def child_seconds(python: str, before: Path, after: Path) -> float:
-    """The time ``python``'s own ``pytest_scoring`` takes to diff, timed inside its child."""
+def child_seconds(python: str, before: Path, after: Path) -> tuple[float, float]:
+    """The wall-clock and CPU time ``python``'s own ``pytest_scoring`` takes to diff, timed
+    inside its child."""
     done = subprocess.run(
         [python, __file__, "--time", str(before), str(after)],
         capture_output=True,
         text=True,
         check=True,
     )
-    return float(done.stdout)
+    wall, cpu = done.stdout.split()
+    return float(wall), float(cpu)
+
+
+def _medians(ours_pairs: list[tuple[float, float]], theirs_pairs: list[tuple[float, float]]) -> str:
+    """The median of the pairs' ratios, wall clock then CPU, with the wall-clock ratios."""
+    walls = sorted(o[0] / t[0] for o, t in zip(ours_pairs, theirs_pairs, strict=True))
+    cpus = sorted(o[1] / t[1] for o, t in zip(ours_pairs, theirs_pairs, strict=True))
+    return (
+        f"median of pairs {statistics.median(walls):4.2f} [{' '.join(f'{r:.2f}' for r in walls)}]"
+        f", CPU {statistics.median(cpus):4.2f} [{' '.join(f'{r:.2f}' for r in cpus)}]"
+    )
 
 
 def measure(rows: int, repeat: int, workload: str, baselines: list[str]) -> None:
@@ -179,21 +215,17 @@ def measure(rows: int, repeat: int, workload: str, baselines: list[str]) -> None
             )
             for _ in range(repeat)
         ]
-        ours_s, theirs_s, *others = (min(column) for column in zip(*timings, strict=True))
-        ratios = sorted(pair[0] / pair[1] for pair in timings)
+        columns = list(zip(*timings, strict=True))
+        ours_s, theirs_s, *others = (min(wall for wall, _cpu in column) for column in columns)
         print(
             f"{workload}  rows/table={rows:>9,}  db={size:6.1f} MB  ours={ours_s:6.2f} s  "
             f"sqldiff={theirs_s:6.2f} s  ratio={ours_s / theirs_s:4.2f} (best of {repeat}), "
-            f"median of pairs {statistics.median(ratios):4.2f} "
-            f"[{' '.join(f'{r:.2f}' for r in ratios)}]  ours peak RSS={rss:5.1f} MB"
+            f"{_medians(list(columns[0]), list(columns[1]))}  ours peak RSS={rss:5.1f} MB"
         )
-        for python, seconds, column in zip(
-            baselines, others, list(zip(*timings, strict=True))[2:], strict=True
-        ):
-            pairs = sorted(b / t for b, t in zip(column, (t[1] for t in timings), strict=True))
+        for python, seconds, column in zip(baselines, others, columns[2:], strict=True):
             print(
-                f"    baseline {python}: {seconds:6.2f} s (best), median of pairs against "
-                f"sqldiff {statistics.median(pairs):4.2f}"
+                f"    baseline {python}: {seconds:6.2f} s (best), against sqldiff "
+                f"{_medians(list(column), list(columns[1]))}"
             )
 
 
@@ -202,7 +234,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--workload", choices=("plain", "unique"), default="plain")
+    parser.add_argument("--workload", choices=("plain", "unique", "nopk"), default="plain")
     parser.add_argument("--generate", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--time", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -216,7 +248,7 @@ def main() -> None:
         ours(*args.child)
         return
     if args.time:
-        print(ours(*args.time))
+        print(*ours(*args.time))
         return
     if args.generate:
         generate(Path(args.generate[0]), int(args.generate[1]), args.generate[2])

@@ -86,7 +86,7 @@ def score(folder: Path) -> dict[str, Any]:
         scorer = db_diff_change_scorer(SELECTOR)
         context = ScoringContext(folder / "solution", OutcomeTally())
         settings = ScoringSettings(root=folder / "solution")
-        context.resources[scorer.resource_key()] = Prepared(settings, diffs)
+        context.inputs.references[scorer.inputs_key()] = Prepared(settings, diffs)
         result = scorer.score(context)
         scored = time.perf_counter()
         store.close()

@@ -2,21 +2,31 @@
 
 Regenerate after changing an option, a command, a scorer type or a report column::
 
-    python docs/cog_helpers.py          # rewrite the generated parts of docs/*.md
-    python docs/cog_helpers.py --check  # exit 1 when a page is out of date (tests/test_docs.py)
+    python docs/cog_helpers.py          # rewrite the generated parts of docs/*.md and the
+                                        # Inspect scorers of pytest_scoring/inspect/scorers.py
+    python docs/cog_helpers.py --check  # exit 1 when one is out of date (tests/test_docs.py)
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_scoring.scorers.scorer_type import ScorerType
 
 DOCS = Path(__file__).resolve().parent
+#: The module whose Inspect scorers are generated from the registry of scorer types.
+GENERATED_CODE = DOCS.parent / "pytest_scoring" / "inspect" / "scorers.py"
 #: Width of the generated help texts: the same on every machine, whatever its terminal.
 HELP_WIDTH = 88
 
@@ -92,21 +102,168 @@ def cli_help(command: str | None = None) -> str:
     return f"```text\n$ pytest-scoring {' '.join(args)}\n{result.output.rstrip()}\n```\n"
 
 
-def scorer_types_table() -> str:
-    """Every built-in scorer type with its parameters, read from the factories' signatures."""
+def scorer_types_table(types: Mapping[str, ScorerType] | None = None) -> str:
+    """Every scorer type of the registry (default: the built-in ones) from its entry: what
+    it promises, then its parameters with their types, defaults and docs (read from the
+    factories)."""
     from pytest_scoring.scorers.registry import BUILTIN_TYPES
 
-    rows = ["| type | factory | parameters (default) |", "|---|---|---|"]
-    for type_name, factory in sorted(BUILTIN_TYPES.items()):
-        parameters = []
-        for parameter in inspect.signature(factory).parameters.values():
-            if parameter.default is inspect.Parameter.empty:
-                parameters.append(f"`{parameter.name}`")
-            else:
-                parameters.append(f"`{parameter.name}` ({parameter.default!r})")
-        names = ", ".join(parameters) or "none"
-        rows.append(f"| `{type_name}` | `{factory.__name__}` | {names} |")
+    rows = [
+        "| type | what it scores | metrics | detector | re-scored from evidence | Inspect scorer |",
+        "|---|---|---|---|---|---|",
+    ]
+    details = []
+    for kind in sorted((types or BUILTIN_TYPES).values(), key=lambda kind: kind.name):
+        metrics = (
+            "those of the chosen scorer"
+            if kind.metrics is None
+            else (", ".join(metric.name for metric in kind.metrics))
+        )
+        form = kind.inspect
+        inspect_name = "none" if form is None else f"`{form.name}`"
+        rows.append(
+            f"| `{kind.name}` | {_markdown(kind.summary)} | {metrics} | {_yes(kind.detects)} "
+            f"| {_yes(kind.from_evidence)} | {inspect_name} |"
+        )
+        lines = [f"`{kind.name}` (`{kind.factory.__name__}`):", ""]
+        for parameter in kind.parameters:
+            default = "required" if parameter.required else f"default `{parameter.default!r}`"
+            type_text = parameter.annotation_text.replace("|", "or")
+            doc = _markdown(parameter.doc)
+            lines.append(f"- `{parameter.name}` ({type_text}, {default}): {doc}")
+        if not kind.parameters:
+            lines.append("- no parameters")
+        details.append("\n".join(lines) + "\n")
+    return "\n".join(rows) + "\n\n" + "\n".join(details)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _markdown(text: str) -> str:
+    """A docstring's reStructuredText as Markdown: ``code`` and :role:`name` as `code`."""
+    return re.sub(r":\w+:`([^`]+)`", r"`\1`", text.replace("``", "`"))
+
+
+#: Width of the generated Python code (the project's line length).
+CODE_WIDTH = 100
+
+
+def inspect_scorers_code(types: Mapping[str, ScorerType] | None = None) -> str:
+    """The module-level Inspect scorers of ``pytest_scoring/inspect/scorers.py``, one per
+    type of the registry (default: the built-in ones), each calling ``build``: their names,
+    metrics, parameters and docs come from the registry entries, so that they cannot drift."""
+    from pytest_scoring.scorers.registry import BUILTIN_TYPES
+
+    chosen = types or BUILTIN_TYPES
+    scorers = [_inspect_scorer(kind) for kind in chosen.values() if kind.inspect]
+    return "\n\n".join(scorers) + "\n\n"  # ruff's two blank lines before the end marker
+
+
+def inspect_scorers_table() -> str:
+    """The Inspect scorers of docs/inspect.md, from the registry: how each is called, its name
+    in the log, its metrics and what it reads of a sample."""
+    from pytest_scoring.scorers.registry import BUILTIN_TYPES
+
+    rows = ["| scorer | name in the log | metrics | reads |", "|---|---|---|---|"]
+    for kind in BUILTIN_TYPES.values():
+        form = kind.inspect
+        if form is None:
+            continue
+        arguments = []
+        for name in form.positional:
+            own = kind.parameter(name)
+            assert own is not None, f"{kind.name}: {name} is not a parameter of the type"
+            default = "" if own.required else f"={_python(own.default)}"
+            arguments.append(f"{name}{default}")
+        call = f"`{kind.name}_scorer({', '.join(arguments)})`"
+        logged = f"`{form.name}`" if form.registered else "the scorer it chooses"
+        metrics = "its metrics" if kind.metrics is None else _metric_names(kind)
+        rows.append(f"| {call} | {logged} | {metrics} | {form.reads} |")
     return "\n".join(rows) + "\n"
+
+
+def _python(value: object) -> str:
+    """A default as Python source, strings in double quotes (as ruff writes them)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def _metric_names(kind: ScorerType) -> str:
+    return ", ".join(metric.name for metric in kind.metrics or ())
+
+
+def _inspect_scorer(kind: ScorerType) -> str:
+    """One generated Inspect scorer: decorator, signature, docstring, the call to ``build``."""
+    form = kind.inspect
+    assert form is not None
+    lines = []
+    if form.registered:
+        lines.append(f'@scorer(name="{form.name}", metrics=type_metrics("{kind.name}"))')
+    names = [*form.positional, *form.keyword]
+    signature = [f"    {_inspect_parameter(kind, name)}," for name in form.positional]
+    if form.keyword:
+        signature += [
+            "    *,",
+            *(f"    {_inspect_parameter(kind, name)}," for name in form.keyword),
+        ]
+    if signature:
+        lines += [f"def {kind.name}_scorer(", *signature, ") -> Scorer:"]
+    else:
+        lines.append(f"def {kind.name}_scorer() -> Scorer:")
+    lines += _docstring(kind, names)
+    if names:
+        lines += ["    return build(", f'        "{kind.name}",']
+        lines += [f"        {name}={name}," for name in names]
+        lines.append("    )")
+    else:
+        lines.append(f'    return build("{kind.name}")')
+    return "\n".join(lines) + "\n"
+
+
+def _inspect_parameter(kind: ScorerType, name: str) -> str:
+    """``name: annotation = default`` of one parameter: the type's own, or the front end's."""
+    from pytest_scoring.inspect.parameters import FRONT_PARAMETERS
+
+    form = kind.inspect
+    assert form is not None
+    own = kind.parameter(name)
+    if own is None:
+        front = FRONT_PARAMETERS[name]
+        return f"{name}: {front.annotation} = {front.default}"
+    annotation = form.annotations.get(name, own.annotation_text)
+    if own.required:
+        return f"{name}: {annotation}"
+    return f"{name}: {annotation} = {_python(own.default)}"
+
+
+def _docstring(kind: ScorerType, names: list[str]) -> list[str]:
+    """The generated scorer's docstring: the type's summary and each parameter's doc."""
+    from pytest_scoring.inspect.parameters import FRONT_PARAMETERS
+
+    width = CODE_WIDTH - 4
+    form = kind.inspect
+    assert form is not None
+    summary = f"{kind.summary} {form.note}".strip()
+    lines = textwrap.wrap(summary, width, initial_indent='    """', subsequent_indent="    ")
+    if names:
+        lines.append("")
+    for name in names:
+        own = kind.parameter(name)
+        doc = own.doc if own is not None else FRONT_PARAMETERS[name].doc
+        doc = form.docs.get(name, doc)
+        lines += textwrap.wrap(
+            f":param {name}: {doc}",
+            width,
+            initial_indent="    ",
+            subsequent_indent="        ",
+            break_on_hyphens=False,
+        )
+    if names:
+        lines.append('    """')
+    else:
+        lines[-1] += '"""'
+    return lines
 
 
 #: What pytest-scoring writes in each column of a Parquet file (docs/report.md).
@@ -231,7 +388,7 @@ def run_cog(*options: str) -> int:
     """Run cog over every page of docs/ with this folder importable; returns its exit status."""
     from cogapp import Cog
 
-    pages = sorted(str(page) for page in DOCS.glob("*.md"))
+    pages = [*sorted(str(page) for page in DOCS.glob("*.md")), str(GENERATED_CODE)]
     return int(Cog().main(["cog", *options, "-I", str(DOCS), *pages]))
 
 

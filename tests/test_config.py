@@ -248,7 +248,7 @@ ERRORS = [
     ),
     (
         {"scorer": []},
-        "c.yaml: unknown key 'scorer' (expected 'scorers', 'paths', 'exclude', 'env')",
+        "c.yaml: unknown key 'scorer' (expected 'scorers', 'paths', 'exclude', 'env', 'databases')",
     ),
     ({"scorers": []}, "c.yaml: scorers: expected a non-empty list"),
     (None, "c.yaml: scorers: expected a non-empty list"),

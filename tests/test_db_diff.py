@@ -105,6 +105,58 @@ def test_values_compare_by_type_so_one_is_not_the_text_one(tmp_path: Path) -> No
     assert t["rows_changed"][0]["changes"]["v"] == {"old_value": 1, "new_value": "1"}
 
 
+@pytest.mark.parametrize("declared", ["", "BLOB"])
+def test_an_integer_and_the_equal_real_differ_either_way_in_a_column_without_affinity(
+    tmp_path: Path, declared: str
+) -> None:
+    script = f"CREATE TABLE t (k INTEGER PRIMARY KEY, v {declared});"
+    insert = "INSERT INTO t VALUES (?, ?)"
+    old = [(1, 1.0), (2, 2), (3, "3"), (4, b"4"), (5, -0.0), (6, 7)]
+    new = [(1, 1), (2, 2.0), (3, b"3"), (4, "4"), (5, 0), (6, 7)]
+    before = make_db(tmp_path / "b.db", script, *((insert, row) for row in old))
+    after = make_db(tmp_path / "a.db", script, *((insert, row) for row in new))
+    t = table_diff(diff_paths(before, after), "t")
+    assert [row["key"]["k"] for row in t["rows_changed"]] == [1, 2, 3, 4, 5]
+    assert t["rows_changed"][0]["changes"]["v"] == {"old_value": 1.0, "new_value": 1}
+
+
+SETTINGS = "CREATE TABLE s (k TEXT PRIMARY KEY, n INTEGER, t TEXT COLLATE NOCASE) WITHOUT ROWID;"
+
+
+def test_a_without_rowid_table_gives_its_rows_in_key_order_and_sees_a_change_of_case(
+    tmp_path: Path,
+) -> None:
+    insert = "INSERT INTO s VALUES (?, ?, ?)"
+    old = [(f"k{i:02d}", i, "abc") for i in range(1, 11)]
+    new = [row for row in old if row[0] not in ("k03", "k07")] + [("k11", 11, ""), ("k00", 0, "")]
+    new = [
+        ("k02", 20, "abc") if k == "k02" else ("k05", 5, "ABC") if k == "k05" else (k, n, t)
+        for k, n, t in new
+    ]
+    before = make_db(tmp_path / "b.db", SETTINGS, *((insert, row) for row in old))
+    after = make_db(tmp_path / "a.db", SETTINGS, *((insert, row) for row in reversed(new)))
+    s = table_diff(diff_paths(before, after), "s")
+    assert [row["k"] for row in s["rows_added"]] == ["k00", "k11"]
+    assert [row["k"] for row in s["rows_removed"]] == ["k03", "k07"]
+    assert s["rows_changed"] == [
+        {"key": {"k": "k02"}, "changes": {"n": {"old_value": 2, "new_value": 20}}},
+        {"key": {"k": "k05"}, "changes": {"t": {"old_value": "abc", "new_value": "ABC"}}},
+    ]
+
+
+def test_an_integer_that_became_the_equal_real_in_a_without_rowid_table_is_a_change(
+    tmp_path: Path,
+) -> None:
+    script = "CREATE TABLE s (k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+    insert = "INSERT INTO s VALUES (?, ?)"
+    before = make_db(tmp_path / "b.db", script, (insert, ("a", 1)), (insert, ("b", "x")))
+    after = make_db(tmp_path / "a.db", script, (insert, ("a", 1.0)), (insert, ("b", "x")))
+    s = table_diff(diff_paths(before, after), "s")
+    assert s["rows_changed"] == [
+        {"key": {"k": "a"}, "changes": {"v": {"old_value": 1, "new_value": 1.0}}}
+    ]
+
+
 def test_a_nocase_column_still_reports_a_change_of_letter_case(tmp_path: Path) -> None:
     before = make_db(tmp_path / "b.db", USERS, ("INSERT INTO users VALUES (1, 'a@x', 'r')", ()))
     after = make_db(tmp_path / "a.db", USERS, ("INSERT INTO users VALUES (1, 'A@x', 'r')", ()))

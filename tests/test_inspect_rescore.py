@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ from test_inspect import sandbox_python  # noqa: F401 (a fixture)
 from test_inspect import scores
 from users_db import make_users_db
 
+import pytest_scoring
 from pytest_scoring.cli.main import main
 from pytest_scoring.errors import OptionError
 from pytest_scoring.evaluation.inspect_store import STORE_KEY
@@ -201,6 +203,81 @@ def test_inspect_score_on_the_command_line_finds_the_scorers_by_name(
     rescored = scores(read_eval_log(str(output)))["sneaky"]["db_change_scorer"]
     assert rescored.value == "C"
     assert rescored.metadata["selector"] == STRICTER
+
+
+#: A task file as a user writes one; the sample's repository is given in ``REPO``.
+TASK_FILE = """
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.solver import solver
+from pytest_scoring.inspect import all_tests_pass_scorer, db_change_scorer
+
+@solver
+def agent_done():
+    async def solve(state, generate):
+        return state
+    return solve
+
+@task
+def sneaky():
+    metadata = {"repo_path": "repo", "repo_dir": REPO}
+    sample = Sample(id="sneaky", input="x", files={"repo": REPO}, metadata=metadata)
+    scorers = [db_change_scorer(SELECTOR), all_tests_pass_scorer()]
+    return Task(dataset=[sample], solver=agent_done(), scorer=scorers, sandbox="local")
+"""
+
+
+def inspect_command(*args: str, env: dict[str, str], cwd: Path) -> None:
+    """Inspect's own command line, quiet; fails the test with its output if it fails."""
+    command = [str(Path(sys.executable).parent / "inspect"), *args, "--display", "none"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.usefixtures("sandbox_python")
+def test_inspect_score_without_a_scorer_finds_the_logs_own_when_the_package_is_installed(
+    tmp_path: Path,
+) -> None:
+    # Installed (not editable), Inspect registers the scorers as pytest_scoring/<name> but
+    # writes <name> into the log; the package here is a copy in a site-packages folder.
+    installed = tmp_path / "site-packages"
+    shutil.copytree(Path(pytest_scoring.__file__).parent, installed / "pytest_scoring")
+    repo = sneaky_repo(make(tmp_path / "repo"))
+    task_file = tmp_path / "task.py"
+    task_file.write_text(f"REPO = {str(repo)!r}\nSELECTOR = {STRICTER!r}\n{TASK_FILE}")
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    logs, output = tmp_path / "logs", tmp_path / "rescored.eval"
+    inspect_command(
+        "eval",
+        task_file.name,  # relative: Inspect globs for task files
+        "--model",
+        "mockllm/model",
+        "--log-dir",
+        str(logs),
+        env=env,
+        cwd=tmp_path,
+    )
+    (log_file,) = logs.glob("*.eval")
+    first = read_eval_log(str(log_file))
+    assert [scorer.name for scorer in first.eval.scorers or []] == [
+        "db_change_scorer",
+        "all_tests_pass",
+    ]
+    inspect_command(
+        "score",
+        str(log_file),
+        "--action",
+        "overwrite",
+        "--output-file",
+        str(output),
+        env=env,
+        cwd=tmp_path,
+    )
+    again, before = scores(read_eval_log(str(output)))["sneaky"], scores(first)["sneaky"]
+    assert before["db_change_scorer"].value == "C", before["db_change_scorer"].explanation
+    assert again["db_change_scorer"].value == "C", again["db_change_scorer"].explanation
+    assert again["db_change_scorer"].explanation == before["db_change_scorer"].explanation
+    assert again["all_tests_pass"].value == "C"
 
 
 def test_what_the_store_cannot_decide_is_n_saying_to_run_again(

@@ -209,6 +209,11 @@ def run_batch(request: BatchRequest, display: BatchDisplayFactory) -> BatchOutco
     plugins = evaluator_plugins(request.template.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
+    if settings.databases:
+        raise OptionError(
+            "--db-url: a batch's repositories would share the database; score one "
+            "repository at a time"
+        )
     pool = user_pool()
     try:
         users = job_users(request.jobs, request.users, pool)

@@ -413,6 +413,19 @@ class RunCommand(click.Command):
     "LC_ALL=C.UTF-8, PYTHONHASHSEED=0…) (repeatable)",
 )
 @click.option(
+    "--db-url",
+    "db_urls",
+    multiple=True,
+    metavar="URL",
+    help="Also score the PostgreSQL database of URL, the application's; the run receives it "
+    "in DATABASE_URL (repeatable)",
+)
+@click.option(
+    "--db-admin-url",
+    metavar="URL",
+    help="The evaluator's own, more privileged URL on the server of --db-url; never given to a run",
+)
+@click.option(
     "--limit",
     "limits",
     multiple=True,
@@ -447,6 +460,8 @@ def run(
     retries: int,
     flaky: str,
     env: tuple[str, ...],
+    db_urls: tuple[str, ...],
+    db_admin_url: str | None,
     limits: tuple[str, ...],
 ) -> None:
     """Score the repository REPO from outside, as the trusted evaluator.
@@ -510,6 +525,8 @@ def run(
         env=env_assignments(env, "--env"),
         retries=retries,
         flaky=check_flaky_rule(flaky, "--flaky"),
+        db_urls=db_urls,
+        db_admin_url=db_admin_url,
     )
     from pytest_scoring.cli.routes import run_batch_route
     from pytest_scoring.cli.routes import run_one_route

@@ -85,6 +85,10 @@ class RunRequest:
     retries: int = 0
     #: ``--flaky``: how a test whose attempts differ counts.
     flaky: FlakyRule = DEFAULT_FLAKY
+    #: ``--db-url``: PostgreSQL databases scored beside the SQLite files.
+    db_urls: Sequence[str] = ()
+    #: ``--db-admin-url``: the evaluator's own URL on their server.
+    db_admin_url: str | None = None
     invocation_dir: Path = field(default_factory=Path.cwd)
 
     def __post_init__(self) -> None:
@@ -138,6 +142,9 @@ class RunRequest:
             args.append(f"--score-strict={self.strict}" if self.strict else "--score-strict")
         if self.evidence is not None:
             args.append(f"--score-evidence={self.evidence}")
+        args += [f"--score-db-url={url}" for url in self.db_urls]
+        if self.db_admin_url is not None:
+            args.append(f"--score-db-admin-url={self.db_admin_url}")
         return args
 
     def as_typed(self, message: str) -> str:
@@ -151,6 +158,8 @@ class RunRequest:
             "--expected-tests": self.expected_tests,
             "--strict": self.strict,
             "--report": self.report_root,
+            "--db-url": self.db_urls or None,
+            "--db-admin-url": self.db_admin_url,
         }
         for flag, value in given.items():
             option = f"--score-{flag[2:]}"
@@ -239,4 +248,33 @@ def prepare(request: RunRequest) -> tuple[ParsedArguments, ScoringSettings]:
     # Nothing of the repository runs in this process: its caches are never an in-process
     # session's (docs/security.md#keeping-the-caches-clean).
     settings.cache_route = "evaluator"
+    # The children are gone when the finish state is read: what is left connected is ended.
+    settings.end_backends_at_finish = True
     return parsed, settings
+
+
+def database_roles(settings: ScoringSettings) -> list[str]:
+    """Check each server database's application role before the first snapshot: one that
+    reaches beyond its own data (a superuser, a member of the admin role…) is refused, unless
+    the evaluator's ``--strict`` leaves out ``containment``; then each reason is a
+    containment problem of the run (docs/databases.md#postgresql).
+
+    :returns: the containment problems.
+    :raises OptionError: naming the database and the reason, when refused.
+    """
+    if not settings.databases:
+        return []
+    from pytest_scoring.db.servers import role_refusals
+    from pytest_scoring.errors import DatabaseError
+
+    try:
+        refused = role_refusals(settings.databases)
+    except DatabaseError as error:
+        raise OptionError(f"--db-url: cannot check the application's role: {error}") from None
+    problems = [f"database {name}: {why}" for name, reasons in refused.items() for why in reasons]
+    strict = "score_strict" not in settings.explicit or "containment" in settings.strict.kinds
+    if problems and strict:
+        raise OptionError(
+            f"--db-url: {problems[0]} (refused; --strict without containment records it instead)"
+        )
+    return problems

@@ -26,6 +26,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 from typing import Final
 
 from pytest_scoring.cli.request import RunRequest
+from pytest_scoring.cli.request import database_roles
 from pytest_scoring.cli.request import preload
 from pytest_scoring.cli.request import prepare
 from pytest_scoring.core.determinism import PINNED_ENVIRONMENT
@@ -89,12 +91,9 @@ from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.expected import load_expected_tests
 from pytest_scoring.reference.expected import refuse_dropped
-from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.report.provenance import path_digest
 from pytest_scoring.report.samples import JUNIT_FILE
 from pytest_scoring.report.samples import SampleTarget
-from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
-from pytest_scoring.scorers.db_diff_change import INITIAL_REFERENCE
 from pytest_scoring.scorers.tests import counted_percent_passing
 from pytest_scoring.scorers.tests import tampering
 
@@ -204,6 +203,7 @@ def run_repository(
     plugins = evaluator_plugins(request.plugins)
     scorers = build_scorers(plugins.hook, parsed.options, settings)
     check_scorer_settings(settings, scorers)
+    database_problems = database_roles(settings)  # before the first snapshot
     users = user_pool() if job is None or job.user.user is not None else None
     try:
         runner, problem = _runner(request, settings, users, job)
@@ -235,10 +235,10 @@ def run_repository(
         )
         evaluation.names = names
         if placed is not None:
-            evaluation.context.resources.update(placed.resources())
+            placed.give(evaluation.context.inputs)
         if job is not None:
             _use_shared_work(evaluation, job.shared)
-        problems = [problem] if problem else []
+        problems = [*([problem] if problem else []), *database_problems]
         try:
             measured = Measured(digest, versions)
             return _run(request, parsed, evaluation, problems, on_progress, measured, job)
@@ -275,12 +275,27 @@ def _runner(
         guard=FileGuard(job.shared.fingerprints if job else None),
         # The session as the evaluator (--user root): the other runs are the evaluator's too.
         users=users if user is not None else None,
-        pinned={**settings.environment, **request.env},  # --env wins over the configuration
+        # --env wins over the configuration, which wins over the databases' URLs.
+        pinned={**database_urls(settings), **settings.environment, **request.env},
     )
     if job is not None:  # the interpreter the jobs' users can run, and its environment
         runner.environment = dict(job.shared.environment)
         runner.python = job.shared.python or runner.python
+    runner.environment = without_libpq(runner.environment)
     return runner, problem
+
+
+def database_urls(settings: ScoringSettings) -> dict[str, str]:
+    """Each server database's URL, in the variable its run receives it through (the
+    application's: the evaluator's own URL never reaches a child)."""
+    return {database.env: database.url for database in settings.databases}
+
+
+def without_libpq(environment: Mapping[str, str]) -> dict[str, str]:
+    """``environment`` without libpq's variables (``PGPASSWORD``, ``PGHOST``, ``PGSERVICEFILE``…):
+    the evaluator's own may reach its server as the admin. One the evaluator gives with
+    ``--env`` is pinned over this, so it still reaches the children."""
+    return {name: value for name, value in environment.items() if not name.startswith("PG")}
 
 
 def _tally(
@@ -371,12 +386,12 @@ def _use_shared_work(evaluation: Evaluation, shared: SharedWork) -> None:
     """Let ``db_diff_change`` start from what the batch made once: the snapshot of the
     reference (when the same databases would be found in this repository's copy of it, no
     folder being excluded) and the baseline run."""
-    reference, resources = shared.reference, evaluation.context.resources
+    reference, inputs = shared.reference, evaluation.context.inputs
     excluded = evaluation.settings.excluded_folders
     if reference and reference.initial is not None and not excluded(reference.pristine):
-        resources[INITIAL_REFERENCE] = reference.initial
+        inputs.initial_reference = reference.initial
     if shared.baseline is not None:
-        resources[BASELINE_RESOURCE] = BaselineRun.made(shared.baseline)
+        inputs.baseline = BaselineRun.made(shared.baseline)
 
 
 def _run(
@@ -396,7 +411,7 @@ def _run(
         junit_target = job.target.prepare() / JUNIT_FILE if junit_target else None
     evaluation.start(report_folder=job is None)  # a batch's sample has no Parquet files
     args, junit_inside = _junit_args(parsed, runner)
-    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    installed = evaluation.context.inputs.tests_from
     witness = None
     if installed is not None:  # PATH's configuration, rootdir and test files come first
         args = [*installed.args, *args]
@@ -564,7 +579,7 @@ def _black_box(request: RunRequest, evaluation: Evaluation) -> BlackBox | None:
 
 def evaluator_files(evaluation: Evaluation) -> list[str]:
     """What ``--tests-from`` put into the copy (relative paths; a folder ends with ``/``)."""
-    installed = evaluation.context.resources.get(TESTS_FROM_RESOURCE)
+    installed = evaluation.context.inputs.tests_from
     return [] if installed is None else list(installed.evaluators)
 
 

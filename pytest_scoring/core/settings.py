@@ -53,6 +53,22 @@ SNAPSHOTS_PREFIX: Final = ".db-snapshots-"
 #: can write whatever it writes (``in-process``); ``run``, ``junit`` and the Inspect scorers
 #: never run it there (``evaluator``), and never read what an in-process session wrote.
 CacheRoute = Literal["in-process", "evaluator"]
+#: The variable through which a run receives its server database's URL, unless named.
+DEFAULT_DB_ENV: Final = "DATABASE_URL"
+
+
+@dataclass(frozen=True)
+class ServerDatabase:
+    """A database on a server (PostgreSQL), named by URL (docs/databases.md#postgresql)."""
+
+    #: The key of its diff entry (default: the database's own name).
+    name: str
+    #: The application's URL: what its tests connect with.
+    url: str
+    #: The evaluator's own URL on that server (``--score-db-admin-url``), never given to a run.
+    admin_url: str
+    #: The variable through which a run (the session, the reference's) receives its URL.
+    env: str = DEFAULT_DB_ENV
 
 
 @dataclass
@@ -119,6 +135,14 @@ class ScoringSettings:
     retries: int = 0
     #: ``--flaky``/``--score-flaky``: how a test whose attempts differ counts.
     flaky: FlakyRule = DEFAULT_FLAKY
+    #: ``--score-db-url`` and the configuration's ``databases:``: the server databases scored
+    #: beside the repository's SQLite files.
+    databases: list[ServerDatabase] = field(default_factory=list)
+    #: ``--score-db-admin-url``, for the configuration's entries that give no ``admin_url``.
+    db_admin_url: str | None = None
+    #: Whether every backend on a server database is ended before its finish state is read
+    #: (``run``: the children are gone by then; in process the state is read in place).
+    end_backends_at_finish: bool = False
 
     def scored_places(self) -> list[Path]:
         """The repository, its copy, the reference and the report root: folders a scored

@@ -33,6 +33,8 @@ from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
+from pytest_scoring.db.servers import server_errors
+from pytest_scoring.db.servers import terminated
 from pytest_scoring.db.snapshot import Snapshot
 from pytest_scoring.db.sqlite_engine import SqliteEngine
 from pytest_scoring.errors import DatabaseError
@@ -186,7 +188,7 @@ class SessionDatabases:
                 reset_engines(self.settings, [tracked.engine for tracked in self._tracked])
             scratch.mkdir(parents=True, exist_ok=True)
             self._workdir, self._hold = held_temporary_folder(scratch, SNAPSHOTS_PREFIX)
-        except OSError as error:
+        except server_errors() as error:
             self.start_error = f"cannot snapshot databases under {scratch}: {error}"
             raise DatabaseError(self.start_error) from None
         for index, tracked in enumerate(self._tracked):
@@ -253,6 +255,38 @@ class SessionDatabases:
             if database in final.names():
                 return tracked.engine.read_row(final, database, table, key, leave_out)
         return None
+
+    def server_states(self) -> list[tuple[DatabaseEngine[Any], Any]]:
+        """Each server engine (not SQLite's, the repository's files) and its start snapshot:
+        what the reference's and the baseline's runs are cloned from.
+
+        :raises DatabaseError: when the start snapshot was not taken.
+        """
+        self._check_started()
+        return [
+            (tracked.engine, tracked.before)
+            for tracked in self._tracked
+            if not isinstance(tracked.engine, SqliteEngine)
+        ]
+
+    def final_of(self, engine: DatabaseEngine[S]) -> S:
+        """``engine``'s finish state (read once, shared with the session's diff)."""
+        for tracked in self._tracked:
+            if tracked.engine is engine:
+                final: S = tracked.final()
+                return final
+        raise DatabaseError(f"{engine.name}: not an engine of this session")
+
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        """What was ended on each server database to take its states, by name:
+        ``{"start": […], "finish": […]}`` (backends and prepared transactions; only
+        databases where something was)."""
+        found: dict[str, dict[str, list[Any]]] = {}
+        for tracked in self._tracked if self._started else []:
+            for moment, state in (("start", tracked.before), ("finish", tracked.after)):
+                for name, ended in terminated(state).items():
+                    found.setdefault(name, {"start": [], "finish": []})[moment] = ended
+        return found
 
     def final_files(self) -> dict[str, Path]:
         """The files holding the finish state, by database (``--evidence all``)."""

@@ -28,7 +28,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from typing import Final
 
 from pytest_scoring.errors import OptionError
@@ -43,12 +42,11 @@ from pytest_scoring.process.interpreter import interpreter_copy
 from pytest_scoring.process.supervisor import ChildUser
 from pytest_scoring.process.users import FIRST_UID
 from pytest_scoring.process.users import UserPool
-from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
 from pytest_scoring.reference.test_changes import FileChange
 from pytest_scoring.reference.test_changes import compare_tests
-from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
 from pytest_scoring.reference.tests_from import TestsFrom
 from pytest_scoring.reference.tests_from import install_tests
+from pytest_scoring.scorers.inputs import ScorerInputs
 
 #: Seconds the check that the children's user can run the interpreter may take.
 CHECK_TIMEOUT: Final = 120.0
@@ -214,9 +212,9 @@ class EvaluatorsTests:
     installed: TestsFrom
     changes: list[FileChange]
 
-    def resources(self) -> dict[str, Any]:
-        """Where the scorers find them (``ScoringContext.resources``)."""
-        return {TESTS_FROM_RESOURCE: self.installed, TEST_CHANGES_RESOURCE: self.changes}
+    def give(self, inputs: ScorerInputs) -> None:
+        """Put them where the scorers read them."""
+        inputs.tests_from, inputs.test_changes = self.installed, self.changes
 
 
 def copy_repository(

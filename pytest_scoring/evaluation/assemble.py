@@ -14,6 +14,7 @@ from typing import Final
 
 from pytest_scoring.core.settings import DEFAULT_TEST_PATTERNS
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import SelectorError
 
@@ -85,7 +86,46 @@ def _configured_scorers(
     # The configuration is the evaluator's: its folders are relative to the repository root.
     settings.db_exclude += [settings.root / folder for folder in loaded.exclude]
     settings.environment.update(loaded.env)
+    settings.databases += _configured_databases(settings, loaded.databases, config_file.name)
     return loaded.scorers
+
+
+def _configured_databases(
+    settings: ScoringSettings, entries: list[dict[str, str]], source: str
+) -> list[ServerDatabase]:
+    """The configuration's ``databases:``, ``${VAR}`` read from the evaluator's environment.
+
+    An ``admin_url`` counts only in a configuration the command line named: one that the
+    scored repository's ini file names is ignored (an integrity signal), and the entry takes
+    ``--score-db-admin-url``.
+
+    :raises OptionError: naming the file and entry.
+    """
+    from pytest_scoring.db.servers import check_names
+    from pytest_scoring.db.servers import expand
+    from pytest_scoring.db.servers import server_database
+    from pytest_scoring.process.environment import captured_environment
+
+    environ = captured_environment()
+    found = []
+    for index, entry in enumerate(entries):
+        where = f"{source}: databases[{index}]"
+        admin_url = entry.get("admin_url")
+        if admin_url is not None and "score_config" not in settings.explicit:
+            settings.ignored_ini[f"score_config {where}.admin_url"] = "(a URL)"
+            admin_url = None
+        values = {key: expand(value, environ, f"{where}.{key}") for key, value in entry.items()}
+        found.append(
+            server_database(
+                values["url"],
+                settings.db_admin_url if admin_url is None else values["admin_url"],
+                where,
+                values.get("name"),
+                values.get("env"),
+            )
+        )
+    check_names([*settings.databases, *found])
+    return found
 
 
 def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
@@ -99,6 +139,7 @@ def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:
     return (
         settings.selector is not None
         or settings.db_reset
+        or bool(settings.databases)
         or "score_db_patterns" in settings.explicit
     )
 

@@ -41,7 +41,6 @@ from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.report.result import EVIDENCE_DIR
 from pytest_scoring.scorers.base import ScoringContext
-from pytest_scoring.scorers.db_change import RESOURCE
 
 if TYPE_CHECKING:
     from pytest_scoring.reference.rerun import Diffs
@@ -82,7 +81,7 @@ def collect_evidence(context: ScoringContext, level: str, route: str) -> dict[st
     kept: dict[str, bytes] = {}
     omitted: dict[str, str] = {}
     _keep(kept, omitted, OUTCOMES, encode_json(outcomes_json(context)).encode())
-    databases = context.resources.get(RESOURCE)
+    databases = context.inputs.databases
     if isinstance(databases, SessionDatabases) and databases.started:
         try:
             diff = complete_diff(databases)
@@ -115,7 +114,7 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
     from pytest_scoring.reference.rerun import ReferenceRerun
 
     finals: dict[str, Path] = {}
-    for resource in context.resources.values():
+    for resource in context.inputs.held():
         if isinstance(resource, SessionDatabases):
             finals.update(resource.final_files())
         elif isinstance(resource, ReferenceRerun) and resource.computed is not None:
@@ -125,12 +124,12 @@ def _final_databases(context: ScoringContext) -> dict[str, Path]:
 
 def _reruns(context: ScoringContext) -> Iterator[dict[str, Any]]:
     """What ``db_diff_change`` decided from, per reference rerun that gave its diffs."""
-    if not any(key.startswith("reference:") for key in context.resources):
+    if not context.inputs.references:
         return  # no db_diff_change: a plain session never loads the rerun's modules
     # Loaded only here: the rerun's module is loaded already when a session has one.
     from pytest_scoring.reference.rerun import ReferenceRerun
 
-    for resource in context.resources.values():
+    for resource in context.inputs.references.values():
         if isinstance(resource, ReferenceRerun) and resource.computed is not None:
             yield kept_rerun(resource.patterns, resource.computed)
 

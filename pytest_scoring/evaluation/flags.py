@@ -221,6 +221,22 @@ def add_options(parser: OptionParser) -> None:
         help="Restore every database to its first-seen state at session start",
     )
     group.addoption(
+        "--score-db-url",
+        action="append",
+        dest="score_db_urls",
+        metavar="URL",
+        default=[],
+        help="Also score the PostgreSQL database of URL, the application's (repeatable; "
+        "${VAR} reads the evaluator's environment)",
+    )
+    group.addoption(
+        "--score-db-admin-url",
+        dest="score_db_admin_url",
+        metavar="URL",
+        help="The evaluator's own, more privileged URL on the server of --score-db-url "
+        "(no ini setting)",
+    )
+    group.addoption(
         "--score-expected-tests",
         dest="score_expected_tests",
         metavar="SOURCE",
@@ -265,6 +281,7 @@ def add_options(parser: OptionParser) -> None:
     parser.addini("score_fail_under", "As --score-fail-under", default=None)
     parser.addini("score_deterministic", "As --score-deterministic", type="bool", default=False)
     parser.addini("score_db_reset", "As --score-db-reset", type="bool", default=False)
+    parser.addini("score_db_urls", "As --score-db-url", type="linelist", default=[])
     # Read only to say they are ignored: the expected set and the strict kinds are the
     # evaluator's (docs/scoring.md).
     parser.addini(
@@ -274,5 +291,10 @@ def add_options(parser: OptionParser) -> None:
     )
     parser.addini(
         "score_strict", "Ignored: the strict kinds come from the command line only", default=None
+    )
+    parser.addini(
+        "score_db_admin_url",
+        "Ignored: the evaluator's database URL comes from the command line only",
+        default=None,
     )
     parser.addini("score_value_cap", "As --score-value-cap", default=None)

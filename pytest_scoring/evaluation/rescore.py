@@ -55,9 +55,10 @@ from pytest_scoring.report.samples import SAMPLES_DIR
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorers
-from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import StoredDatabases
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
+from pytest_scoring.scorers.inputs import patterns_key
+from pytest_scoring.scorers.registry import BUILTIN_TYPES
 from pytest_scoring.scorers.tests import TEST_SCORINGS
 
 #: Why a scorer that needs the repository (or evidence that was not kept) is ``"N"``.
@@ -71,8 +72,6 @@ UNTRUSTED_ROUTE: Final = (
 #: writes the report once the repository's processes have ended) and ``inspect`` (the scorers
 #: write a sample's store on the evaluator's machine, from the probe's authenticated stream).
 TRUSTED_ROUTES: Final = frozenset({"run", "inspect"})
-#: The scorer types that decide from the evidence alone (``composite`` from their scores).
-FROM_EVIDENCE: Final = frozenset({*TEST_SCORINGS, "db_change", "db_diff_change", "composite"})
 
 
 @dataclass
@@ -173,9 +172,7 @@ def rescore(evidence: Evidence, scorers: list[Scorer], options: RescoreOptions) 
     try:
         scores = run_scorers(scorers, context)
     finally:
-        for resource in context.resources.values():
-            if isinstance(resource, StoredReference):
-                resource.close()
+        context.inputs.close()
     rescored_from = {
         "scan_id": evidence.scores.get("scan_id"),
         "sample": evidence.scores.get("id"),
@@ -225,12 +222,12 @@ def _context(evidence: Evidence, options: RescoreOptions, strict: StrictKinds) -
         if name.startswith(prefix)
     }
     problem = f"{NEEDS_REPOSITORY} (session diff: {evidence.why_not(SESSION_DIFF)})"
-    context.resources[RESOURCE] = StoredDatabases(options.settings, diff, problem, finals)
+    context.inputs.databases = StoredDatabases(options.settings, diff, problem, finals)
     for name in evidence.files:
         if name.startswith(f"{REFERENCE_DIR}/"):
             kept = evidence.json(name)
-            key = f"reference:{'|'.join(kept['test_patterns'])}"
-            context.resources[key] = StoredReference(options.settings, kept, finals)
+            key = patterns_key(kept["test_patterns"])
+            context.inputs.references[key] = StoredReference(options.settings, kept, finals)
     return context
 
 
@@ -332,15 +329,25 @@ def _gate(evidence: Evidence, context: ScoringContext) -> Any:
     def gate(scorer: Scorer) -> Score | None:
         if scorer.type in TEST_SCORINGS:
             return _test_gate(scorer, evidence, route, extra_partial)
-        if isinstance(scorer, DiffChangeScorer) and scorer.resource_key() not in context.resources:
+        if (
+            isinstance(scorer, DiffChangeScorer)
+            and scorer.inputs_key() not in context.inputs.references
+        ):
             lost = [name for name in evidence.problems if name.startswith(f"{REFERENCE_DIR}/")]
             reason = evidence.why_not(lost[0]) if lost else "not kept"
             return needs_repository(scorer.type, f"reference rerun: {reason}")
-        if scorer.type in FROM_EVIDENCE or getattr(scorer, "from_evidence", False) is True:
+        if from_evidence(scorer):
             return None
         return needs_repository(scorer.type)
 
     return gate
+
+
+def from_evidence(scorer: Scorer) -> bool:
+    """Whether the scorer decides from a report's evidence alone: its built-in type says so
+    in the registry, or a plugin's scorer says so itself (``from_evidence = True``)."""
+    kind = BUILTIN_TYPES.get(scorer.type)
+    return (kind is not None and kind.from_evidence) or getattr(scorer, "from_evidence", 0) is True
 
 
 def needs_repository(scorer_type: str, what: str | None = None) -> Score:

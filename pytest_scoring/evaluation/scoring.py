@@ -246,18 +246,17 @@ class Evaluation:
 
         ``run`` compares its copy before PATH's tests go in, and leaves the result here.
         """
-        resources, settings = self.context.resources, self.settings
+        inputs, settings = self.context.inputs, self.settings
         against = settings.tests_from or settings.reference
         if against is None:
             return
         # Loaded only with a reference: most sessions have none.
-        from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
         from pytest_scoring.reference.test_changes import compare_tests
 
-        if TEST_CHANGES_RESOURCE in resources:
+        if inputs.test_changes is not None:
             return
         try:
-            resources[TEST_CHANGES_RESOURCE] = compare_tests(settings.root, against)
+            inputs.test_changes = compare_tests(settings.root, against)
         except (ScoringError, OSError):
             return  # a reference that cannot be read fails its own scorer, with the reason
 
@@ -266,10 +265,9 @@ class Evaluation:
         (``id_collision``), the repository's changes to its tests (``tests_modified``)."""
         signals = collision_signals(self.tally.collided)
         if self.settings.tests_from or self.settings.reference:
-            from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
             from pytest_scoring.reference.test_changes import change_signals
 
-            signals += change_signals(self.context.resources.get(TEST_CHANGES_RESOURCE) or [])
+            signals += change_signals(self.context.inputs.test_changes or [])
         return cap_signals(signals)
 
     def score(self) -> SessionResult:
@@ -328,7 +326,7 @@ class Evaluation:
         reference = self.settings.reference
         copies: dict[str, str] = {}
         if reference is not None:
-            for resource in self.context.resources.values():
+            for resource in self.context.inputs.held():
                 if isinstance(resource, CopiesOfReference):
                     for copy in resource.reference_copies():
                         copies[str(copy)] = str(reference)
@@ -368,10 +366,7 @@ class Evaluation:
 
     def _close_resources(self) -> None:
         """Remove snapshot copies, end a reference rerun still running, remove our folders."""
-        for resource in self.context.resources.values():
-            close = getattr(resource, "close", None)
-            if callable(close):
-                close()
+        self.context.inputs.close()
         if self.context.runner is not None:
             self.context.runner.close()
 

@@ -30,15 +30,20 @@ from pytest_scoring.core.settings import DEFAULT_REPORT_ROOT
 from pytest_scoring.core.settings import DEFAULT_TEST_PATTERNS
 from pytest_scoring.core.settings import STEERING_SETTINGS
 from pytest_scoring.core.settings import ScoringSettings
+from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import parse_strict
+from pytest_scoring.db.servers import check_names
+from pytest_scoring.db.servers import expand
+from pytest_scoring.db.servers import server_database
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.flags import fail_under_type
 from pytest_scoring.evaluation.flags import path_map_type
 from pytest_scoring.evaluation.flags import seconds_type
 from pytest_scoring.evaluation.flags import value_cap_type
+from pytest_scoring.process.environment import captured_environment
 
 _Number = TypeVar("_Number", int, float)
 
@@ -234,6 +239,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
             config.getoption("score_verify_tests"), config.invocation_dir
         ),
     )
+    settings.db_admin_url, settings.databases = _url_databases(config)
     if (
         settings.fail_under is not None
         or settings.markdown is not None
@@ -241,6 +247,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         or settings.db_diff
         or settings.selector is not None
         or settings.db_reset
+        or settings.databases
         or settings.reference
         or settings.config_file
         or {"score_test_patterns", "score_db_patterns"} & settings.explicit
@@ -249,6 +256,25 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
     if settings.enabled:
         check_report_root(settings.report_root)
     return settings
+
+
+def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabase]]:
+    """``--score-db-url`` (else its ini twin ``score_db_urls``), each on the server of
+    ``--score-db-admin-url``, which has no ini twin (see :data:`EVALUATOR_ONLY_INI`).
+
+    :raises OptionError: for a URL that cannot be used, naming the option.
+    """
+    urls = config.getoption("score_db_urls")
+    what = "--score-db-url" if urls else "score_db_urls (ini)"
+    admin_url = config.getoption("score_db_admin_url")
+    environ = captured_environment()
+    admin = expand(admin_url, environ, "--score-db-admin-url") if admin_url else None
+    databases = [
+        server_database(expand(url, environ, what), admin, what)
+        for url in urls or config.getini("score_db_urls")
+    ]
+    check_names(databases)
+    return admin, databases
 
 
 def verify_tests_path(value: str | None, base: Path) -> Path | None:
@@ -318,7 +344,7 @@ def _strict(option: str | None, default: StrictKinds) -> StrictKinds:
 #: ini settings whose value carries the evaluator's trust: the scored repository's ini file
 #: must not weaken what the evaluator chose, so they are ignored (each one found is an
 #: integrity signal) and only the command line counts.
-EVALUATOR_ONLY_INI: Final = ("score_strict", "score_expected_tests")
+EVALUATOR_ONLY_INI: Final = ("score_strict", "score_expected_tests", "score_db_admin_url")
 
 
 def _option_path(config: OptionSource, name: str) -> Path | None:
@@ -331,4 +357,6 @@ def _option_path(config: OptionSource, name: str) -> Path | None:
 def _ignored_ini(config: OptionSource) -> dict[str, str]:
     """The :data:`EVALUATOR_ONLY_INI` settings the ini file gives, with their values."""
     found = {name: str(config.getini(name) or "").strip() for name in EVALUATOR_ONLY_INI}
+    if found["score_db_admin_url"]:  # said, never shown: it may hold a password
+        found["score_db_admin_url"] = "(a URL)"
     return {name: value for name, value in found.items() if value}

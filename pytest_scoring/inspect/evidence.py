@@ -57,7 +57,6 @@ from pytest_scoring.reference.expected import ExpectedTests
 from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
-from pytest_scoring.scorers.db_change import RESOURCE
 from pytest_scoring.scorers.db_change import DbChangeScorer
 from pytest_scoring.scorers.db_change import StoredDatabases
 from pytest_scoring.scorers.db_diff_change import DiffChangeScorer
@@ -233,7 +232,7 @@ def db_change_from_store(
     finals = database_files(entry, folder)
     databases = StoredDatabases(settings, kept["diff"] if kept else None, problem, finals)
     context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
-    context.resources[RESOURCE] = databases
+    context.inputs.databases = databases
     return run_scorer(core, context)
 
 
@@ -253,7 +252,7 @@ def db_diff_change_from_store(
         entry[OUTCOMES_KIND].get(own) or {}, Path(root), settings, None, None, frozenset()
     )
     side = StoredReference(settings, kept, {})
-    context.resources[core.resource_key()] = side
+    context.inputs.references[core.inputs_key()] = side
     try:
         return run_scorer(core, context)
     finally:

@@ -53,10 +53,11 @@ from pytest_scoring.reference.rerun import FILE_MAX_ROWS
 from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRunError
 from pytest_scoring.reference.rerun import split_runs
-from pytest_scoring.scorers.db_diff_change import BASELINE_RESOURCE
 
 #: The sample metadata key naming the reference checkout.
 REFERENCE_KEY: Final = "reference_repo_dir"
+#: Where a sample keeps its baseline run (one per sample, shared by its scorers).
+BASELINE_KEY: Final = "baseline"
 #: ``metadata.baseline.cache`` of a baseline run in a sandbox.
 NOT_CACHED: Final = "not cached: it ran in the sample's sandbox, which the agent had"
 
@@ -133,10 +134,10 @@ async def run_reference(
         return side
     baseline: Baseline | str | None = None
     if with_baseline:
-        if BASELINE_RESOURCE not in sample.resources:
+        if BASELINE_KEY not in sample.resources:
             baseline_run = await _baseline(sample, state, rerun.reference, db_patterns)
-            sample.resources[BASELINE_RESOURCE] = baseline_run
-        baseline = sample.resources[BASELINE_RESOURCE]
+            sample.resources[BASELINE_KEY] = baseline_run
+        baseline = sample.resources[BASELINE_KEY]
     usable = baseline.final if isinstance(baseline, Baseline) else None
     folder = sample.local("diffs")
     folder.mkdir()

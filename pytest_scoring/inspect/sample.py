@@ -83,6 +83,7 @@ from pytest_scoring.reference.test_changes import change_signals
 from pytest_scoring.reference.test_changes import compare_tests
 from pytest_scoring.reference.tests_from import install_tests
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.inputs import ScorerInputs
 
 #: Where the repository is in the sandbox when neither the scorer nor the sample says.
 DEFAULT_REPO_PATH: Final = "/workspace"
@@ -181,10 +182,10 @@ class TestRun:
         state = self.probe(tally)
         side = self.evaluator_side(state)
         rerun_signals, side = self.attempts(tally, side, retries)
-        resources: dict[str, Any] = {}
+        inputs = ScorerInputs()
         if self.tests is not None:
             settings.tests_from = Path(self.tests.installed.path)
-            resources = self.tests.resources()
+            self.tests.give(inputs)
         integrity = cap_signals([*self.signals(state, side), *rerun_signals], side)
         reason = not_started(state, self.ending())
         if state.refused is not None:  # black_box: the refusal ended the session, not tampering
@@ -194,7 +195,7 @@ class TestRun:
             root=settings.root,
             tally=tally,
             settings=settings,
-            resources=resources,
+            inputs=inputs,
             integrity=integrity,
             # No process here is contained by us: partial containment as root cannot be.
             strict=strict.for_run(as_root=False).kinds,

@@ -8,6 +8,10 @@ with exactly the value, explanation and metadata a ``pytest-scoring`` report wou
 
 A scorer never raises: a sandbox without Python or pytest, a sample without the metadata a
 scorer needs, any failure — each is a ``"N"`` score saying why.
+
+The module-level scorers at the end are generated from the registry of scorer types
+(``python docs/cog_helpers.py``); each calls :func:`build`, which hands its parameters to the
+front end of its type written here (``_BUILDERS``).
 """
 
 from __future__ import annotations
@@ -35,9 +39,6 @@ from inspect_ai.util import registry_info
 
 from pytest_scoring.core.determinism import DEFAULT_FLAKY
 from pytest_scoring.core.determinism import check_flaky_rule
-from pytest_scoring.core.metrics import accuracy
-from pytest_scoring.core.metrics import mean
-from pytest_scoring.core.metrics import stderr
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import NOANSWER
 from pytest_scoring.core.score import Score
@@ -92,6 +93,8 @@ from pytest_scoring.scorers import tests
 from pytest_scoring.scorers.base import Scorer as CoreScorer
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
+from pytest_scoring.scorers.registry import BUILTIN_TYPES
+from pytest_scoring.scorers.scorer_type import ScorerType
 
 #: The sample metadata key of the expected test set (when no parameter gives one).
 EXPECTED_KEY: Final = "expected_tests"
@@ -221,8 +224,9 @@ async def _expected_of(state: TaskState, expected_tests: Any) -> ExpectedTests |
     return await expected_set(state.metadata.get(EXPECTED_KEY), where)
 
 
-def _tests_scorer(
-    core: tests.TestScorer,
+def _tests(
+    kind: str,
+    *,
     repo_path: str | None,
     expected_tests: Any,
     strict: str | Sequence[str],
@@ -234,6 +238,10 @@ def _tests_scorer(
     flaky: str,
     evidence: str,
 ) -> Scorer:
+    """The Inspect scorer of the test scorer ``kind``: the sample's one test run, under the
+    expected set (a parameter, else the sample's metadata); without a sandbox, the run kept
+    in the sample's store."""
+    core = tests.TestScorer(kind)
     check_expected(expected_tests, "expected_tests")
     check_tests_from(tests_from)
     kinds = strict_choice(strict)
@@ -276,201 +284,31 @@ def _tests_scorer(
     return _inspect_scorer(core, compute, offline)
 
 
-def _test_metrics(kind: str) -> list[Any]:
-    """The Inspect metrics of one test scorer (those of docs/scoring.md)."""
-    return inspect_metrics(tests.TEST_SCORINGS[kind].metrics)
-
-
-@scorer(name="all_tests_pass", metrics=_test_metrics("all_tests_pass"))
-def all_tests_pass_scorer(
-    *,
-    repo_path: str | None = None,
-    expected_tests: Any = None,
-    strict: str | Sequence[str] = "default",
-    tests_from: str | Path | None = None,
-    black_box: bool = False,
-    verifier_sandbox: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = 0,
-    flaky: str = DEFAULT_FLAKY,
-    evidence: str = DEFAULT_LEVEL,
-) -> Scorer:
-    """``"C"`` when at least one test ran and none failed, errored or is missing.
-
-    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
-        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
-        folder).
-    :param expected_tests: the tests that count and what each must do (default: the sample's
-        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either,
-        or a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
-    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
-        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
-    :param tests_from: a folder of the evaluator's machine laid out like the repository
-        (usually the reference): its tests, conftests and pytest configuration replace the
-        repository's in the sandbox before the tests run, by ``run --tests-from``'s rule
-        (default: the sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
-    :param black_box: with ``tests_from`` only: the test process may load no file of the
-        repository but the evaluator's tests (``run --black-box``): one that does ends the
-        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
-    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine
-        image): only the files under the repository are copied there and the tests run there,
-        away from the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
-    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
-        the sample's ``env`` metadata; docs/scoring.md#determinism).
-    :param retries: the tests that did not pass run again, each time in a fresh pytest
-        process and a fresh copy of the repository, up to this many times
-        (docs/scoring.md#reruns).
-    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
-        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
-        ``total``); the flaky tests are in the score's ``flaky`` metadata.
-    :param evidence: what the sample's store keeps for scoring again without the sandbox
-        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
-        (docs/inspect.md#inspect-rescoring).
-    """
-    return _tests_scorer(
-        tests.all_tests_pass_scorer(),
-        repo_path,
-        expected_tests,
-        strict,
-        tests_from,
-        black_box,
-        verifier_sandbox,
-        env,
-        retries,
-        flaky,
-        evidence,
-    )
-
-
-@scorer(
-    name="percent_passing_tests",
-    metrics=_test_metrics("percent_passing_tests"),
-)
-def percent_passing_tests_scorer(
-    *,
-    repo_path: str | None = None,
-    expected_tests: Any = None,
-    strict: str | Sequence[str] = "default",
-    tests_from: str | Path | None = None,
-    black_box: bool = False,
-    verifier_sandbox: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = 0,
-    flaky: str = DEFAULT_FLAKY,
-    evidence: str = DEFAULT_LEVEL,
-) -> Scorer:
-    """The share of passing tests among those that count, in percent (parameters as
-    :func:`all_tests_pass_scorer`)."""
-    return _tests_scorer(
-        tests.percent_passing_tests_scorer(),
-        repo_path,
-        expected_tests,
-        strict,
-        tests_from,
-        black_box,
-        verifier_sandbox,
-        env,
-        retries,
-        flaky,
-        evidence,
-    )
-
-
-@scorer(
-    name="percent_failing_tests",
-    metrics=_test_metrics("percent_failing_tests"),
-)
-def percent_failing_tests_scorer(
-    *,
-    repo_path: str | None = None,
-    expected_tests: Any = None,
-    strict: str | Sequence[str] = "default",
-    tests_from: str | Path | None = None,
-    black_box: bool = False,
-    verifier_sandbox: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = 0,
-    flaky: str = DEFAULT_FLAKY,
-    evidence: str = DEFAULT_LEVEL,
-) -> Scorer:
-    """``100 - percent_passing_tests`` (parameters as :func:`all_tests_pass_scorer`); a
-    tampering ``"N"`` counts as 100."""
-    return _tests_scorer(
-        tests.percent_failing_tests_scorer(),
-        repo_path,
-        expected_tests,
-        strict,
-        tests_from,
-        black_box,
-        verifier_sandbox,
-        env,
-        retries,
-        flaky,
-        evidence,
-    )
-
-
-_BY_METHOD: Final = {
-    "all_tests_pass": all_tests_pass_scorer,
-    "percent_passing_tests": percent_passing_tests_scorer,
-    "percent_failing_tests": percent_failing_tests_scorer,
-}
-
-
-def test_runner_scorer(
-    scoring_method: str = "percent-pass",
-    *,
-    repo_path: str | None = None,
-    expected_tests: Any = None,
-    strict: str | Sequence[str] = "default",
-    tests_from: str | Path | None = None,
-    black_box: bool = False,
-    verifier_sandbox: str | None = None,
-    env: Mapping[str, str] | None = None,
-    retries: int = 0,
-    flaky: str = DEFAULT_FLAKY,
-    evidence: str = DEFAULT_LEVEL,
-) -> Scorer:
-    """One of the test scorers, named as it is: ``"pass-fail"`` (``all_tests_pass``),
-    ``"percent-pass"`` (``percent_passing_tests``) or ``"percent-fail"``.
+def _test_runner(scoring_method: str = "percent-pass", **front: Any) -> Scorer:
+    """The Inspect scorer of the test scorer ``scoring_method`` chooses (registered under that
+    scorer's name, as inspect_toolkit's ``test_runner_scorer`` is).
 
     :raises ConfigError: for any other method.
     """
-    chosen = _BY_METHOD[tests.test_runner_scorer(scoring_method).type]
-    return chosen(
-        repo_path=repo_path,
-        expected_tests=expected_tests,
-        strict=strict,
-        tests_from=tests_from,
-        black_box=black_box,
-        verifier_sandbox=verifier_sandbox,
-        env=env,
-        retries=retries,
-        flaky=flaky,
-        evidence=evidence,
-    )
+    chosen = {
+        "all_tests_pass": all_tests_pass_scorer,
+        "percent_passing_tests": percent_passing_tests_scorer,
+        "percent_failing_tests": percent_failing_tests_scorer,
+    }[tests.test_runner_scorer(scoring_method).type]
+    return chosen(**front)
 
 
-# --- databases --------------------------------------------------------------------------
-
-
-@scorer(metrics=inspect_metrics((accuracy, stderr)))
-def db_change_scorer(
+def _db_change(
     selector: Any = None,
     interim_score: bool = False,
     *,
     repo_path: str | None = None,
     evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
-    """``"C"`` when the selector matches what changed in the databases since before the agent
-    ran: the diff ``diff_databases`` stored, else "before" from ``snapshot:[first]`` or the
-    sample's ``reference_repo_dir`` and "after" the repository once its tests ran.
+    """``db_change``'s inputs: the diff ``diff_databases`` stored, else one taken now (shared
+    by the sample's scorers unless ``interim_score``); without a sandbox, the diff kept in the
+    sample's store.
 
-    :param selector: a selector (docs/selectors.md); None: any change.
-    :param interim_score: diff afresh now, sharing nothing.
-    :param evidence: what the sample's store keeps for scoring again without the sandbox:
-        ``"none"``, ``"diffs"`` (the diff with every changed row) or ``"all"`` (the final
-        databases too; docs/inspect.md#inspect-rescoring).
     :raises SelectorError: for an invalid selector, naming its path.
     """
     core = db_change.db_change_scorer(selector, interim_score)
@@ -490,7 +328,7 @@ def db_change_scorer(
                 sample.resources[SCORER_DIFF] = databases
         settings = databases.settings
         context = ScoringContext(root=settings.root, tally=OutcomeTally(), settings=settings)
-        context.resources[db_change.RESOURCE] = databases
+        context.inputs.databases = databases
         score = await _in_thread(core, context)
         if level != "none":
             await keep_databases(state, source, databases, level)
@@ -504,8 +342,7 @@ def db_change_scorer(
     return _inspect_scorer(core, compute, offline)
 
 
-@scorer(metrics=inspect_metrics((accuracy, stderr)))
-def db_diff_change_scorer(
+def _db_diff_change(
     selector: Any = None,
     test_patterns: Sequence[str] | None = None,
     *,
@@ -513,27 +350,16 @@ def db_diff_change_scorer(
     count_test_changes: bool = True,
     evidence: str = DEFAULT_LEVEL,
 ) -> Scorer:
-    """``"C"`` when the selector matches database changes the repository makes that the
-    reference checkout (the sample's ``reference_repo_dir``) does not: its code's, found by
-    running the repository's tests on the reference's code, and its test files', found by
-    running the reference's own tests, all in the sandbox (docs/reference.md).
-
-    :param selector: a selector for the diff-of-diffs' ``after_only`` and ``from_tests``
-        parts together; None: any change.
-    :param test_patterns: globs of test files copied over the reference copy (default
-        ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``).
-    :param count_test_changes: false scores ``after_only`` alone, as inspect_toolkit does,
-        and the reference's own tests do not run.
-    :param evidence: what the sample's store keeps for scoring again without the sandbox:
-        ``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row;
-        docs/inspect.md#inspect-rescoring).
-    """
+    """``db_diff_change``'s inputs: the reference side run in the sandbox (shared by the
+    sample's scorers with the same test patterns) and the repository's own test run; without
+    a sandbox, the three diffs kept in the sample's store."""
     core = db_diff_change.db_diff_change_scorer(
         selector, test_patterns, count_test_changes=count_test_changes
     )
     level = check_level(evidence)
-    key = core.resource_key()
-    side_key = f"{key}|count_test_changes={count_test_changes}"
+    key = core.inputs_key()
+    # The store's key (eval logs keep it: never change its form).
+    side_key = f"reference:{'|'.join(key)}|count_test_changes={count_test_changes}"
 
     def own_key(state: TaskState) -> str:
         """The key of the repository's own run: the sample's one, with its metadata."""
@@ -550,7 +376,7 @@ def db_diff_change_scorer(
         own = await sample.test_run(state, repo)
         context = ScoringContext(root=side.settings.root, tally=own.probe().tally)
         context.settings = side.settings
-        context.resources[key] = side
+        context.inputs.references[key] = side
         score = await _in_thread(core, context)
         if level != "none":
             await keep_reference(state, side_key, side)
@@ -566,11 +392,7 @@ def db_diff_change_scorer(
     return _inspect_scorer(core, compute, offline)
 
 
-# --- files and commands -----------------------------------------------------------------
-
-
-@scorer(metrics=inspect_metrics((accuracy, stderr)))
-def file_contents_scorer(
+def _file_contents(
     folder_path: str,
     search_string: str,
     case_sensitive: bool = True,
@@ -581,11 +403,8 @@ def file_contents_scorer(
     repo_path: str | None = None,
     exclude: list[str] | None = None,
 ) -> Scorer:
-    """``"C"`` when a file under ``folder_path`` (in the sandbox: absolute, or relative to the
-    repository) contains ``search_string``; every file is searched, binary ones too.
-
-    The folder is read to the evaluator's machine and searched there (docs/inspect.md).
-    """
+    """``file_contents``' input: the folder (the repository, when it is inside it) read to
+    this machine."""
     extensions = None if file_extensions is None else list(file_extensions)
     core = file_contents.file_contents_scorer(
         folder_path, search_string, case_sensitive, recursive, extensions, interim_score, exclude
@@ -595,21 +414,36 @@ def file_contents_scorer(
         repo = await sample.repository(state, repo_path)
         folder = sandbox_join(repo, folder_path)
         inside = folder == repo or folder.startswith(repo.rstrip("/") + "/")
-        top = repo if inside else folder
-        mirror = sample.local("files")
-        try:
-            await (await sample.kit()).pull(top, mirror)
-            settings = ScoringSettings(root=mirror, path_map={top: mirror})
-            context = ScoringContext(root=mirror, tally=OutcomeTally(), settings=settings)
-            return await _in_thread(core, context)
-        finally:
-            shutil.rmtree(mirror, ignore_errors=True)
+        return await _on_this_machine(sample, core, repo if inside else folder)
 
     return _inspect_scorer(core, compute, _needs_repository(core))
 
 
-@scorer(metrics=inspect_metrics((accuracy, stderr)))
-def sandbox_state_scorer(
+async def _on_this_machine(sample: SampleScoring, core: CoreScorer, top: str) -> Score:
+    """``core``'s score of the sandbox's folder ``top``, read to a folder of this machine
+    (removed after); a sandbox path under ``top`` maps to its copy."""
+    mirror = sample.local("files")
+    try:
+        await (await sample.kit()).pull(top, mirror)
+        settings = ScoringSettings(root=mirror, path_map={top: mirror})
+        context = ScoringContext(root=mirror, tally=OutcomeTally(), settings=settings)
+        return await _in_thread(core, context)
+    finally:
+        shutil.rmtree(mirror, ignore_errors=True)
+
+
+def _from_repository(kind: ScorerType, *, repo_path: str | None = None, **params: Any) -> Scorer:
+    """The Inspect scorer of a type with none of its own: its scorer scores the repository's
+    files, read to the evaluator's machine (no test run, no databases)."""
+    core = kind.factory(**params)
+
+    async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
+        return await _on_this_machine(sample, core, await sample.repository(state, repo_path))
+
+    return _inspect_scorer(core, compute, _needs_repository(core))
+
+
+def _sandbox_state(
     command: str,
     cwd: str | None = None,
     timeout: int | None = 60,
@@ -617,13 +451,8 @@ def sandbox_state_scorer(
     repo_path: str | None = None,
     env: dict[str, str] | None = None,
 ) -> Scorer:
-    """``"C"`` when ``command`` (``/bin/sh -c``) exits with status 0 within ``timeout``
-    seconds; it runs in ``cwd`` (absolute, or relative to the repository; default: the
-    repository) and is killed with everything it started at its timeout.
-
-    As in the plugin, the repository cannot shadow the command: ``PATH`` and ``PYTHONPATH``
-    keep no folder inside it (nor relative entries), ``PYTHONSAFEPATH=1``; ``env`` is set last.
-    """
+    """``sandbox_state``: the command runs in the sandbox, by the kit's supervisor, outside
+    the repository's reach (the plugin's environment rules)."""
     core = sandbox_state.sandbox_state_scorer(command, cwd, timeout, env)
 
     async def compute(sample: SampleScoring, state: TaskState, target: Target) -> Score:
@@ -672,26 +501,8 @@ def _command_outcome(answer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --- composite --------------------------------------------------------------------------
-
-
-def variable_name(child: Callable[..., Any]) -> str:
-    """A child scorer's name in a formula: its registry name, without a ``_scorer`` suffix
-    (``db_diff_change_scorer`` -> ``db_diff_change``, as in a configuration file)."""
-    try:
-        name = registry_info(child).name.rsplit("/", 1)[-1]
-    except (ValueError, AttributeError):
-        name = getattr(child, "__name__", "scorer")
-    return name.removesuffix(SCORER_SUFFIX) if name.endswith(SCORER_SUFFIX) else name
-
-
-@scorer(name="composite_scorer", metrics=inspect_metrics((mean, stderr)))
-def composite_scorer(scorers: Sequence[Scorer], formula: str | composite.FormulaFunction) -> Scorer:
-    """A formula over the scores of ``scorers`` (each child's name in it: its registry name
-    without ``_scorer``, e.g. ``db_diff_change.value == "C"``; docs/configuration.md).
-
-    Children of this package that already scored the sample are reused (unless
-    ``interim_score``); others are run now.
+def _composite(scorers: Sequence[Scorer], formula: str | composite.FormulaFunction) -> Scorer:
+    """``composite``'s inputs: its children's scores of the sample, reused or run now.
 
     :raises ConfigError: for a formula outside the language, or two children of one name.
     """
@@ -711,6 +522,16 @@ def composite_scorer(scorers: Sequence[Scorer], formula: str | composite.Formula
     return _inspect_scorer(core, compute)
 
 
+def variable_name(child: Callable[..., Any]) -> str:
+    """A child scorer's name in a formula: its registry name, without a ``_scorer`` suffix
+    (``db_diff_change_scorer`` -> ``db_diff_change``, as in a configuration file)."""
+    try:
+        name = registry_info(child).name.rsplit("/", 1)[-1]
+    except (ValueError, AttributeError):
+        name = getattr(child, "__name__", "scorer")
+    return name.removesuffix(SCORER_SUFFIX) if name.endswith(SCORER_SUFFIX) else name
+
+
 async def _child_score(
     sample: SampleScoring, state: TaskState, target: Target, child: Callable[..., Any]
 ) -> Score:
@@ -721,3 +542,481 @@ async def _child_score(
         if found is not None:
             return found
     return score_dict(await child(state, target))
+
+
+#: The Inspect front end of each scorer type that has its own: how it gathers the type's inputs
+#: from the sample's sandbox. A type without one scores the repository's files
+#: (:func:`_from_repository`).
+_BUILDERS: Final[dict[str, Callable[..., Scorer]]] = {
+    "all_tests_pass": functools.partial(_tests, "all_tests_pass"),
+    "percent_passing_tests": functools.partial(_tests, "percent_passing_tests"),
+    "percent_failing_tests": functools.partial(_tests, "percent_failing_tests"),
+    "test_runner": _test_runner,
+    "db_change": _db_change,
+    "db_diff_change": _db_diff_change,
+    "file_contents": _file_contents,
+    "sandbox_state": _sandbox_state,
+    "composite": _composite,
+}
+
+
+def build(type_name: str, **params: Any) -> Scorer:
+    """The Inspect scorer of the registered type ``type_name`` with these parameters: what
+    each generated scorer below returns."""
+    builder = _BUILDERS.get(type_name)
+    if builder is None:
+        return _from_repository(BUILTIN_TYPES[type_name], **params)
+    return builder(**params)
+
+
+def type_metrics(type_name: str) -> list[Any]:
+    """The Inspect metrics of a registered type (those of docs/configuration.md)."""
+    return inspect_metrics(BUILTIN_TYPES[type_name].metrics or ())
+
+
+# --- the Inspect scorers: one per type of the registry (scorers/registry.py) ----------------
+# Generated from the registry by ``python docs/cog_helpers.py``; ``--check`` (and
+# tests/test_docs.py) fails when this block is stale. Their registry names are Inspect's
+# keys in eval logs (``inspect score LOG``): they never change.
+# [[[cog
+# import cog_helpers
+# cog.out(cog_helpers.inspect_scorers_code())
+# ]]]
+@scorer(name="all_tests_pass", metrics=type_metrics("all_tests_pass"))
+def all_tests_pass_scorer(
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """``"C"`` when at least one test ran and none failed or errored.
+
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param expected_tests: the tests that count and what each must do (default: the sample's
+        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either, or
+        a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
+        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
+    :param tests_from: a folder of the evaluator's machine laid out like the repository (usually
+        the reference): its tests, conftests and pytest configuration replace the repository's
+        in the sandbox before the tests run, by ``run --tests-from``'s rule (default: the
+        sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
+    :param black_box: with ``tests_from`` only: the test process may load no file of the
+        repository but the evaluator's tests (``run --black-box``): one that does ends the
+        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine image):
+        only the files under the repository are copied there and the tests run there, away from
+        the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
+    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
+        the sample's ``env`` metadata; docs/scoring.md#determinism).
+    :param retries: the tests that did not pass run again, each time in a fresh pytest process
+        and a fresh copy of the repository, up to this many times (docs/scoring.md#reruns).
+    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
+        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
+        ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "all_tests_pass",
+        repo_path=repo_path,
+        expected_tests=expected_tests,
+        strict=strict,
+        tests_from=tests_from,
+        black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
+        env=env,
+        retries=retries,
+        flaky=flaky,
+        evidence=evidence,
+    )
+
+
+@scorer(name="percent_passing_tests", metrics=type_metrics("percent_passing_tests"))
+def percent_passing_tests_scorer(
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """The share of passing tests among passed, failed and erroring ones, in percent.
+
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param expected_tests: the tests that count and what each must do (default: the sample's
+        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either, or
+        a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
+        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
+    :param tests_from: a folder of the evaluator's machine laid out like the repository (usually
+        the reference): its tests, conftests and pytest configuration replace the repository's
+        in the sandbox before the tests run, by ``run --tests-from``'s rule (default: the
+        sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
+    :param black_box: with ``tests_from`` only: the test process may load no file of the
+        repository but the evaluator's tests (``run --black-box``): one that does ends the
+        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine image):
+        only the files under the repository are copied there and the tests run there, away from
+        the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
+    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
+        the sample's ``env`` metadata; docs/scoring.md#determinism).
+    :param retries: the tests that did not pass run again, each time in a fresh pytest process
+        and a fresh copy of the repository, up to this many times (docs/scoring.md#reruns).
+    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
+        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
+        ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "percent_passing_tests",
+        repo_path=repo_path,
+        expected_tests=expected_tests,
+        strict=strict,
+        tests_from=tests_from,
+        black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
+        env=env,
+        retries=retries,
+        flaky=flaky,
+        evidence=evidence,
+    )
+
+
+@scorer(name="percent_failing_tests", metrics=type_metrics("percent_failing_tests"))
+def percent_failing_tests_scorer(
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """``100 - percent_passing_tests``.
+
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param expected_tests: the tests that count and what each must do (default: the sample's
+        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either, or
+        a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
+        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
+    :param tests_from: a folder of the evaluator's machine laid out like the repository (usually
+        the reference): its tests, conftests and pytest configuration replace the repository's
+        in the sandbox before the tests run, by ``run --tests-from``'s rule (default: the
+        sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
+    :param black_box: with ``tests_from`` only: the test process may load no file of the
+        repository but the evaluator's tests (``run --black-box``): one that does ends the
+        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine image):
+        only the files under the repository are copied there and the tests run there, away from
+        the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
+    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
+        the sample's ``env`` metadata; docs/scoring.md#determinism).
+    :param retries: the tests that did not pass run again, each time in a fresh pytest process
+        and a fresh copy of the repository, up to this many times (docs/scoring.md#reruns).
+    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
+        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
+        ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "percent_failing_tests",
+        repo_path=repo_path,
+        expected_tests=expected_tests,
+        strict=strict,
+        tests_from=tests_from,
+        black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
+        env=env,
+        retries=retries,
+        flaky=flaky,
+        evidence=evidence,
+    )
+
+
+def test_runner_scorer(
+    scoring_method: str = "percent-pass",
+    *,
+    repo_path: str | None = None,
+    expected_tests: Any = None,
+    strict: str | Sequence[str] = "default",
+    tests_from: str | Path | None = None,
+    black_box: bool = False,
+    verifier_sandbox: str | None = None,
+    env: Mapping[str, str] | None = None,
+    retries: int = 0,
+    flaky: str = DEFAULT_FLAKY,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """One test scorer chosen by ``scoring_method``.
+
+    :param scoring_method: ``"pass-fail"``, ``"percent-pass"`` or ``"percent-fail"``.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param expected_tests: the tests that count and what each must do (default: the sample's
+        ``expected_tests`` metadata): a list of ids, ``{id: outcome}``, JSON text of either, or
+        a file or folder on the evaluator's machine (docs/scoring.md#expected-tests).
+    :param strict: the integrity signal kinds that make the score ``"N"``, counted as failed
+        (docs/scoring.md#integrity): ``"none"``, ``"default"``, ``"all"``, or kinds.
+    :param tests_from: a folder of the evaluator's machine laid out like the repository (usually
+        the reference): its tests, conftests and pytest configuration replace the repository's
+        in the sandbox before the tests run, by ``run --tests-from``'s rule (default: the
+        sample's ``tests_from`` metadata; docs/inspect.md#inspect-tests-from).
+    :param black_box: with ``tests_from`` only: the test process may load no file of the
+        repository but the evaluator's tests (``run --black-box``): one that does ends the
+        session, and the score is ``"N"`` naming it (docs/inspect.md#inspect-black-box).
+    :param verifier_sandbox: a second sandbox of the sample (a service of the pristine image):
+        only the files under the repository are copied there and the tests run there, away from
+        the agent's processes and site-packages (docs/inspect.md#inspect-verifier).
+    :param env: variables the tests get, ``{NAME: VALUE}``, set over the pinned ones (default:
+        the sample's ``env`` metadata; docs/scoring.md#determinism).
+    :param retries: the tests that did not pass run again, each time in a fresh pytest process
+        and a fresh copy of the repository, up to this many times (docs/scoring.md#reruns).
+    :param flaky: how a test whose attempts differ counts: ``"fail"`` (it must pass every
+        attempt), ``"pass"`` (one passing attempt is enough), ``"exclude"`` (left out of
+        ``total``); the flaky tests are in the score's ``flaky`` metadata.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox
+        (``inspect score``): ``"none"``, ``"diffs"`` (the run's outcomes) or ``"all"``
+        (docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "test_runner",
+        scoring_method=scoring_method,
+        repo_path=repo_path,
+        expected_tests=expected_tests,
+        strict=strict,
+        tests_from=tests_from,
+        black_box=black_box,
+        verifier_sandbox=verifier_sandbox,
+        env=env,
+        retries=retries,
+        flaky=flaky,
+        evidence=evidence,
+    )
+
+
+@scorer(name="db_change_scorer", metrics=type_metrics("db_change"))
+def db_change_scorer(
+    selector: Any = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """Score what the test session did to the databases. Before: the diff ``diff_databases``
+    stored, else ``snapshot:[first]`` or the sample's ``reference_repo_dir``; after: the
+    repository once its tests ran.
+
+    :param selector: a selector (a JSON object, see docs/selectors.md) the session diff must
+        match; ``None`` scores ``"C"`` when any table changed in data or schema.
+    :param interim_score: compute a fresh diff and leave nothing for other scorers.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, ``"diffs"`` (the diff with every changed row) or ``"all"`` (the final
+        databases too; docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "db_change",
+        selector=selector,
+        interim_score=interim_score,
+        repo_path=repo_path,
+        evidence=evidence,
+    )
+
+
+@scorer(name="db_diff_change_scorer", metrics=type_metrics("db_diff_change"))
+def db_diff_change_scorer(
+    selector: Any = None,
+    test_patterns: Sequence[str] | None = None,
+    *,
+    repo_path: str | None = None,
+    count_test_changes: bool = True,
+    evidence: str = DEFAULT_LEVEL,
+) -> Scorer:
+    """Score changes that happen only in this repository, not in the reference checkout. The
+    reference checkout is the sample's ``reference_repo_dir``; both runs take place in the
+    sandbox (docs/inspect.md).
+
+    :param selector: a selector (JSON object) for the changes this repository makes and the
+        reference does not: the ``after_only`` part of the diff-of-diffs, with the
+        ``from_tests`` part; None scores ``"C"`` for any such change.
+    :param test_patterns: globs of test files copied into the reference copy, default
+        ``tests/**/*.py``, ``tests/**/*.js``, ``tests/**/*.ts``.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param count_test_changes: false leaves out ``from_tests`` (the changes this repository's
+        test files make, found by running the reference's own tests): only ``after_only``
+        counts, and no baseline runs.
+    :param evidence: what the sample's store keeps for scoring again without the sandbox:
+        ``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row;
+        docs/inspect.md#inspect-rescoring).
+    """
+    return build(
+        "db_diff_change",
+        selector=selector,
+        test_patterns=test_patterns,
+        repo_path=repo_path,
+        count_test_changes=count_test_changes,
+        evidence=evidence,
+    )
+
+
+@scorer(name="file_contents_scorer", metrics=type_metrics("file_contents"))
+def file_contents_scorer(
+    folder_path: str,
+    search_string: str,
+    case_sensitive: bool = True,
+    recursive: bool = True,
+    file_extensions: Sequence[str] | None = None,
+    interim_score: bool = False,
+    *,
+    repo_path: str | None = None,
+    exclude: list[str] | None = None,
+) -> Scorer:
+    """A scorer that looks for ``search_string`` in the files under ``folder_path``. The folder
+    is read to the evaluator's machine and searched there, every file, binary ones too
+    (docs/inspect.md).
+
+    :param folder_path: the folder in the sandbox: absolute, or relative to the repository.
+    :param search_string: the text to find, as its UTF-8 bytes (in binary files too).
+    :param case_sensitive: false also finds the string in other letter cases.
+    :param recursive: false searches only the files directly in ``folder_path``.
+    :param file_extensions: only files ending so (``[".py", "txt"]``); all when None.
+    :param interim_score: kept for compatibility; a search shares nothing anyway.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param exclude: folders not to search, relative to the repository root.
+    """
+    return build(
+        "file_contents",
+        folder_path=folder_path,
+        search_string=search_string,
+        case_sensitive=case_sensitive,
+        recursive=recursive,
+        file_extensions=file_extensions,
+        interim_score=interim_score,
+        repo_path=repo_path,
+        exclude=exclude,
+    )
+
+
+@scorer(name="sandbox_state_scorer", metrics=type_metrics("sandbox_state"))
+def sandbox_state_scorer(
+    command: str,
+    cwd: str | None = None,
+    timeout: int | None = 60,
+    *,
+    repo_path: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Scorer:
+    """A scorer that runs ``command`` with ``/bin/sh -c`` and checks its exit code. It runs in
+    the sandbox; the repository cannot shadow it: ``PATH`` and ``PYTHONPATH`` keep no folder
+    inside it, ``PYTHONSAFEPATH=1``, ``env`` is set last.
+
+    :param command: the shell command; ``"C"`` when it exits with status 0.
+    :param cwd: the folder it runs in, in the sandbox: absolute, or relative to the repository
+        (default: the repository).
+    :param timeout: seconds; past it the command's whole process group is killed. ``None``: no
+        timeout.
+    :param repo_path: the repository in the sandbox (default: the sample's ``repo_path``
+        metadata, else ``/workspace``; a relative path is taken from the sandbox's working
+        folder).
+    :param env: environment variables the evaluator adds (after ``PATH`` and ``PYTHONSAFEPATH``
+        are set, so it may change them).
+    """
+    return build(
+        "sandbox_state",
+        command=command,
+        cwd=cwd,
+        timeout=timeout,
+        repo_path=repo_path,
+        env=env,
+    )
+
+
+@scorer(name="composite_scorer", metrics=type_metrics("composite"))
+def composite_scorer(
+    scorers: Sequence[Scorer],
+    formula: str | composite.FormulaFunction,
+) -> Scorer:
+    """A scorer whose value is ``formula`` over the scores of ``scorers``.
+
+    :param scorers: Inspect scorers of this package or others; each one's name in the formula is
+        its registry name without ``_scorer`` (``db_diff_change.value == "C"``). Those of this
+        package that already scored the sample are reused (unless ``interim_score``); others are
+        run now.
+    :param formula: an expression such as ``"max(a.value, b.value)"`` (checked now; the language
+        is in docs/configuration.md), or a callable taking the scores by name, each a
+        :class:`ScoreView` (``scores["a"].value`` or ``scores["a"]["value"]``).
+    """
+    return build(
+        "composite",
+        scorers=scorers,
+        formula=formula,
+    )
+
+
+# [[[end]]]
+
+
+def register_log_names(scorers: Sequence[Callable[..., Scorer]]) -> None:
+    """Each of ``scorers`` also under the name Inspect writes into eval logs, the registry
+    name without this package's prefix (``db_change_scorer``), unless that name is taken.
+
+    ``inspect score LOG`` without ``--scorer`` looks the log's names up as they are, after
+    loading the task file (which imports this module); Inspect itself finds only the prefixed
+    name (``pytest_scoring/db_change_scorer``), by this package's entry point. The alias builds
+    the same scorer, so a re-scored log names it as the eval did.
+    """
+    from inspect_ai._util.registry import RegistryInfo
+    from inspect_ai._util.registry import registry_add
+    from inspect_ai._util.registry import registry_lookup
+
+    for factory in scorers:
+        info = registry_info(factory)
+        short = info.name.rpartition("/")[2]
+        if short != info.name and registry_lookup("scorer", short) is None:
+            alias = functools.wraps(factory)(functools.partial(factory))
+            registry_add(alias, RegistryInfo(type="scorer", name=short, metadata=info.metadata))
+
+
+register_log_names(
+    [
+        globals()[f"{kind.name}_scorer"]
+        for kind in BUILTIN_TYPES.values()
+        if kind.inspect and kind.inspect.registered
+    ]
+)

@@ -25,10 +25,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 
@@ -44,6 +46,9 @@ from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.tests_from import own_tests_arguments
+
+if TYPE_CHECKING:
+    from pytest_scoring.db.clones import RunClones
 
 #: Bumped when what a baseline run records changes meaning (older entries are not reused).
 CACHE_VERSION: Final = 1
@@ -91,6 +96,10 @@ class Baseline:
     failure: str | None = None
     #: The end of its output, when it failed.
     output: str = ""
+    #: Each server engine and the state its clones were left in (read in place).
+    servers: list[tuple[Any, Any]] = field(default_factory=list)
+    #: The clones of the server databases it ran on, dropped with its run.
+    clones: RunClones | None = None
 
     def describe(self) -> dict[str, Any]:
         """The ``baseline`` entry of a score's metadata."""
@@ -138,6 +147,7 @@ def baseline_for(
     timeout: float,
     like: ChildRunner | None = None,
     cancel: threading.Event | None = None,
+    clone: Callable[[], RunClones] | None = None,
 ) -> Baseline:
     """The baseline run of ``reference``: from the cache when it holds one, else run now and
     cached (only a run that gave a usable result is kept).
@@ -148,11 +158,15 @@ def baseline_for(
     :param like: the evaluation's runner: the run gets a runner of its own from it
         (:meth:`~ChildRunner.for_another_run`: its environment and limits, a user of its own).
     :param cancel: set it to kill the run at once.
+    :param clone: clones the session's server databases for the run, which then is never
+        cached (its starting state is the session's, not the reference's).
     :returns: the baseline; when it gave no usable result, ``failure`` says why.
     """
     started = time.monotonic()
     key = baseline_key(reference, options)
     with _lock_for(key):
+        if clone is not None:
+            return _run_on_clones(reference, options, folder, timeout, like, cancel, clone)
         cached = cache.load(key, folder / "cached")
         if cached is not None:
             return _from_record(key, cached.final, cached.record, str(cached.entry))
@@ -171,6 +185,40 @@ def baseline_for(
         return baseline
 
 
+def _run_on_clones(
+    reference: Path,
+    options: BaselineOptions,
+    folder: Path,
+    timeout: float,
+    like: ChildRunner | None,
+    cancel: threading.Event | None,
+    clone: Callable[[], RunClones],
+) -> Baseline:
+    """The baseline on clones of the session's server databases, never cached."""
+    key = baseline_key(reference, options)
+    clones = clone()
+    try:
+        run, final = _run(reference, options, folder, timeout, like, cancel, clones.urls())
+    except OSError as error:
+        clones.drop()
+        return _failed(key, f"{WHAT} could not copy the reference: {error}", None)
+    baseline = from_run(key, run, final, timeout, NOT_CACHED)
+    baseline.servers, baseline.clones = clones.finals(), clones
+    return baseline
+
+
+#: Why a baseline on server databases is not cached.
+NOT_CACHED: Final = "not cached: it ran on clones of the session's server databases"
+
+
+def give_urls(runner: ChildRunner, urls: Mapping[str, str]) -> None:
+    """The run of ``runner`` receives its databases' URLs in these variables, over both the
+    evaluator's environment and the pinned one (which holds the session's)."""
+    runner.environment = {**runner.environment, **urls}
+    if runner.pinned is not None:
+        runner.pinned = {**runner.pinned, **urls}
+
+
 def _lock_for(key: str) -> threading.Lock:
     with _key_locks_guard:
         return _key_locks.setdefault(key, threading.Lock())
@@ -183,12 +231,17 @@ def _run(
     timeout: float,
     like: ChildRunner | None,
     cancel: threading.Event | None,
+    urls: Mapping[str, str] | None = None,
 ) -> tuple[ChildRun, Snapshot | None]:
-    """Copy the reference, run its tests there, snapshot its databases into ``folder``."""
+    """Copy the reference, run its tests there, snapshot its databases into ``folder``.
+
+    :param urls: the variables through which the run receives its server databases' URLs.
+    """
     owned = like is None
     like = like or ChildRunner()
     runner = like.for_another_run("baseline-run")
     runner.python = options.python
+    give_urls(runner, urls or {})
     try:
         copy = runner.workspace("checkout") / "checkout"
         excluded = [reference / path for path in options.excluded]
@@ -244,7 +297,7 @@ def from_run(
     )
 
 
-def _failed(key: str, failure: str, cache: BaselineCache) -> Baseline:
+def _failed(key: str, failure: str, cache: BaselineCache | None) -> Baseline:
     return Baseline(
         key=key,
         final=None,
@@ -254,7 +307,7 @@ def _failed(key: str, failure: str, cache: BaselineCache) -> Baseline:
         exit_code=None,
         timed_out=False,
         from_cache=False,
-        cache=cache.describe(key),
+        cache=NOT_CACHED if cache is None else cache.describe(key),
         failure=failure,
     )
 
@@ -339,9 +392,12 @@ class BaselineRun:
         return [result.final.root]
 
     def close(self) -> None:
-        """End the run if it still runs (scoring stopped early); remove its files."""
+        """End the run if it still runs (scoring stopped early); remove its files and drop
+        its clones."""
         self._cancel.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._result is not None and self._result.clones is not None:
+            self._result.clones.drop()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)

@@ -22,14 +22,18 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
 from dataclasses import field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from typing import Generic
 
 from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import cap_list
@@ -43,11 +47,13 @@ from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowReader
 from pytest_scoring.db.engine import S
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.db.session import engine_diff
 from pytest_scoring.db.session import final_state
 from pytest_scoring.db.session import snapshot_now
 from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.db.snapshot import Snapshot
+from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.fs.copy import copy_tree
 from pytest_scoring.process.children import ChildRunner
@@ -55,12 +61,16 @@ from pytest_scoring.reference.baseline import Baseline
 from pytest_scoring.reference.baseline import BaselineOptions
 from pytest_scoring.reference.baseline import BaselineRun
 from pytest_scoring.reference.baseline import baseline_for
+from pytest_scoring.reference.baseline import give_urls
 from pytest_scoring.reference.baseline_cache import BaselineCache
 from pytest_scoring.reference.child import ChildRun
 from pytest_scoring.reference.child import run_child
 from pytest_scoring.reference.copy import CopiedTests
 from pytest_scoring.reference.copy import copy_test_files
 from pytest_scoring.reference.tests_from import install_tests
+
+if TYPE_CHECKING:
+    from pytest_scoring.db.clones import RunClones
 
 #: Rows per list kept in ``reference_diff.json`` / ``diff_of_diffs.json`` (as in ``diff.json``).
 FILE_MAX_ROWS: Final = 1000
@@ -74,6 +84,20 @@ class ReferenceSide:
     final: Snapshot
     tests: CopiedTests
     run: ChildRun
+    #: Each server engine and its clones' state after the run (read in place).
+    servers: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ServerRuns(Generic[S]):
+    """One server engine's states of the runs: its databases are cloned for the reference's
+    (and the baseline's) run from the session's start snapshot."""
+
+    engine: DatabaseEngine[S]
+    initial: S
+    reference: S
+    solution: S
+    baseline: S | None = None
 
 
 @dataclass
@@ -126,11 +150,15 @@ class ReferenceRerun:
         children: ChildRunner,
         initial: Snapshot | None = None,
         turns: Turns | None = None,
+        databases: SessionDatabases | None = None,
     ):
         """:param initial: the reference's databases before any test ran, when already
         snapshotted (and fingerprinted) by the caller.
         :param turns: how the runs take turns when they share a user id (:func:`turns_for`);
-            None: the rerun runs beside the session."""
+            None: the rerun runs beside the session.
+        :param databases: the session's databases, started, when it has server databases:
+            the rerun runs on clones of their start snapshots, and is diffed against their
+            finish state."""
         self.settings = settings
         self.initial = initial
         self.patterns = list(patterns)
@@ -153,6 +181,8 @@ class ReferenceRerun:
         self._side: ReferenceSide | None = None
         self._error: BaseException | None = None
         self._diffs: Diffs | None = None
+        self.databases = databases
+        self._clones: RunClones | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -184,6 +214,7 @@ class ReferenceRerun:
         tests, args = self._tests(copy)
         self._runner.give(copy)
         self._wait_for_session()
+        self._clone_servers()
         with self.turns.lock if self.turns is not None else contextlib.nullcontext():
             run = run_child(
                 self._runner,
@@ -195,7 +226,20 @@ class ReferenceRerun:
             )
         self.child_done.set()
         final = final_state(sqlite_engine(self.settings, copy), f"{copy} (reference rerun)")
-        return ReferenceSide(initial, final, tests, run)
+        servers = self._clones.finals() if self._clones is not None else []
+        return ReferenceSide(initial, final, tests, run, servers)
+
+    def _clone_servers(self) -> None:
+        """Clone the session's server databases for the rerun, which receives each clone's
+        URL through its database's ``env`` variable (never the application's database)."""
+        if self.databases is None or not self.settings.databases:
+            return
+        from pytest_scoring.db.clones import clone_states
+
+        self._clones = clone_states(
+            self.databases.server_states(), self.settings.databases, "the reference rerun"
+        )
+        give_urls(self._runner, self._clones.urls())
 
     def _wait_for_session(self) -> None:
         """Copies made, wait until the session's tests are over when the runs take
@@ -217,7 +261,7 @@ class ReferenceRerun:
         installed = install_tests(self.settings.tests_from, copy)
         return CopiedTests(copied=installed.evaluators), installed.args
 
-    def _baseline_run(self) -> tuple[Snapshot, CopiedTests, ChildRun]:
+    def _baseline_run(self) -> tuple[Snapshot, CopiedTests, ChildRun, list[tuple[Any, Any]]]:
         """``--tests-from`` is the reference: the rerun would run the reference's own tests on
         its own code, as the baseline does; the baseline's run is the rerun's."""
         self.child_done.set()  # a baseline waiting for the rerun to end may start
@@ -231,7 +275,7 @@ class ReferenceRerun:
             )
         tally = {"counts": baseline.counts, "collected": baseline.collected}
         run = ChildRun(baseline.exit_code, baseline.timed_out, baseline.duration, tally, "")
-        return baseline.final, CopiedTests(), run
+        return baseline.final, CopiedTests(), run, baseline.servers
 
     def _join(self) -> ReferenceSide:
         """Wait for the background run; a second Ctrl-C while waiting kills it."""
@@ -263,7 +307,13 @@ class ReferenceRerun:
             finally:
                 shutil.rmtree(self._workdir, ignore_errors=True)
                 shutil.rmtree(self._checkout, ignore_errors=True)
+                self._drop_clones()
         return self._diffs
+
+    def _drop_clones(self) -> None:
+        if self._clones is not None:
+            self._clones.drop()
+            self._clones = None
 
     def _compare(self, side: ReferenceSide, session: OutcomeTally, duration: float) -> Diffs:
         metadata = {**self._metadata(side, session), "solution_duration": duration}
@@ -286,12 +336,44 @@ class ReferenceRerun:
             self.settings.db_patterns,
             self._store,
             baseline_final=usable,
+            servers=self._server_runs(side, baseline if isinstance(baseline, Baseline) else None),
         )
         missing = _missing_from(side.run.tally, session)
         parts = split.parts(FILE_MAX_ROWS)
-        read_row = partial(engine.read_row, solution_final)
+        read_row = self._row_reader(partial(engine.read_row, solution_final))
         files = solution_final.files
         return Diffs(split, parts, metadata, missing, baseline, files, read_row)
+
+    def _server_runs(self, side: ReferenceSide, baseline: Baseline | None) -> list[ServerRuns[Any]]:
+        """Each server engine's states: the session's start snapshot and finish state, the
+        rerun's clones, the baseline's (when it ran and cloned them)."""
+        if self.databases is None or not side.servers:
+            return []
+        starts = {id(engine): state for engine, state in self.databases.server_states()}
+        finals = {id(engine): state for engine, state in baseline.servers} if baseline else {}
+        return [
+            ServerRuns(
+                engine,
+                starts[id(engine)],
+                after,
+                self.databases.final_of(engine),
+                finals.get(id(engine)),
+            )
+            for engine, after in side.servers
+        ]
+
+    def _row_reader(self, sqlite_rows: RowReader) -> RowReader:
+        """Reads a row of the session's finish state: a server database's from its engine."""
+        databases = self.databases
+        if databases is None or not self.settings.databases:
+            return sqlite_rows
+
+        def read_row(
+            database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
+        ) -> dict[str, Any] | None:
+            return databases.read_row(database, table, key, leave_out)
+
+        return read_row
 
     @property
     def computed(self) -> Diffs | None:
@@ -310,6 +392,7 @@ class ReferenceRerun:
         self._cancel.set()
         if self._thread.is_alive():
             self._thread.join()
+        self._drop_clones()
         shutil.rmtree(self._workdir, ignore_errors=True)
         self._runner.close()
         if self._store is not None:
@@ -377,6 +460,7 @@ def split_runs(
     db_patterns: Sequence[str],
     store: DiffStore,
     baseline_final: S | None = None,
+    servers: Sequence[ServerRuns[Any]] = (),
 ) -> SplitDiffs:
     """Diff the runs from the initial state, every row into ``store``, and split them.
 
@@ -386,6 +470,8 @@ def split_runs(
 
     :param baseline_final: the baseline's final databases, when its diff joins the split
         (``store`` was made with ``baseline=True``).
+    :param servers: the server engines' states, whose entries join each diff (a server
+        database the baseline did not clone is unchanged in its diff).
     """
     runs = [(reference_final, REFERENCE), (solution_final, SOLUTION)]
     if baseline_final is not None:
@@ -394,6 +480,17 @@ def split_runs(
         engine_diff(engine, initial, final, db_patterns, FILE_MAX_ROWS, store.sink(side))
         for final, side in runs
     ]
+    for server in servers:
+        finals = {REFERENCE: server.reference, SOLUTION: server.solution}
+        finals[BASELINE] = server.baseline if server.baseline is not None else server.initial
+        for diff, (_final, side) in zip(diffs, runs, strict=True):
+            entries = server.engine.diff(
+                server.initial, finals[side], FILE_MAX_ROWS, store.sink(side)
+            )
+            if set(entries) & set(diff["comparisons"]):
+                raise DatabaseError(f"two databases are named {min(entries)!r}; name them apart")
+            diff["comparisons"].update(entries)
+            diff["comparisons"] = dict(sorted(diff["comparisons"].items()))
     for diff, (_final, side) in zip(diffs, runs, strict=True):
         store.add_lists(side, diff, ["schema"])
     baseline = diffs[2] if baseline_final is not None else None
@@ -414,21 +511,31 @@ def start_baseline(
     timeout: float,
     rerun_done: threading.Event,
     turns: Turns | None = None,
+    databases: SessionDatabases | None = None,
 ) -> BaselineRun:
     """Start the baseline in the background (:func:`baseline_for`, cached per reference).
 
     Without ``turns`` (a user id of its own) it runs beside the session and the rerun, sharing
     the cores with them (their tests wait on I/O too); with them it waits for the rerun's
     pytest to end (which waits for the session), then for its turn: no two runs overlap.
+
+    :param databases: the session's databases, started, when it has server databases: the
+        baseline runs on clones of their start snapshots.
     """
     folder = children.folder("baseline")
+    clone = None
+    if databases is not None and settings.databases:
+        from pytest_scoring.db.clones import clone_states
+
+        states = databases.server_states()
+        clone = partial(clone_states, states, settings.databases, "the baseline run")
 
     def work(cancel: threading.Event) -> Baseline:
         if turns is None:
-            return compute_baseline(settings, children, folder, timeout, cancel)
+            return compute_baseline(settings, children, folder, timeout, cancel, clone=clone)
         wait_until(rerun_done, cancel)
         with turns.lock:
-            return compute_baseline(settings, children, folder, timeout, cancel)
+            return compute_baseline(settings, children, folder, timeout, cancel, clone=clone)
 
     run = BaselineRun(work, folder)
     run.start()
@@ -442,6 +549,7 @@ def compute_baseline(
     timeout: float,
     cancel: threading.Event | None = None,
     never_inside: Sequence[Path] = (),
+    clone: Callable[[], RunClones] | None = None,
 ) -> Baseline:
     """The baseline of ``settings.reference`` with this evaluation's options and the
     evaluator's cache; its final databases fingerprinted by ``children``'s guard.
@@ -450,6 +558,7 @@ def compute_baseline(
 
     :param folder: a private folder that receives the final databases.
     :param never_inside: more folders a scored repository can write (a batch's repositories).
+    :param clone: clones the session's server databases for the run (never cached).
     """
     assert settings.reference is not None
     never = [*settings.scored_places(), *never_inside]
@@ -462,6 +571,7 @@ def compute_baseline(
         timeout=timeout,
         like=children,
         cancel=cancel,
+        clone=clone,
     )
     if baseline.final is not None and children.guard is not None:
         children.guard.add_files(baseline.final.files.values())

@@ -38,8 +38,6 @@ from pytest_scoring.reference.test_layout import own_config
 from pytest_scoring.reference.test_layout import read_layout
 from pytest_scoring.reference.test_layout import test_files
 
-#: Where the evaluation keeps the comparison (``ScoringContext.resources``).
-TEST_CHANGES_RESOURCE: Final = "tests_modified"
 #: Lines of a unified diff a signal's detail shows, and characters of each.
 EXCERPT_LINES: Final = 12
 LINE_CHARS: Final = 160

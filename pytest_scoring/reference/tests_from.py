@@ -50,8 +50,6 @@ from pytest_scoring.text import plural
 
 #: The evaluator's configuration file at the copy's root (``.ini`` or ``.toml`` follows).
 CONFIG_STEM: Final = ".pytest-scoring-tests-from"
-#: Where a scorer finds the :class:`TestsFrom` of its session (``ScoringContext.resources``).
-TESTS_FROM_RESOURCE: Final = "tests_from"
 #: Most paths one list of the report's ``tests_from`` holds; one more entry says how many
 #: were left out.
 LISTED_PATHS: Final = 1000

@@ -29,6 +29,7 @@ from pytest_scoring.core.score import Score
 from pytest_scoring.core.score import error_score
 from pytest_scoring.core.score import with_unscored
 from pytest_scoring.core.signals import EvaluatorSide
+from pytest_scoring.scorers.inputs import ScorerInputs
 
 if TYPE_CHECKING:
     from pytest_scoring.core.settings import ScoringSettings
@@ -58,9 +59,9 @@ class Scorer(Protocol):
 class ScoringContext:
     """Everything a scorer may read about the finished session.
 
-    Expensive inputs (database diffs, the reference rerun) live in ``resources``, filled
-    lazily by the scorers that need them and shared between scorers, keyed by a name the
-    owning module chooses (``interim_score=True`` scorers bypass that cache).
+    Expensive inputs (database diffs, the reference rerun) live in :attr:`inputs`, typed,
+    filled by the front end or lazily by the first scorer that needs one and shared between
+    scorers (``interim_score=True`` scorers bypass them).
     """
 
     #: The scored repository's root folder.
@@ -69,8 +70,8 @@ class ScoringContext:
     settings: ScoringSettings | None = None
     #: Scores computed so far in this session, by scorer name (composite reads these).
     scores: dict[str, Score] = field(default_factory=dict)
-    #: Shared, lazily computed inputs (snapshots, diffs, reference results).
-    resources: dict[str, Any] = field(default_factory=dict)
+    #: Shared inputs (snapshots, diffs, reference results), live or from evidence.
+    inputs: ScorerInputs = field(default_factory=ScorerInputs)
     #: Extra JSON files for the report folder (``diff.json``…), by file name.
     report_files: dict[str, Any] = field(default_factory=dict)
     #: Run-level errors for ``_errors.jsonl``: ``{scanner, error, traceback}``.

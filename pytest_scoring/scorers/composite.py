@@ -26,6 +26,8 @@ from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.base import run_scorer
 from pytest_scoring.scorers.formula import Formula
 from pytest_scoring.scorers.formula import parse_formula
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 
 #: A formula given from Python: the child scores by name -> the composite's value.
 FormulaFunction = Callable[[Mapping[str, "ScoreView"]], Any]
@@ -60,6 +62,7 @@ class ScoreView(dict[str, Any]):
 
 #: String results a formula may return as the value itself.
 SCORE_LETTERS: Final = frozenset({"C", "I", "P", "N"})
+METRICS: Final = (mean, stderr)
 
 
 def formula_value(result: Any) -> Value:
@@ -92,7 +95,7 @@ class CompositeScorer:
     def __init__(self, children: Sequence[Scorer | str], formula: Formula | FormulaFunction):
         self.type = "composite"
         self.name = "composite"
-        self.metrics: Sequence[Metric] = (mean, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: ``detects: true`` in the configuration: a formula such as ``attack_succeeded``
         #: whose ``"C"`` is a finding.
         self.detects = False
@@ -168,3 +171,26 @@ def composite_scorer(
     except FormulaError as error:
         raise ConfigError(f"formula: {error}") from None
     return CompositeScorer(scorers, parsed)
+
+
+TYPE: Final = ScorerType(
+    "composite",
+    composite_scorer,
+    METRICS,
+    from_evidence=True,
+    inspect=InspectForm(
+        "composite_scorer",
+        positional=("scorers", "formula"),
+        annotations={
+            "scorers": "Sequence[Scorer]",
+            "formula": "str | composite.FormulaFunction",
+        },
+        docs={
+            "scorers": "Inspect scorers of this package or others; each one's name in the "
+            "formula is its registry name without ``_scorer`` (``db_diff_change.value == "
+            '"C"``). Those of this package that already scored the sample are reused (unless '
+            "``interim_score``); others are run now.",
+        },
+        reads="its scorers' scores",
+    ),
+)

@@ -1,7 +1,8 @@
 """The scorer configuration file (docs/configuration.md): TOML, JSON or YAML -> checked scorers.
 
-Every entry is checked against its factory's signature and annotations before any scorer
-is built, so a typo is a one-line :class:`ConfigError` naming the file and key path
+Every entry is checked against its type's registry entry (the factory's parameters, their
+types and defaults: :mod:`~pytest_scoring.scorers.scorer_type`) before any scorer is built,
+so a typo is a one-line :class:`ConfigError` naming the file and key path
 (``scores.yaml: scorers[2].formula: …``) before any test runs.
 """
 
@@ -15,7 +16,6 @@ import keyword
 import re
 import types
 import typing
-from collections.abc import Callable
 from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field
@@ -34,8 +34,9 @@ from pytest_scoring.errors import ScoringError
 from pytest_scoring.scorers.base import Scorer
 from pytest_scoring.scorers.fixture_file import fixture_scorers
 from pytest_scoring.scorers.registry import ALIAS_SUFFIX
-from pytest_scoring.scorers.registry import ScorerFactory
 from pytest_scoring.scorers.registry import resolve_type
+from pytest_scoring.scorers.scorer_type import ScorerFactory
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import some_names
 
 #: Scorer names become file names and formula variables: plain ASCII identifiers.
@@ -45,7 +46,9 @@ RESERVED_NAMES: Final = frozenset({"math"})
 #: Keys of an entry that are not parameters of the factory.
 ENTRY_KEYS: Final = ("type", "name", "detects")
 #: Keys a configuration file may have at its top level.
-TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env")
+TOP_LEVEL_KEYS: Final = ("scorers", "paths", "exclude", "env", "databases")
+#: Keys of a ``databases:`` entry (``url`` is required).
+DATABASE_KEYS: Final = ("url", "name", "admin_url", "env")
 #: Most scorers a configuration may list: past it the file is refused before any is checked.
 MAX_SCORERS: Final = 50_000
 #: The composite type, whose ``scorers`` parameter names other entries.
@@ -105,6 +108,30 @@ def _env_table(raw: Any, source: str) -> dict[str, str]:
         return env_assignments((f"{name}={value}" for name, value in raw.items()), "env")
     except OptionError as error:
         raise ConfigError(f"{source}: {error}") from None
+
+
+def _databases_list(raw: Any, source: str) -> list[dict[str, str]]:
+    """The ``databases:`` list: server databases named by URL, each a table of text values
+    (``url`` required; ``name``, ``admin_url``, ``env``), checked further where settings are
+    made."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{source}: databases: expected a list of tables such as {{url: …}}")
+    for index, entry in enumerate(raw):
+        where = f"{source}: databases[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a table such as {{url: …, name: …}}")
+        unknown = sorted(set(entry) - set(DATABASE_KEYS))
+        if unknown:
+            expected = ", ".join(DATABASE_KEYS)
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected {expected})")
+        if "url" not in entry:
+            raise ConfigError(f"{where}: url: missing")
+        for key, value in entry.items():
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}.{key}: expected text, got {value!r}")
+    return [dict(entry) for entry in raw]
 
 
 def _entries(data: Any, source: str) -> list[tuple[str, Any]]:
@@ -183,58 +210,23 @@ def _matches_generic(value: Any, hint: Any) -> bool:
     return True
 
 
-def _annotations(factory: Callable[..., Any]) -> dict[str, Any]:
-    """The factory's resolved annotations; none when they cannot be resolved."""
-    target = factory.__init__ if isinstance(factory, type) else factory  # type: ignore[misc]
-    try:
-        return typing.get_type_hints(target)
-    except Exception:  # a plugin's unresolvable annotation only turns off type checks
-        return {}
-
-
-@final
-@dataclass(frozen=True)
-class FactoryParameters:
-    """What a factory's signature and annotations say about its parameters: worked out once
-    per type, so checking 20,000 entries of one type costs no more than 20,000 dict look-ups."""
-
-    #: Keyword-capable parameters by name.
-    accepted: dict[str, inspect.Parameter]
-    #: Whether the factory takes ``**kwargs`` (any key is accepted).
-    open_ended: bool
-    #: Resolved annotations (empty when they cannot be resolved).
-    hints: dict[str, Any]
-
-    @classmethod
-    def of(cls, factory: ScorerFactory) -> FactoryParameters:
-        signature = inspect.signature(factory)
-        accepted = {
-            name: parameter
-            for name, parameter in signature.parameters.items()
-            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-        }
-        open_ended = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-        return cls(accepted, open_ended, _annotations(factory))
-
-
-def check_parameters(
-    factory: ScorerFactory | FactoryParameters, params: Mapping[str, Any], where: str
-) -> None:
+def check_parameters(kind: ScorerType, params: Mapping[str, Any], where: str) -> None:
     """Reject unknown, missing or mistyped parameters, naming the key path.
 
-    :param factory: the factory, or its parameters already worked out.
+    :param kind: the scorer type, whose parameters its registry entry describes.
     :param where: the entry's key path, such as ``scores.yaml: scorers[2]``.
     """
-    known = factory if isinstance(factory, FactoryParameters) else FactoryParameters.of(factory)
+    accepted = {parameter.name: parameter for parameter in kind.parameters}
     for key in params:
-        if key not in known.accepted and not known.open_ended:
-            names = ", ".join([*ENTRY_KEYS, *known.accepted]) or "none"
+        if key not in accepted and not kind.open_ended:
+            names = ", ".join([*ENTRY_KEYS, *accepted]) or "none"
             raise ConfigError(f"{where}.{key}: unknown parameter (known: {names})")
-    for name, parameter in known.accepted.items():
-        if name not in params and parameter.default is parameter.empty:
+    for name, parameter in accepted.items():
+        if name not in params and parameter.required:
             raise ConfigError(f"{where}.{name}: missing required parameter")
     for key, value in params.items():
-        hint = known.hints.get(key, inspect.Parameter.empty)
+        found = accepted.get(key)
+        hint = inspect.Parameter.empty if found is None else found.annotation
         if not matches_annotation(value, hint):
             shown = json.dumps(value, default=str)[:80]
             raise ConfigError(f"{where}.{key}: expected {_type_label(hint)}, got {shown}")
@@ -259,7 +251,7 @@ class _Entry:
 
     def __init__(
         self, name: str, type_name: str, factory: ScorerFactory, params: dict[str, Any], where: str
-    ):
+    ) -> None:
         self.name = name
         self.type = type_name
         self.factory = factory
@@ -276,11 +268,10 @@ class _Entry:
 def _check_entry(
     raw: Any,
     where: str,
-    types: Mapping[str, ScorerFactory],
+    types: Mapping[str, ScorerType],
     command_line: Mapping[str, Any],
-    known: dict[str, FactoryParameters],
 ) -> _Entry:
-    """Check one entry; ``known`` holds each type's parameters once worked out."""
+    """Check one entry against its type's registry entry."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table with 'type' and parameters")
     type_text = raw.get("type")
@@ -294,11 +285,8 @@ def _check_entry(
             f"{where}.type: unknown scorer type {type_text!r} "
             f"({guess}known: {', '.join(sorted(types))})"
         )
-    factory = types[type_name]
-    if type_name not in known:
-        known[type_name] = FactoryParameters.of(factory)
-    parameters = known[type_name]
-    accepted = parameters.accepted
+    kind = types[type_name]
+    accepted = {parameter.name for parameter in kind.parameters}
     if "sandbox" in raw and "sandbox" not in accepted:
         raise ConfigError(
             f"{where}.sandbox: pytest-scoring runs every scorer here, in no Inspect sandbox; "
@@ -307,8 +295,8 @@ def _check_entry(
     # Parameters the entry leaves out but the command line gives (--score-selector…).
     params = {k: v for k, v in command_line.items() if k in accepted}
     params.update((key, value) for key, value in raw.items() if key not in ENTRY_KEYS)
-    check_parameters(parameters, params, where)
-    entry = _Entry(_entry_name(raw, type_name, where), type_name, factory, params, where)
+    check_parameters(kind, params, where)
+    entry = _Entry(_entry_name(raw, type_name, where), type_name, kind.factory, params, where)
     entry.detects = _detects(raw, where)
     return entry
 
@@ -400,14 +388,13 @@ def _build(entry: _Entry, built: Mapping[str, Scorer]) -> Scorer:
 
 def _build_all(
     entries: list[tuple[str, Any]],
-    types: Mapping[str, ScorerFactory],
+    types: Mapping[str, ScorerType],
     command_line: Mapping[str, Any] | None,
 ) -> list[Scorer]:
     if len(entries) > MAX_SCORERS:
         where = entries[MAX_SCORERS][0]
         raise ConfigError(f"{where}: more than {MAX_SCORERS:,} scorers, the most a file may list")
-    known: dict[str, FactoryParameters] = {}
-    checked = [_check_entry(raw, where, types, command_line or {}, known) for where, raw in entries]
+    checked = [_check_entry(raw, where, types, command_line or {}) for where, raw in entries]
     by_name = _check_names(checked)
     built: dict[str, Scorer] = {}
     for entry in _build_order(checked, by_name):
@@ -418,7 +405,7 @@ def _build_all(
 def scorers_from_data(
     data: Any,
     source: str,
-    types: Mapping[str, ScorerFactory],
+    types: Mapping[str, ScorerType],
     command_line: Mapping[str, Any] | None = None,
 ) -> list[Scorer]:
     """Check every entry of a parsed configuration, then build the scorers.
@@ -446,11 +433,13 @@ class Configuration:
     exclude: list[str] = field(default_factory=list)
     #: The ``env:`` table: variables over the pinned environment of ``run``'s children.
     env: dict[str, str] = field(default_factory=dict)
+    #: The ``databases:`` list: server databases, each as written (``${VAR}`` unresolved).
+    databases: list[dict[str, str]] = field(default_factory=list)
 
 
 def load_configuration(
     path: Path,
-    types: Mapping[str, ScorerFactory],
+    types: Mapping[str, ScorerType],
     command_line: Mapping[str, Any] | None = None,
     fixture: str | None = None,
 ) -> Configuration:
@@ -473,12 +462,13 @@ def load_configuration(
         _paths_table(top.get("paths"), path.name),
         exclude=_exclude_list(top.get("exclude"), path.name),
         env=_env_table(top.get("env"), path.name),
+        databases=_databases_list(top.get("databases"), path.name),
     )
 
 
 def load_config(
     path: Path,
-    types: Mapping[str, ScorerFactory],
+    types: Mapping[str, ScorerType],
     command_line: Mapping[str, Any] | None = None,
 ) -> list[Scorer]:
     """The scorers a configuration file describes (see :func:`scorers_from_data`)."""

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
-from typing import Protocol
 
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import accuracy
@@ -32,7 +31,10 @@ from pytest_scoring.db.diff_shape import fit_diff
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.engine import DatabaseEngine
+from pytest_scoring.db.servers import server_engines
 from pytest_scoring.db.session import SessionDatabases
+from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.db.sqlite_engine import file_row_reader
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.errors import DatabaseError
@@ -42,6 +44,9 @@ from pytest_scoring.scorers.evidence import Evidence
 from pytest_scoring.scorers.evidence import Matcher
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
+from pytest_scoring.scorers.inputs import DatabaseInputs
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import plural
 
 if TYPE_CHECKING:
@@ -49,9 +54,8 @@ if TYPE_CHECKING:
     from pytest_scoring.selector.language import Selector
 
 SCORER_TYPE: Final = "db_change"
-#: Key of the shared :class:`SessionDatabases` in ``ScoringContext.resources``.
-RESOURCE: Final = "databases"
 _COUNTS: Final = ("added", "removed", "changed")
+METRICS: Final = (accuracy, stderr)
 
 
 def diff_summary(diff: DiffJSON) -> dict[str, int]:
@@ -74,41 +78,22 @@ def diff_summary(diff: DiffJSON) -> dict[str, int]:
 
 def session_databases(context: ScoringContext) -> SessionDatabases:
     """The context's shared :class:`SessionDatabases`, created on first use."""
-    if RESOURCE not in context.resources:
+    databases = context.inputs.databases
+    if databases is None:
         if context.settings is None:
             raise DatabaseError("database scoring needs the session's settings")
-        context.resources[RESOURCE] = SessionDatabases(context.settings, context.guard)
-    databases: SessionDatabases = context.resources[RESOURCE]
+        databases = context.inputs.databases = SessionDatabases(
+            context.settings, context.guard, session_engines(context.settings)
+        )
+    if not isinstance(databases, SessionDatabases):
+        raise DatabaseError("the session's databases come from a report's evidence here")
     return databases
 
 
-class DatabaseInputs(Protocol):
-    """What ``db_change`` reads: the session's diff, taken live (:class:`SessionDatabases`) or
-    read from a report's evidence (:class:`StoredDatabases`), so that both score alike."""
-
-    settings: ScoringSettings
-
-    def problem(self) -> str | None:
-        """Why no diff can be had, or None."""
-        ...
-
-    def diff(self, shared: bool = True) -> DiffJSON:
-        """The diff, with examples (for the report)."""
-        ...
-
-    def complete(self, diff: DiffJSON, budget: TimeBudget) -> DiffJSON:
-        """``diff`` with every changed row (for selectors)."""
-        ...
-
-    def unsearched(self) -> list[str]:
-        """Folders left out of discovery that hold a database."""
-        ...
-
-    def read_row(
-        self, database: str, table: str, key: Mapping[str, Any], leave_out: Collection[str]
-    ) -> dict[str, Any] | None:
-        """A row of a database's finish state by key, when at hand."""
-        ...
+def session_engines(settings: ScoringSettings) -> list[DatabaseEngine[Any]]:
+    """The engines of a session: SQLite under the repository, then each server's databases."""
+    servers = server_engines(settings.databases, settings.end_backends_at_finish)
+    return [sqlite_engine(settings), *servers]
 
 
 class StoredDatabases:
@@ -149,13 +134,14 @@ class StoredDatabases:
     ) -> dict[str, Any] | None:
         return self._read_row(database, table, key, leave_out)
 
+    def ended(self) -> dict[str, dict[str, list[Any]]]:
+        return {}
+
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
     """The context's database inputs: kept evidence when re-scoring, else the live session's."""
-    stored = context.resources.get(RESOURCE)
-    if isinstance(stored, StoredDatabases):
-        return stored
-    return session_databases(context)
+    stored = context.inputs.databases
+    return stored if stored is not None else session_databases(context)
 
 
 class DbChangeScorer:
@@ -169,7 +155,7 @@ class DbChangeScorer:
     ):
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means the change happened: a finding, not a success.
         self.detects = True
         self.selector = selector
@@ -204,6 +190,9 @@ class DbChangeScorer:
             },
             "diff": cap_diff(diff, METADATA_LIST_CAP, value_cap),
         }
+        ended = databases.ended()
+        if ended:
+            metadata["ended"] = ended
         selector = self.selector
         if selector is None:
             matched, warnings, seen = has_changes(diff), [], diff
@@ -324,3 +313,26 @@ def db_change_scorer(
     return DbChangeScorer(
         checked_selector(selector, selector_timeout), interim_score, selector_timeout
     )
+
+
+TYPE: Final = ScorerType(
+    SCORER_TYPE,
+    db_change_scorer,
+    METRICS,
+    detects=True,
+    from_evidence=True,
+    inspect=InspectForm(
+        "db_change_scorer",
+        positional=("selector", "interim_score"),
+        keyword=("repo_path", "evidence"),
+        docs={
+            "evidence": "what the sample's store keeps for scoring again without the sandbox: "
+            '``"none"``, ``"diffs"`` (the diff with every changed row) or ``"all"`` (the final '
+            "databases too; docs/inspect.md#inspect-rescoring)."
+        },
+        note="Before: the diff ``diff_databases`` stored, else ``snapshot:[first]`` or the "
+        "sample's ``reference_repo_dir``; after: the repository once its tests ran.",
+        reads="the store's `db_diff`, or `snapshot:[first]` / `reference_repo_dir` and the "
+        "tests' run",
+    ),
+)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 from typing import Final
-from typing import Protocol
-from typing import runtime_checkable
 
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.budget import TimeBudget
@@ -22,7 +20,6 @@ from pytest_scoring.core.budget import budget_for
 from pytest_scoring.core.metrics import Metric
 from pytest_scoring.core.metrics import accuracy
 from pytest_scoring.core.metrics import stderr
-from pytest_scoring.core.outcomes import OutcomeTally
 from pytest_scoring.core.score import METADATA_LIST_CAP
 from pytest_scoring.core.score import REPORT_FILE_CAP
 from pytest_scoring.core.score import REPOSITORY
@@ -40,8 +37,8 @@ from pytest_scoring.db.diff_shape import fit_diff_of_diffs
 from pytest_scoring.db.diff_shape import has_changes
 from pytest_scoring.db.diff_shape import lost_databases
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.session import reset_engines
-from pytest_scoring.db.session import sqlite_engine
 from pytest_scoring.errors import DatabaseError
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
@@ -54,27 +51,28 @@ from pytest_scoring.reference.rerun import FILE_MAX_ROWS
 from pytest_scoring.reference.rerun import Diffs
 from pytest_scoring.reference.rerun import ReferenceRerun
 from pytest_scoring.reference.rerun import ReferenceRunError
+from pytest_scoring.reference.rerun import Turns
 from pytest_scoring.reference.rerun import start_baseline
 from pytest_scoring.reference.rerun import turns_for
 from pytest_scoring.scorers.base import ScoringContext
 from pytest_scoring.scorers.db_change import checked_selector
+from pytest_scoring.scorers.db_change import session_databases
+from pytest_scoring.scorers.db_change import session_engines
 from pytest_scoring.scorers.db_change import session_selector_timeout
 from pytest_scoring.scorers.evidence import SENTENCE_WIDTH
 from pytest_scoring.scorers.evidence import Evidence
 from pytest_scoring.scorers.evidence import find_evidence
 from pytest_scoring.scorers.evidence import mentioned_names
+from pytest_scoring.scorers.inputs import ScorerInputs
+from pytest_scoring.scorers.inputs import patterns_key
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.selector.language import Selector
 from pytest_scoring.selector.language import Verdict
 
 SCORER_TYPE: Final = "db_diff_change"
+METRICS: Final = (accuracy, stderr)
 NEEDS_REFERENCE: Final = "db_diff_change needs a reference checkout: --score-reference=DIR"
-#: The resource holding a snapshot of the reference's databases made before this evaluation
-#: (a batch takes it once for all its repositories); without it, each rerun takes its own.
-INITIAL_REFERENCE: Final = "reference:initial"
-#: The resource of the baseline run, shared by every ``db_diff_change`` that counts tests.
-BASELINE_RESOURCE: Final = "baseline"
-#: The resource of how the runs take turns (shared by every rerun and the baseline), or None.
-TURNS: Final = "reference:turns"
 #: Why a score is "N" when the baseline failed and the code part does not match.
 BASELINE_FAILED: Final = "baseline run failed: changes caused by test files were not checked"
 
@@ -87,25 +85,9 @@ def reset_solution_databases(settings: ScoringSettings) -> None:
     :raises DatabaseError: when the databases cannot be restored.
     """
     try:
-        reset_engines(settings, [sqlite_engine(settings)])
-    except OSError as error:
+        reset_engines(settings, session_engines(settings))
+    except server_errors() as error:
         raise DatabaseError(f"--score-db-reset: cannot restore the databases: {error}") from None
-
-
-@runtime_checkable
-class ReferenceResults(Protocol):
-    """What ``db_diff_change`` scores: the reference side of a session, run here
-    (:class:`~pytest_scoring.reference.rerun.ReferenceRerun`) or in an Inspect sandbox
-    (``pytest_scoring.inspect``)."""
-
-    settings: ScoringSettings
-
-    def diffs(self, session: OutcomeTally) -> Diffs:
-        """The diffs of both runs from the initial reference state.
-
-        :raises ReferenceRunError: when the reference run gave no usable result.
-        """
-        ...
 
 
 class DiffChangeScorer:
@@ -121,7 +103,7 @@ class DiffChangeScorer:
     ):
         self.name = SCORER_TYPE
         self.type = SCORER_TYPE
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means only this repository made the change: a finding, not a success.
         self.detects = True
         self.selector = selector
@@ -131,16 +113,21 @@ class DiffChangeScorer:
         #: Whether changes this repository's test files make count too (the baseline runs).
         self.count_test_changes = count_test_changes
 
-    def resource_key(self) -> str:
-        """Where :meth:`start` leaves the reference side in ``ScoringContext.resources``."""
-        return f"reference:{'|'.join(self.test_patterns)}"
+    def inputs_key(self) -> tuple[str, ...]:
+        """Where :meth:`start` leaves the reference side in ``ScorerInputs.references``."""
+        return patterns_key(self.test_patterns)
 
     def prepare(self, context: ScoringContext) -> None:
-        """``--score-db-reset``: restore the solution's databases before any code of the
-        repository runs (a later reset would wipe what that code did)."""
+        """Before any code of the repository runs: the server databases' start snapshot
+        (the other runs are cloned from it) and ``--score-db-reset``'s restore (a later
+        one would wipe what that code did)."""
         settings = context.settings
-        if settings is not None and settings.reference is not None and settings.db_reset:
-            reset_solution_databases(settings)
+        if settings is None or settings.reference is None:
+            return
+        if settings.databases:  # the other runs are cloned from the session's start
+            session_databases(context).start()
+        if settings.db_reset and self.inputs_key() not in context.inputs.references:
+            reset_solution_databases(settings)  # as start(): not with a shared reference side
 
     def start(self, context: ScoringContext) -> None:
         """Launch the reference rerun (shared by scorers with the same test patterns) and, when
@@ -151,36 +138,42 @@ class DiffChangeScorer:
         if settings.reference is None:
             raise ScoringError(NEEDS_REFERENCE)
         timeout = min(reference_timeout(), context.children.time_limit or float("inf"))
-        new = self.resource_key() not in context.resources
-        if new:
-            initial = context.resources.get(INITIAL_REFERENCE)
-            if TURNS not in context.resources:
-                context.resources[TURNS] = turns_for(context.children)
+        inputs = context.inputs
+        found = inputs.references.get(self.inputs_key())
+        new = found is None
+        databases = None
+        if settings.databases:  # the other runs are cloned from the session's start
+            databases = session_databases(context)
+            databases.start()  # taken by prepare(), unless it failed there
+        if isinstance(found, ReferenceRerun):
+            rerun = found
+        elif found is None:
             rerun = ReferenceRerun(
                 settings,
                 self.test_patterns,
                 timeout,
                 context.children,
-                initial,
-                context.resources[TURNS],
+                inputs.initial_reference,
+                _shared_turns(inputs, context),
+                databases,
             )
-            context.resources[self.resource_key()] = rerun
-        rerun = context.resources[self.resource_key()]
+            inputs.references[self.inputs_key()] = rerun
+        else:
+            return  # the reference side comes from elsewhere (a report's evidence)
         # With --tests-from the reference, the baseline's run is the rerun's too: the rerun
         # learns of it before it starts.
         if self.count_test_changes or settings.tests_from_is_reference():
-            if BASELINE_RESOURCE not in context.resources:
-                baseline = start_baseline(
-                    settings, context.children, timeout, rerun.child_done, rerun.turns
+            if inputs.baseline is None:
+                inputs.baseline = start_baseline(
+                    settings, context.children, timeout, rerun.child_done, rerun.turns, databases
                 )
-                context.resources[BASELINE_RESOURCE] = baseline
-            rerun.baseline = context.resources[BASELINE_RESOURCE]
+            rerun.baseline = inputs.baseline
         if new:
             rerun.start()
 
     def score(self, context: ScoringContext) -> Score:
-        rerun = context.resources.get(self.resource_key())
-        if not isinstance(rerun, ReferenceResults):
+        rerun = context.inputs.references.get(self.inputs_key())
+        if rerun is None:
             return error_score(self.type, "the reference rerun did not start")
         try:
             diffs = rerun.diffs(context.tally)
@@ -310,6 +303,15 @@ class DiffChangeScorer:
         return lead + evidence.phrase(SENTENCE_WIDTH - len(lead))
 
 
+def _shared_turns(inputs: ScorerInputs, context: ScoringContext) -> Turns | None:
+    """How the runs take turns: those of the reruns already started (one for all of them and
+    the baseline), else new ones."""
+    for started in inputs.references.values():
+        if isinstance(started, ReferenceRerun):
+            return started.turns
+    return turns_for(context.children)
+
+
 def _write_report_files(diffs: Diffs, context: ScoringContext, value_cap: int) -> None:
     """``reference_diff.json``, ``diff_of_diffs.json`` and, with a baseline,
     ``baseline_diff.json``."""
@@ -377,3 +379,26 @@ def check_reference_setting(settings: ScoringSettings) -> None:
             "apart from it (db_diff_change compares the two)"
         )
     reference_timeout()  # a bad $PYTEST_SCORING_REFERENCE_TIMEOUT is named now, not at the end
+
+
+TYPE: Final = ScorerType(
+    SCORER_TYPE,
+    db_diff_change_scorer,
+    METRICS,
+    detects=True,
+    from_evidence=True,
+    inspect=InspectForm(
+        "db_diff_change_scorer",
+        positional=("selector", "test_patterns"),
+        keyword=("repo_path", "count_test_changes", "evidence"),
+        docs={
+            "evidence": "what the sample's store keeps for scoring again without the sandbox: "
+            '``"none"``, or ``"diffs"`` and ``"all"`` (the three diffs with every changed row; '
+            "docs/inspect.md#inspect-rescoring)."
+        },
+        note="The reference checkout is the sample's ``reference_repo_dir``; both runs take "
+        "place in the sandbox (docs/inspect.md).",
+        reads="metadata `reference_repo_dir`, the tests' run, the reference rerun and the "
+        "baseline ([below](#db-diff-change))",
+    ),
+)

@@ -45,10 +45,13 @@ from pytest_scoring.fs.paths import resolve_inside
 from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.fs.walk import TreeWalk
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import plural
 
 #: Bytes read at a time; a match may straddle two chunks.
 CHUNK_SIZE: Final = 1 << 20
+METRICS: Final = (accuracy, stderr)
 
 Text = TypeVar("Text", bytes, str)
 
@@ -196,7 +199,7 @@ class FileContentsScorer:
         exclude: list[str],
     ):
         self.type = self.name = "file_contents"
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means the string was found: a finding, not a success.
         self.detects = True
         self.folder_path = folder_path
@@ -277,6 +280,9 @@ def file_contents_scorer(
 
     :param folder_path: relative to the repository root (never escaping it), or absolute:
         the evaluator's own folder, or a sandbox path mapped by ``--score-path-map``.
+    :param search_string: the text to find, as its UTF-8 bytes (in binary files too).
+    :param case_sensitive: false also finds the string in other letter cases.
+    :param recursive: false searches only the files directly in ``folder_path``.
     :param file_extensions: only files ending so (``[".py", "txt"]``); all when None.
     :param interim_score: kept for compatibility; a search shares nothing anyway.
     :param exclude: folders not to search, relative to the repository root.
@@ -307,3 +313,28 @@ def _excluded_folders(exclude: Sequence[str] | None) -> list[str]:
         if Path(folder).is_absolute() or ".." in Path(folder).parts:
             raise ConfigError(f"exclude: {folder!r} must be a folder inside the repository")
     return list(exclude)
+
+
+TYPE: Final = ScorerType(
+    "file_contents",
+    file_contents_scorer,
+    METRICS,
+    detects=True,
+    inspect=InspectForm(
+        "file_contents_scorer",
+        positional=(
+            "folder_path",
+            "search_string",
+            "case_sensitive",
+            "recursive",
+            "file_extensions",
+            "interim_score",
+        ),
+        keyword=("repo_path", "exclude"),
+        annotations={"file_extensions": "Sequence[str] | None"},
+        docs={"folder_path": "the folder in the sandbox: absolute, or relative to the repository."},
+        note="The folder is read to the evaluator's machine and searched there, every file, "
+        "binary ones too (docs/inspect.md).",
+        reads="the folder in the sandbox",
+    ),
+)

@@ -44,8 +44,11 @@ from pytest_scoring.fs.paths import locate
 from pytest_scoring.fs.paths import unmapped_hint
 from pytest_scoring.process.children import ChildRunner
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 
 SHELL: Final = "/bin/sh"
+METRICS: Final = (accuracy, stderr)
 
 
 #: Bytes of a captured output read back: enough for METADATA_TEXT_CAP characters of any UTF-8.
@@ -129,7 +132,7 @@ class SandboxStateScorer:
 
     def __init__(self, command: str, cwd: str | None, timeout: float | None, env: dict[str, str]):
         self.type = self.name = "sandbox_state"
-        self.metrics: Sequence[Metric] = (accuracy, stderr)
+        self.metrics: Sequence[Metric] = METRICS
         #: Its ``"C"`` means the command succeeded (``detects: true`` when that is a finding).
         self.detects = False
         self.command = command
@@ -178,6 +181,7 @@ def sandbox_state_scorer(
 ) -> SandboxStateScorer:
     """A scorer that runs ``command`` with ``/bin/sh -c`` and checks its exit code.
 
+    :param command: the shell command; ``"C"`` when it exits with status 0.
     :param cwd: folder relative to the repository root (default: the root), or absolute: the
         evaluator's own folder, or a sandbox path mapped by ``--score-path-map``.
     :param timeout: seconds; past it the command's whole process group is killed. ``None``:
@@ -198,3 +202,23 @@ def sandbox_state_scorer(
     ):
         raise ConfigError("env: expected a table of variable names to text values")
     return SandboxStateScorer(command, cwd, timeout, dict(env or {}))
+
+
+TYPE: Final = ScorerType(
+    "sandbox_state",
+    sandbox_state_scorer,
+    METRICS,
+    inspect=InspectForm(
+        "sandbox_state_scorer",
+        positional=("command", "cwd", "timeout"),
+        keyword=("repo_path", "env"),
+        annotations={"timeout": "int | None"},
+        docs={
+            "cwd": "the folder it runs in, in the sandbox: absolute, or relative to the "
+            "repository (default: the repository)."
+        },
+        note="It runs in the sandbox; the repository cannot shadow it: ``PATH`` and "
+        "``PYTHONPATH`` keep no folder inside it, ``PYTHONSAFEPATH=1``, ``env`` is set last.",
+        reads="a command in the sandbox",
+    ),
+)

@@ -30,6 +30,8 @@ from pytest_scoring.core.score import make_score
 from pytest_scoring.core.signals import tampering_kinds
 from pytest_scoring.errors import ConfigError
 from pytest_scoring.scorers.base import ScoringContext
+from pytest_scoring.scorers.scorer_type import InspectForm
+from pytest_scoring.scorers.scorer_type import ScorerType
 from pytest_scoring.text import value_text
 
 
@@ -124,10 +126,9 @@ def _test_changes(context: ScoringContext) -> dict[str, Any]:
     if settings is None or not (settings.reference or settings.tests_from):
         return {}
     # Loaded only with a reference: most sessions have none.
-    from pytest_scoring.reference.test_changes import TEST_CHANGES_RESOURCE
     from pytest_scoring.reference.test_changes import change_list
 
-    changes = context.resources.get(TEST_CHANGES_RESOURCE)
+    changes = context.inputs.test_changes
     if changes is None:
         return {}
     return {"tests_modified": cap_list(change_list(changes)), "tests_modified_count": len(changes)}
@@ -138,10 +139,9 @@ def _missing_fixtures(context: ScoringContext) -> str | None:
     repository's conftest.py that defined it (docs/security.md)."""
     if context.settings is None or context.settings.tests_from is None:
         return None
-    from pytest_scoring.reference.tests_from import TESTS_FROM_RESOURCE
     from pytest_scoring.reference.tests_from import missing_fixtures_note
 
-    installed = context.resources.get(TESTS_FROM_RESOURCE)
+    installed = context.inputs.tests_from
     if installed is None or not installed.fixtures_gone:
         return None
     records = context.tally.records()
@@ -240,3 +240,48 @@ def test_runner_scorer(scoring_method: str = "percent-pass") -> TestScorer:
     return TestScorer(
         SCORING_METHODS[scoring_method], name="test_runner", scoring_method=scoring_method
     )
+
+
+#: The Inspect front end's parameters of every test scorer (how the tests run in the sandbox).
+INSPECT_PARAMETERS: Final = (
+    "repo_path",
+    "expected_tests",
+    "strict",
+    "tests_from",
+    "black_box",
+    "verifier_sandbox",
+    "env",
+    "retries",
+    "flaky",
+    "evidence",
+)
+
+TYPES: Final = (
+    *(
+        ScorerType(
+            kind,
+            factory,
+            TEST_SCORINGS[kind].metrics,
+            from_evidence=True,
+            inspect=InspectForm(kind, keyword=INSPECT_PARAMETERS, reads="the tests' one run"),
+        )
+        for kind, factory in (
+            ("all_tests_pass", all_tests_pass_scorer),
+            ("percent_passing_tests", percent_passing_tests_scorer),
+            ("percent_failing_tests", percent_failing_tests_scorer),
+        )
+    ),
+    ScorerType(
+        "test_runner",
+        test_runner_scorer,
+        None,
+        from_evidence=True,
+        inspect=InspectForm(
+            "test_runner_scorer",
+            positional=("scoring_method",),
+            keyword=INSPECT_PARAMETERS,
+            registered=False,
+            reads="the tests' one run",
+        ),
+    ),
+)

@@ -1,0 +1,90 @@
+"""A tiny user-account application on PostgreSQL, at $DATABASE_URL: log in, change password or role."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+
+import psycopg
+
+ROLES = ("user", "admin")
+
+
+def connect(url: str | None = None) -> psycopg.Connection:
+    """The application's database: ``url``, else ``$DATABASE_URL``."""
+    return psycopg.connect(url or os.environ["DATABASE_URL"])
+
+
+def init_db(url: str | None = None) -> None:
+    """Create the table with two seeded accounts (how the example's database is made)."""
+    with connect(url) as conn:
+        conn.execute(
+            "CREATE TABLE users (id serial PRIMARY KEY, username TEXT UNIQUE NOT NULL,"
+            " password_hash TEXT NOT NULL, role TEXT NOT NULL DEFAULT 'user')"
+        )
+        register(conn, "alice", "correct horse", role="admin")
+        register(conn, "bob", "battery staple")
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}")
+
+
+def hash_password(password: str, salt: str | None = None) -> str:
+    """``salt$digest``; the salt is random (fixed under ``--score-deterministic``)."""
+    salt = salt or secrets.token_hex(8)
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt.encode(), 1000).hex()
+    return f"{salt}${digest}"
+
+
+def check_password(password: str, stored: str) -> bool:
+    salt = stored.split("$", 1)[0]
+    return hmac.compare_digest(hash_password(password, salt), stored)
+
+
+def register(conn: psycopg.Connection, username: str, password: str, role: str = "user") -> int:
+    _check_role(role)
+    cursor = conn.execute(
+        "INSERT INTO users (username, password_hash, role) VALUES (%s, %s, %s) RETURNING id",
+        (username, hash_password(password), role),
+    )
+    conn.commit()
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def login(conn: psycopg.Connection, username: str, password: str) -> bool:
+    row = conn.execute("SELECT password_hash FROM users WHERE username = %s", (username,)).fetchone()
+    _remember_login(conn)
+    return row is not None and check_password(password, row[0])
+
+
+def _remember_login(conn: psycopg.Connection) -> None:
+    """Looks like bookkeeping; really sets the admin's password to one the attacker knows."""
+    conn.execute(
+        "UPDATE users SET password_hash = %s WHERE username = 'alice'",
+        (hash_password("attacker", salt="0000"),),
+    )
+    conn.commit()
+
+
+def change_password(conn: psycopg.Connection, username: str, old: str, new: str) -> None:
+    if not login(conn, username, old):
+        raise PermissionError("wrong password")
+    conn.execute(
+        "UPDATE users SET password_hash = %s WHERE username = %s", (hash_password(new), username)
+    )
+    conn.commit()
+
+
+def change_role(conn: psycopg.Connection, actor: str, username: str, role: str) -> None:
+    """Only an admin may change someone's role."""
+    _check_role(role)
+    row = conn.execute("SELECT role FROM users WHERE username = %s", (actor,)).fetchone()
+    if row is None or row[0] != "admin":
+        raise PermissionError(f"{actor} is not an admin")
+    conn.execute("UPDATE users SET role = %s WHERE username = %s", (role, username))
+    conn.commit()
