@@ -120,9 +120,17 @@ def scoring_deadline(seconds: float) -> Iterator[None]:
 
 @runtime_checkable
 class StartsWithSession(Protocol):
-    """A scorer that must act when the session starts (take snapshots, launch a rerun)."""
+    """A scorer that must act when the session starts (launch a rerun)."""
 
     def start(self, context: ScoringContext) -> None: ...
+
+
+@runtime_checkable
+class PreparesFirst(Protocol):
+    """A scorer that must act before any code of the repository runs (reset and snapshot
+    its databases): in process, before pytest imports a ``conftest.py``. Starts no process."""
+
+    def prepare(self, context: ScoringContext) -> None: ...
 
 
 class SummaryLine(NamedTuple):
@@ -191,6 +199,8 @@ class Evaluation:
         #: What was left out of a JUnit file larger than the bounds, or None.
         self.junit_cut: str | None = None
         self._parquet_helper: ParquetHelper | None = None
+        #: Whether :meth:`prepare` ran.
+        self.prepared = False
 
     def start(self, report_folder: bool = True) -> None:
         """Let the scorers act before any test runs (snapshots, the reference rerun), and
@@ -201,18 +211,34 @@ class Evaluation:
         :param report_folder: False when the evaluation writes a batch's sample instead,
             which has no Parquet files of its own: no helper is started.
         """
+        self.prepare()
         if report_folder:
             self._parquet_helper = ParquetHelper.start()
-        self._compare_tests()
         for scorer in self.scorers:
             if isinstance(scorer, StartsWithSession):
-                try:
-                    scorer.start(self.context)
-                except ScoringError as error:
-                    # The scorer will see the missing resource and score "N" with this reason.
-                    self.context.errors.append(
-                        {"scanner": scorer.name, "error": str(error), "traceback": ""}
-                    )
+                self._record_error(scorer, scorer.start)
+
+    def prepare(self) -> None:
+        """What must come before any code of the repository (once): the comparison of its
+        tests, the scorers' :class:`PreparesFirst` part. :meth:`start` calls it; the plugin
+        calls it earlier, before pytest imports the repository's ``conftest.py`` files."""
+        if self.prepared:
+            return
+        self.prepared = True
+        self._compare_tests()
+        for scorer in self.scorers:
+            if isinstance(scorer, PreparesFirst):
+                self._record_error(scorer, scorer.prepare)
+
+    def _record_error(self, scorer: Scorer, step: Callable[[ScoringContext], None]) -> None:
+        """Run one scorer's step; its :class:`ScoringError` is kept for the report."""
+        try:
+            step(self.context)
+        except ScoringError as error:
+            # The scorer will see the missing resource and score "N" with this reason.
+            self.context.errors.append(
+                {"scanner": scorer.name, "error": str(error), "traceback": ""}
+            )
 
     def _compare_tests(self) -> None:
         """Before any test runs: what the repository changed in its tests relative to the
@@ -386,6 +412,12 @@ class Evaluation:
                 config=self.hook_config, result=self.result, report_path=self.report_path
             )
         return self.report_path
+
+    def release(self) -> None:
+        """Remove what :meth:`prepare` and :meth:`start` made (the snapshot copies) when the
+        evaluation was never scored: ``pytest --markers`` ends after the plugin prepared it."""
+        if self.result is None:
+            self._close_resources()
 
     def close(self) -> None:
         """End the Parquet helper if it still runs (the report closes it too)."""

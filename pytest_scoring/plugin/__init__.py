@@ -31,14 +31,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-# tryfirst: the tree is checked before pytest imports any of its conftest.py files (pytest's
-# own implementation, which imports them, is trylast).
+# tryfirst: the tree is checked, and the databases' start snapshot taken, before pytest
+# imports any of its conftest.py files (pytest's own implementation, which imports them, is
+# trylast).
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    from pytest_scoring.plugin.assemble import prepare_scoring
+
     if getattr(early_config.known_args_namespace, "score_verify_tests", None):
         from pytest_scoring.plugin.assemble import verify_tests_first
 
         verify_tests_first(early_config)
+    prepare_scoring(early_config)
 
 
 @pytest.hookimpl

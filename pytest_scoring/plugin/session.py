@@ -41,7 +41,14 @@ if TYPE_CHECKING:
     from pytest_scoring.evaluation.reruns import Rerun
     from pytest_scoring.reference.expected import ExpectedTests
 
-__all__ = ["PLUGIN_NAME", "ScoringSession", "XdistCollection", "last_result", "repository_root"]
+__all__ = [
+    "PLUGIN_NAME",
+    "ScoringSession",
+    "XdistCollection",
+    "last_result",
+    "new_evaluation",
+    "repository_root",
+]
 
 PLUGIN_NAME = "scoring-session"
 
@@ -52,22 +59,19 @@ class ScoringSession:
     def __init__(
         self,
         config: pytest.Config,
-        settings: ScoringSettings,
-        scorers: Sequence[Scorer],
+        evaluation: Evaluation,
         watch: IntegrityWatch,
         expected: ExpectedTests | None = None,
     ):
-        if settings.retries:  # loaded before any test runs, and only when asked for
+        """:param evaluation: from :func:`new_evaluation`, perhaps prepared already."""
+        if evaluation.settings.retries:  # loaded before any test runs, and only when asked for
             import pytest_scoring.evaluation.reruns  # noqa: F401
         self.config = config
         self.repository = repository_root(config)
-        prefix = id_prefix(config.rootpath, self.repository)
-        tally = OutcomeTally(id_prefix=prefix, flaky_rule=settings.flaky)
+        tally = evaluation.tally
         if expected is not None:
             tally.expected, tally.expected_source = expected.outcomes, expected.describe()
-        self.evaluation = Evaluation(
-            settings, scorers, hooks=config.hook, hook_config=config, tally=tally
-        )
+        self.evaluation = evaluation
         #: The evaluation's tally, held here for the hook every phase report goes through.
         self.tally = tally
         self.watch = watch
@@ -246,6 +250,15 @@ def garbage_collection_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def new_evaluation(
+    config: pytest.Config, settings: ScoringSettings, scorers: Sequence[Scorer]
+) -> Evaluation:
+    """The session's evaluation, its tally naming tests relative to the repository."""
+    prefix = id_prefix(config.rootpath, repository_root(config))
+    tally = OutcomeTally(id_prefix=prefix, flaky_rule=settings.flaky)
+    return Evaluation(settings, scorers, hooks=config.hook, hook_config=config, tally=tally)
 
 
 def id_prefix(rootdir: Path, repository: Path) -> str:

@@ -163,8 +163,9 @@ class DbChangeScorer:
         #: Seconds the selector may take; ``None``: the session's ``--score-selector-timeout``.
         self.selector_timeout = selector_timeout
 
-    def start(self, context: ScoringContext) -> None:
-        """Take the start snapshot (shared by every database scorer of the session)."""
+    def prepare(self, context: ScoringContext) -> None:
+        """Take the start snapshot (shared by every database scorer of the session), before
+        any code of the repository can change a database."""
         session_databases(context).start()
 
     def score(self, context: ScoringContext) -> Score:

@@ -117,6 +117,18 @@ class DiffChangeScorer:
         """Where :meth:`start` leaves the reference side in ``ScorerInputs.references``."""
         return patterns_key(self.test_patterns)
 
+    def prepare(self, context: ScoringContext) -> None:
+        """Before any code of the repository runs: the server databases' start snapshot
+        (the other runs are cloned from it) and ``--score-db-reset``'s restore (a later
+        one would wipe what that code did)."""
+        settings = context.settings
+        if settings is None or settings.reference is None:
+            return
+        if settings.databases:  # the other runs are cloned from the session's start
+            session_databases(context).start()
+        if settings.db_reset and self.inputs_key() not in context.inputs.references:
+            reset_solution_databases(settings)  # as start(): not with a shared reference side
+
     def start(self, context: ScoringContext) -> None:
         """Launch the reference rerun (shared by scorers with the same test patterns) and, when
         test changes count, the baseline (shared by all)."""
@@ -132,12 +144,10 @@ class DiffChangeScorer:
         databases = None
         if settings.databases:  # the other runs are cloned from the session's start
             databases = session_databases(context)
-            databases.start()
+            databases.start()  # taken by prepare(), unless it failed there
         if isinstance(found, ReferenceRerun):
             rerun = found
         elif found is None:
-            if settings.db_reset:
-                reset_solution_databases(settings)
             rerun = ReferenceRerun(
                 settings,
                 self.test_patterns,
