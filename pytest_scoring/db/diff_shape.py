@@ -33,11 +33,13 @@ def diff_errors(diff: DiffJSON) -> list[str]:
 
 
 def lost_databases(diff: DiffJSON) -> dict[str, str]:
-    """Databases readable before but not after (gone, unreadable), with why.
+    """Databases readable before but not after (gone, unreadable), or whose two readable
+    states could not be compared, with why.
 
     A hostile repository can hide a change by making the database unreadable when the session
     ends (locked, corrupt, renamed away, swapped for a symlink leading out) and restoring it
-    afterwards; a scorer that cannot see the final state must not say "no change".
+    afterwards, or, in process, by removing the start snapshot's copy under the report root;
+    a scorer that cannot see both states must not say "no change".
     """
     lost = {}
     for relpath, entry in diff["comparisons"].items():
@@ -49,6 +51,8 @@ def lost_databases(diff: DiffJSON) -> dict[str, str]:
             lost[relpath] = entry.get("error", "unreadable at the end of the session")
         elif not info.get("exists_after"):
             lost[relpath] = f"{relpath} was removed during the session"
+        elif "error" in entry:
+            lost[relpath] = entry["error"]
     return lost
 
 
