@@ -128,7 +128,7 @@ def rows(
     connection: psycopg.Connection[Any],
     table: PgTable,
     budget: TimeBudget | None = None,
-    ctids: Sequence[str] | None = None,
+    where: tuple[sql.Composable, Sequence[str]] | None = None,
 ) -> Iterator[Sequence[Any]]:
     """Every row of ``table`` as diff values, streamed by a server-side cursor.
 
@@ -136,18 +136,18 @@ def rows(
     whose values need it are converted: most tables' rows pass as psycopg loads them.
 
     :param budget: checked after each batch.
-    :param ctids: only the rows at these addresses (``(page,item)``), in no order.
+    :param where: only the rows this condition on a list parameter, and that list, give.
     """
     select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
         select, sql.Identifier(table.schema), sql.Identifier(table.relname)
     )
-    if ctids is not None:
-        query += sql.SQL(" WHERE ctid = ANY(%s::tid[])")
+    if where is not None:
+        query += sql.SQL(" WHERE {}").format(where[0])
     converted = converters(table.kinds)
     with connection.cursor(name="pytest_scoring_rows") as cursor:
         as_text(cursor, table.kinds, table.oids)
-        cursor.execute(query, None if ctids is None else (list(ctids),))
+        cursor.execute(query, None if where is None else (list(where[1]),))
         while batch := cursor.fetchmany(_BATCH):
             if budget is not None:
                 budget.check()

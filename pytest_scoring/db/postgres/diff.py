@@ -44,8 +44,10 @@ from pytest_scoring.db.postgres.catalog import PgTable
 from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.differing import by_key
 from pytest_scoring.db.postgres.differing import compare_streams
 from pytest_scoring.db.postgres.differing import fast
+from pytest_scoring.db.postgres.differing import fetch_filter
 from pytest_scoring.db.postgres.differing import new_seed
 from pytest_scoring.db.postgres.differing import stream
 from pytest_scoring.db.schema import Pairing
@@ -102,6 +104,8 @@ def _reading(
     underneath), and the SQLite file its rows go to."""
     with _named(side), connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # Both sides are read at once: their backends, not workers of theirs, share the cores.
+        connection.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         found, last = tables(connection), sequences(connection)
         if only is not None:
             found = {name: table for name, table in found.items() if name == only}
@@ -171,9 +175,10 @@ def _copy_differing(
 ) -> None:
     """The rows of one table that differ between the sides, into both copies."""
     with tempfile.TemporaryFile("w+") as old_ctids, tempfile.TemporaryFile("w+") as new_ctids:
+        table = old.tables[name]
         sides = compare_streams(
             _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids, new_ctids,
-            None if budget is None else budget.check,
+            not by_key(table), None if budget is None else budget.check,
         )  # fmt: skip
         for reading, side in ((old, sides[0]), (new, sides[1])):
             counts[reading.side][name] = side.rows
@@ -194,11 +199,12 @@ def _copy_table(
     copy: sqlite3.Connection,
     table: PgTable,
     budget: TimeBudget | None = None,
-    ctids: IO[str] | None = None,
+    handles: IO[str] | None = None,
 ) -> bool:
     """One table's rows into the SQLite file. :returns: whether its key stayed unique there.
 
-    :param ctids: only the rows at these addresses, one a line (default: every row).
+    :param handles: only the rows these keys or ctids (one a line) name
+        (:func:`~pytest_scoring.db.postgres.differing.fetch_filter`; default: every row).
     """
     names = table.column_names()
     if not names:
@@ -213,11 +219,12 @@ def _copy_table(
     copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
     insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
-    if ctids is None:
+    if handles is None:
         copy.executemany(insert, rows(connection, table, budget))
     else:
-        while batch := [line.rstrip("\n") for line in itertools.islice(ctids, _BATCH)]:
-            copy.executemany(insert, rows(connection, table, budget, batch))
+        where = fetch_filter(table)
+        while batch := [line.rstrip("\n") for line in itertools.islice(handles, _BATCH)]:
+            copy.executemany(insert, rows(connection, table, budget, (where, batch)))
     copy.execute("COMMIT")
     if rowid_key or not table.primary_key:
         return True
