@@ -154,12 +154,15 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
 ) -> None:
     """Only the rows that differ are copied (the sides are compared on the server's text
     first): 40,000 rows ordered by a hash of a text key or of a two-column key, a value
-    holding a tab, a newline and a backslash, and a row set to what it was, give the SQLite
-    twin's diff, row counts included."""
+    holding a tab, a newline and a backslash, a row set to what it was, and groups of
+    integer keys at both ends of ``bigint`` give the SQLite twin's diff, row counts
+    included."""
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40000) "
     seed = (
         f"INSERT INTO accounts {rows}SELECT 'user ' || i, 'note ' || i FROM n;"
         f"INSERT INTO pairs {rows}SELECT i % 200, i / 200, 'v' || i FROM n;"
+        "INSERT INTO edges VALUES (-9223372036854775808, 'a'), (-9, 'b'), (-1, 'c'), (0, 'd'),"
+        " (7, 'e'), (8, 'f'), (9223372036854775807, 'g');"
     )
     changes = (
         "UPDATE accounts SET note = 'a\tb\nc\\d' WHERE name = 'user 7';"
@@ -167,9 +170,13 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
         "DELETE FROM accounts WHERE name IN ('user 8', 'user 30000');"
         "INSERT INTO accounts VALUES ('zed', 'new');"
         "UPDATE pairs SET v = 'x' WHERE a = 3 AND b = 4;"
+        "UPDATE edges SET v = 'z' WHERE id IN (-9223372036854775808, -1, 9223372036854775807);"
+        "DELETE FROM edges WHERE id = 8;"
+        "INSERT INTO edges VALUES (9, 'h');"
     )
     tables = "CREATE TABLE accounts (name {0} PRIMARY KEY, note {0});" \
-        "CREATE TABLE pairs (a int, b int, v {0}, PRIMARY KEY (a, b));"  # fmt: skip
+        "CREATE TABLE pairs (a int, b int, v {0}, PRIMARY KEY (a, b));" \
+        "CREATE TABLE edges (id bigint PRIMARY KEY, v {0});"  # fmt: skip
     _sqlite_twin(tmp_path / "a.db", tables.format("TEXT") + seed)
     (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
     _sqlite_twin(tmp_path / "b.db", changes)
@@ -186,6 +193,8 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     assert accounts["counts"] == {"added": 1, "removed": 2, "changed": 1}
     assert (accounts["before_rows"], accounts["after_rows"]) == (40000, 39999)
     assert accounts["rows_changed"][0]["changes"]["note"]["new_value"] == "a\tb\nc\\d"
+    edges = entry["comparisons"]["data"]["tables"]["edges"]
+    assert edges["counts"] == {"added": 1, "removed": 1, "changed": 3}
     admin.drop(postgres.admin_url, snap.name)
 
 
