@@ -154,9 +154,9 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
 ) -> None:
     """Only the rows that differ are copied (the sides are compared on the server's text
     first): 40,000 rows ordered by a hash of a text key or of a two-column key, a value
-    holding a tab, a newline and a backslash, a row set to what it was, and groups of
-    integer keys at both ends of ``bigint`` give the SQLite twin's diff, row counts
-    included."""
+    holding a tab, a newline and a backslash, a row set to what it was, groups of integer
+    keys at both ends of ``bigint``, and a table most of whose rows changed (read whole)
+    give the SQLite twin's diff, row counts included."""
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40000) "
     seed = (
         f"INSERT INTO accounts {rows}SELECT 'user ' || i, 'note ' || i FROM n;"
@@ -169,7 +169,7 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
         "UPDATE accounts SET note = note WHERE name = 'user 9';"
         "DELETE FROM accounts WHERE name IN ('user 8', 'user 30000');"
         "INSERT INTO accounts VALUES ('zed', 'new');"
-        "UPDATE pairs SET v = 'x' WHERE a = 3 AND b = 4;"
+        "UPDATE pairs SET v = v || '!' WHERE a >= 50 OR (a = 3 AND b = 4);"
         "UPDATE edges SET v = 'z' WHERE id IN (-9223372036854775808, -1, 9223372036854775807);"
         "DELETE FROM edges WHERE id = 8;"
         "INSERT INTO edges VALUES (9, 'h');"
@@ -193,6 +193,7 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     assert accounts["counts"] == {"added": 1, "removed": 2, "changed": 1}
     assert (accounts["before_rows"], accounts["after_rows"]) == (40000, 39999)
     assert accounts["rows_changed"][0]["changes"]["note"]["new_value"] == "a\tb\nc\\d"
+    assert entry["comparisons"]["data"]["tables"]["pairs"]["counts"]["changed"] == 30001
     edges = entry["comparisons"]["data"]["tables"]["edges"]
     assert edges["counts"] == {"added": 1, "removed": 1, "changed": 3}
     admin.drop(postgres.admin_url, snap.name)

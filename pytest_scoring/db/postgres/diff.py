@@ -11,10 +11,10 @@ multisets. The result has exactly the SQLite diff's shape, plus ``info.engine`` 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sqlite3
 import tempfile
 from collections.abc import Callable
+from collections.abc import Generator
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -44,10 +44,11 @@ from pytest_scoring.db.postgres.catalog import PgTable
 from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.differing import MostlyDifferent
 from pytest_scoring.db.postgres.differing import by_key
 from pytest_scoring.db.postgres.differing import compare_streams
 from pytest_scoring.db.postgres.differing import fast
-from pytest_scoring.db.postgres.differing import fetch_filter
+from pytest_scoring.db.postgres.differing import fetches
 from pytest_scoring.db.postgres.differing import new_seed
 from pytest_scoring.db.postgres.differing import stream
 from pytest_scoring.db.schema import Pairing
@@ -133,21 +134,22 @@ def export(
 
     A table both sides have with the same columns and primary key is compared on the
     server's text first (:mod:`~pytest_scoring.db.postgres.differing`): only the rows that
-    differ are copied. Any other table is copied whole.
+    differ are copied. Any other table is copied whole, as is one most of whose rows differ.
 
     :param budget: checked after each batch of rows.
     """
     no_key: dict[str, set[str]] = {"before": set(), "after": set()}
     counts: dict[str, dict[str, int]] = {"before": {}, "after": {}}
-    seed = new_seed()
+    seed, whole = new_seed(), set[str]()
     for reading, other in ((old, new), (new, old)):
         if reading is None:
             continue
         for name, table in reading.tables.items():
-            if other is not None and name in other.tables and fast(table, other.tables[name]):
-                if reading is old and new is not None:
-                    _copy_differing(old, new, name, seed, budget, counts)
-                continue
+            paired = other is not None and name in other.tables and fast(table, other.tables[name])
+            if paired and other is not None and name not in whole:
+                if reading is new or _copy_differing(reading, other, name, seed, budget, counts):
+                    continue
+                whole.add(name)  # and read whole on both sides
             with _named(reading.side):
                 if not _copy_table(reading.connection, reading.copy, table, budget):
                     no_key[reading.side].add(name)
@@ -172,14 +174,20 @@ def _copy_differing(
     seed: int,
     budget: TimeBudget | None,
     counts: dict[str, dict[str, int]],
-) -> None:
-    """The rows of one table that differ between the sides, into both copies."""
+) -> bool:
+    """The rows of one table that differ between the sides, into both copies.
+
+    :returns: ``False`` (nothing copied) when most rows differ: the table is then read whole.
+    """
     with tempfile.TemporaryFile("w+") as old_ctids, tempfile.TemporaryFile("w+") as new_ctids:
         table = old.tables[name]
-        sides = compare_streams(
-            _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids, new_ctids,
-            not by_key(table), None if budget is None else budget.check,
-        )  # fmt: skip
+        try:
+            sides = compare_streams(
+                _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids,
+                new_ctids, not by_key(table), None if budget is None else budget.check,
+            )  # fmt: skip
+        except MostlyDifferent:
+            return False
         for reading, side in ((old, sides[0]), (new, sides[1])):
             counts[reading.side][name] = side.rows
             side.ctids.seek(0)
@@ -187,9 +195,10 @@ def _copy_differing(
                 _copy_table(
                     reading.connection, reading.copy, reading.tables[name], budget, side.ctids
                 )
+    return True
 
 
-def _side_stream(reading: _Reading, name: str, seed: int) -> Iterator[Any]:
+def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[Any]:
     with _named(reading.side):
         yield from stream(reading.connection, reading.tables[name], seed)
 
@@ -204,7 +213,7 @@ def _copy_table(
     """One table's rows into the SQLite file. :returns: whether its key stayed unique there.
 
     :param handles: only the rows these keys or ctids (one a line) name
-        (:func:`~pytest_scoring.db.postgres.differing.fetch_filter`; default: every row).
+        (:func:`~pytest_scoring.db.postgres.differing.fetches`; default: every row).
     """
     names = table.column_names()
     if not names:
@@ -222,9 +231,8 @@ def _copy_table(
     if handles is None:
         copy.executemany(insert, rows(connection, table, budget))
     else:
-        where = fetch_filter(table)
-        while batch := [line.rstrip("\n") for line in itertools.islice(handles, _BATCH)]:
-            copy.executemany(insert, rows(connection, table, budget, (where, batch)))
+        for where in fetches(table, handles):
+            copy.executemany(insert, rows(connection, table, budget, where))
     copy.execute("COMMIT")
     if rowid_key or not table.primary_key:
         return True

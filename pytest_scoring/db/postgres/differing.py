@@ -53,6 +53,10 @@ def fast(old: PgTable, new: PgTable) -> bool:
 _INTEGER_TYPES: Final = frozenset({20, 21, 23})  # int8, int2, int4
 #: A :func:`by_key` table's rows are compared in groups of ``2 ** GROUP_BITS`` keys.
 GROUP_BITS: Final = 3
+#: Lines a side has read before :class:`MostlyDifferent` may be raised.
+_SETTLED: Final = 8192
+#: Rows read by one query of :func:`fetches` (at most, but for a key range).
+_FETCH: Final = 16384
 
 
 def by_key(table: PgTable) -> bool:
@@ -89,19 +93,44 @@ def copy_sql(table: PgTable, seed: int) -> sql.Composed:
     )
 
 
-def fetch_filter(table: PgTable) -> sql.Composed:
-    """The condition the rows that differ are read by, given the handles written for them
-    (as a list parameter): their groups' numbers, or their ctids."""
-    if by_key(table):
-        return sql.SQL(
-            "{key} = ANY(ARRAY(SELECT g * {size} + o FROM unnest(%s::int8[]) AS g, "
-            "generate_series(0, {last}) AS o))"
-        ).format(
-            key=sql.Identifier(table.primary_key[0]),
-            size=sql.Literal(1 << GROUP_BITS),
-            last=sql.Literal((1 << GROUP_BITS) - 1),
-        )
-    return sql.SQL("ctid = ANY(%s::tid[])").format()
+def fetches(table: PgTable, handles: IO[str]) -> Iterator[tuple[sql.Composable, list[Any]]]:
+    """The conditions (and their parameters) that read the rows :func:`compare_streams`
+    wrote the handles of: ctids, or groups, in batches; a run of consecutive groups as one
+    key range (an index range scan, not a lookup a key)."""
+    lines = (line.rstrip("\n") for line in handles)
+    if not by_key(table):
+        while batch := list(itertools.islice(lines, _FETCH)):
+            yield sql.SQL("ctid = ANY(%s::tid[])"), [batch]
+        return
+    key = sql.Identifier(table.primary_key[0])
+    size = 1 << GROUP_BITS
+    keys: list[int] = []
+    for first, last in _ranges(int(line) for line in lines):
+        if last - first >= _FETCH // size:
+            yield (
+                sql.SQL("{} BETWEEN %s AND %s").format(key),
+                [first * size, last * size + size - 1],
+            )
+            continue
+        keys.extend(range(first * size, last * size + size))
+        if len(keys) >= _FETCH:
+            yield sql.SQL("{} = ANY(%s::int8[])").format(key), [keys]
+            keys = []
+    if keys:
+        yield sql.SQL("{} = ANY(%s::int8[])").format(key), [keys]
+
+
+def _ranges(groups: Iterator[int]) -> Iterator[tuple[int, int]]:
+    """Ascending numbers as runs of consecutive ones: ``(first, last)``."""
+    first = last = next(groups, None)
+    if first is None or last is None:
+        return
+    for group in groups:
+        if group != last + 1:
+            yield first, last
+            first = group
+        last = group
+    yield first, last
 
 
 def new_seed() -> int:
@@ -109,14 +138,15 @@ def new_seed() -> int:
     return secrets.randbits(63)
 
 
-def _runs(copy: Iterator[Any]) -> Generator[list[bytes]]:
+def _runs(copy: Generator[Any]) -> Generator[list[bytes]]:
     """A COPY stream's lines, :data:`_RUN_ROWS` blocks at a time (PostgreSQL sends a line a
     block; a line split across blocks is joined all the same)."""
     tail = b""
-    while blocks := list(itertools.islice(copy, _RUN_ROWS)):
-        lines = b"".join([tail, *blocks]).split(b"\n")
-        tail = lines.pop()
-        yield lines
+    with contextlib.closing(copy):  # its COPY ended, even when the runs are left early
+        while blocks := list(itertools.islice(copy, _RUN_ROWS)):
+            lines = b"".join([tail, *blocks]).split(b"\n")
+            tail = lines.pop()
+            yield lines
     if tail:
         yield [tail]
 
@@ -127,19 +157,23 @@ def _ahead(runs: Generator[list[bytes]]) -> Generator[list[bytes]]:
     ready: queue.Queue[list[bytes] | BaseException | None] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
+    def hand(item: list[bytes] | BaseException | None) -> bool:
+        """Put ``item`` in the queue, unless the reader stops meanwhile."""
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                ready.put(item, timeout=0.1)
+                return True
+        return False
+
     def read() -> None:
         try:
             with contextlib.closing(runs):
                 for run in runs:
-                    while not stop.is_set():
-                        with contextlib.suppress(queue.Full):
-                            ready.put(run, timeout=0.1)
-                            break
-                    if stop.is_set():
+                    if not hand(run):
                         return
-            ready.put(None)
+            hand(None)
         except BaseException as error:  # handed to the reader
-            ready.put(error)
+            hand(error)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -177,7 +211,7 @@ class _Stream:
 
     def __init__(
         self,
-        copy: Iterator[Any],
+        copy: Generator[Any],
         handles: IO[str],
         with_ctid: bool,
         check: Callable[[], None] | None,
@@ -189,6 +223,8 @@ class _Stream:
         self.lines: list[bytes] = []
         self.done = False
         self.rows = 0
+        #: Lines read, and lines with no equal line on the other side.
+        self.lines_read = self.differing = 0
         self.handles = handles
         self.more()
 
@@ -201,6 +237,7 @@ class _Stream:
             self.done = True
         else:
             self.rows += sum(_count(line) for line in run) if self.grouped else len(run)
+            self.lines_read += len(run)
             self.lines += run  # a stream not done always has a line
 
     def last(self) -> int:
@@ -221,16 +258,22 @@ class _Stream:
     def keep(self, lines: dict[bytes, bytes], unmatched: Any) -> None:
         """Write the handles (group or ctid) of ``lines``' entries in ``unmatched``, one a
         line."""
+        self.differing += len(unmatched)
         if self.with_ctid:
             handles = (lines[content][lines[content].rindex(b"\t") + 1 :] for content in unmatched)
-        else:
-            handles = (content[: content.index(b"\t")] for content in unmatched)
+        else:  # in ascending order, as :func:`fetches` reads them
+            handles = (b"%d" % group for group in sorted(_sort_key(line) for line in unmatched))
         self.handles.writelines(handle.decode() + "\n" for handle in handles)
 
 
+class MostlyDifferent(Exception):
+    """More than a quarter of a side's lines differ so far: reading the differing rows one
+    by one would cost more than reading the table whole."""
+
+
 def compare_streams(
-    old: Iterator[Any],
-    new: Iterator[Any],
+    old: Generator[Any],
+    new: Generator[Any],
     old_ctids: IO[str],
     new_ctids: IO[str],
     with_ctid: bool,
@@ -241,6 +284,7 @@ def compare_streams(
 
     :param with_ctid: the lines end with a ctid (the table is not :func:`by_key`).
     :param check: called before each run of lines is read (a time budget's check).
+    :raises MostlyDifferent: early, when most lines differ.
     """
     a, b = (
         _Stream(side, ctids, with_ctid, check)
@@ -254,6 +298,8 @@ def compare_streams(
             for stream in (a, b):
                 if not stream.done and stream.last() == bound:
                     stream.more()
+                if stream.lines_read >= _SETTLED and stream.differing * 4 > stream.lines_read:
+                    raise MostlyDifferent
         _match(a, b, None)
     finally:  # the reading threads end before their connections are used again
         a.close()
@@ -267,7 +313,15 @@ def _match(a: _Stream, b: _Stream, bound: int | None) -> None:
     b.keep(right, right.keys() - left.keys())
 
 
-def stream(connection: psycopg.Connection[Any], table: PgTable, seed: int) -> Iterator[Any]:
-    """One side's COPY output of ``table``, as blocks of lines."""
-    with connection.cursor() as cursor, cursor.copy(copy_sql(table, seed)) as copy:
+def stream(connection: psycopg.Connection[Any], table: PgTable, seed: int) -> Generator[Any]:
+    """One side's COPY output of ``table``, as blocks of lines.
+
+    Inside a savepoint: a stream left early (its COPY cancelled) leaves the side's
+    transaction, and its snapshot, usable.
+    """
+    with (
+        connection.transaction(),
+        connection.cursor() as cursor,
+        cursor.copy(copy_sql(table, seed)) as copy,
+    ):
         yield from copy
