@@ -1,12 +1,12 @@
 """Which rows of a keyed table differ between two databases, found before any row is copied.
 
-Both sides stream their rows as the server writes them (``COPY … TO STDOUT``, text form), in
-one order both sides share: by the key when it is one integer column (its index gives the
-order), else by a hash of the key under a seed of this diff. Runs of lines up to a common
-sort key are compared as sets of whole lines, in C: equal lines are equal rows and are
-dropped; only the physical row addresses (``ctid``) of the rest are kept, in a file, and
-only those rows are then read as diff values. Memory stays flat: a few runs of lines at a
-time, however many rows differ.
+Both sides stream lines of the server's text (``COPY … TO STDOUT``) in one order they share,
+each read ahead by a thread of its own: for a key of one integer column, a line per group of
+8 consecutive keys holding the group's rows (so an eighth of the lines), in key order; else
+a line per row, ordered by a hash of the key under a seed of this diff. Runs of lines up to
+a common sort key are compared as sets of whole lines, in C: equal lines are dropped; only
+the groups (or ``ctid``) of the rest are kept, in a file, and only those rows are then read
+as diff values. Memory stays flat: a few runs of lines at a time, however many rows differ.
 """
 
 from __future__ import annotations
