@@ -35,6 +35,8 @@ from pytest_scoring.db.postgres.catalog import PgTable
 _EXACT_KEYS: Final = frozenset({"integer", "text", "bytea", "boolean"})
 #: COPY blocks (lines) read from one side before they are compared.
 _RUN_ROWS: Final = 4096
+#: Bytes of COPY blocks after which a run ends sooner (rows holding large values).
+_RUN_BYTES: Final = 8 << 20
 
 
 def fast(old: PgTable, new: PgTable) -> bool:
@@ -139,16 +141,27 @@ def new_seed() -> int:
 
 
 def _runs(copy: Generator[Any]) -> Generator[list[bytes]]:
-    """A COPY stream's lines, :data:`_RUN_ROWS` blocks at a time (PostgreSQL sends a line a
-    block; a line split across blocks is joined all the same)."""
+    """A COPY stream's lines, in runs of at most :data:`_RUN_ROWS` blocks or about
+    :data:`_RUN_BYTES` (PostgreSQL sends a line a block; a line split across blocks is joined
+    all the same)."""
     tail = b""
     with contextlib.closing(copy):  # its COPY ended, even when the runs are left early
-        while blocks := list(itertools.islice(copy, _RUN_ROWS)):
+        while blocks := _blocks(copy):
             lines = b"".join([tail, *blocks]).split(b"\n")
             tail = lines.pop()
             yield lines
     if tail:
         yield [tail]
+
+
+def _blocks(copy: Iterator[Any]) -> list[Any]:
+    blocks, size = [], 0
+    for block in copy:
+        blocks.append(block)
+        size += len(block)
+        if len(blocks) == _RUN_ROWS or size >= _RUN_BYTES:
+            break
+    return blocks
 
 
 def _ahead(runs: Generator[list[bytes]]) -> Generator[list[bytes]]:
