@@ -6,11 +6,12 @@ one run:
 
 * our snapshot (``admin.snapshot``: terminate, copy closed, revoke) against a plain
   ``CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY`` of the same database (median of
-  ``--repeat`` interleaved pairs, each after a ``CHECKPOINT`` and ``sync``: the machine's
-  writeback of earlier steps otherwise swings one copy from 0.1 s to 2.5 s);
+  ``--repeat`` interleaved pairs, each side first in turn, each copy after a ``CHECKPOINT``
+  and ``sync``: the machine's writeback of earlier steps otherwise swings one copy from 0.1 s
+  to 2.5 s);
 * our diff of the two snapshots (``diff_databases``, ``max_rows=1000``) against reading both
   tables once in full (``COPY … TO STDOUT`` of both, thrown away), median of ``--repeat``
-  interleaved pairs;
+  interleaved pairs, each side first in turn;
 * the peak RSS of a child process that imports ``pytest_scoring`` and runs only our diff
   (read with ``os.wait4``; the diff is timed inside it), per share of changed rows: flat
   means it does not grow with that share.
@@ -92,6 +93,10 @@ def _plain_copy(cluster: Cluster, database: str) -> str:
     return name
 
 
+def _our_snapshot(cluster: Cluster, database: str) -> admin.Snapshot:
+    return admin.snapshot(cluster.admin_url, database)
+
+
 def _read_both(cluster: Cluster, first: str, second: str) -> None:
     for database in (first, second):
         with (
@@ -134,20 +139,23 @@ def main() -> None:
             before = admin.snapshot(cluster.admin_url, database)
             _plain_copy(cluster, database)  # the first copy warms the cache for the timed ones
             plain, ours = [], []
-            for _ in range(options.repeat):  # interleaved: both see the same machine
-                _settle(cluster)
-                plain.append(_timed(_plain_copy, cluster, database))
-                _settle(cluster)
-                ours.append(_timed(admin.snapshot, cluster.admin_url, database))
+            for pair in range(options.repeat):  # interleaved, each first in turn
+                for take in (_plain_copy, _our_snapshot)[:: 1 if pair % 2 else -1]:
+                    _settle(cluster)
+                    seconds = _timed(take, cluster, database)
+                    (plain if take is _plain_copy else ours).append(seconds)
             _change(app, options.rows, share)
             after = admin.snapshot(cluster.admin_url, database)
             _settle(cluster)
             reads, diffs, peak = [], [], 0.0
-            for _ in range(options.repeat):
-                reads.append(_timed(_read_both, cluster, before.name, after.name))
+            for pair in range(options.repeat):
+                if pair % 2:
+                    reads.append(_timed(_read_both, cluster, before.name, after.name))
                 diff_s, rss, counts = _diff_in_child(cluster, before.name, after.name)
                 diffs.append(diff_s)
                 peak = max(peak, rss)
+                if not pair % 2:
+                    reads.append(_timed(_read_both, cluster, before.name, after.name))
             plain_s, ours_s = statistics.median(plain), statistics.median(ours)
             read_s, diff_s = statistics.median(reads), statistics.median(diffs)
             print(
