@@ -5,11 +5,13 @@ share of its rows (each of ``--changes``) is added, removed and changed. Side by
 one run:
 
 * our snapshot (``admin.snapshot``: terminate, copy closed, revoke) against a plain
-  ``CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY`` of the same database (best of
-  ``--repeat`` interleaved pairs, each after a ``CHECKPOINT`` and ``sync``: the machine's
-  writeback of earlier steps otherwise swings one copy from 0.1 s to 2.5 s);
+  ``CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY`` of the same database (median of
+  ``--repeat`` interleaved pairs, each side first in turn, each copy after a ``CHECKPOINT``
+  and ``sync``: the machine's writeback of earlier steps otherwise swings one copy from 0.1 s
+  to 2.5 s);
 * our diff of the two snapshots (``diff_databases``, ``max_rows=1000``) against reading both
-  tables once in full (``COPY … TO STDOUT`` of both, thrown away);
+  tables once in full (``COPY … TO STDOUT`` of both, thrown away), median of ``--repeat``
+  interleaved pairs, each side first in turn;
 * the peak RSS of a child process that imports ``pytest_scoring`` and runs only our diff
   (read with ``os.wait4``; the diff is timed inside it), per share of changed rows: flat
   means it does not grow with that share.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -90,6 +93,10 @@ def _plain_copy(cluster: Cluster, database: str) -> str:
     return name
 
 
+def _our_snapshot(cluster: Cluster, database: str) -> admin.Snapshot:
+    return admin.snapshot(cluster.admin_url, database)
+
+
 def _read_both(cluster: Cluster, first: str, second: str) -> None:
     for database in (first, second):
         with (
@@ -119,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changes", type=float, nargs="+", default=[0.01, 0.3])
-    parser.add_argument("--repeat", type=int, default=3, help="Snapshot pairs timed (best)")
+    parser.add_argument("--repeat", type=int, default=5, help="Pairs timed (median)")
     options = parser.parse_args()
     with running_cluster() as cluster:
         if isinstance(cluster, str):
@@ -131,21 +138,30 @@ def main() -> None:
             database = admin.database_of(app)
             before = admin.snapshot(cluster.admin_url, database)
             _plain_copy(cluster, database)  # the first copy warms the cache for the timed ones
-            plain_s = ours_s = float("inf")
-            for _ in range(options.repeat):  # interleaved: both see the same machine
-                _settle(cluster)
-                plain_s = min(plain_s, _timed(_plain_copy, cluster, database))
-                _settle(cluster)
-                ours_s = min(ours_s, _timed(admin.snapshot, cluster.admin_url, database))
+            plain, ours = [], []
+            for pair in range(options.repeat):  # interleaved, each first in turn
+                for take in (_plain_copy, _our_snapshot)[:: 1 if pair % 2 else -1]:
+                    _settle(cluster)
+                    seconds = _timed(take, cluster, database)
+                    (plain if take is _plain_copy else ours).append(seconds)
             _change(app, options.rows, share)
             after = admin.snapshot(cluster.admin_url, database)
             _settle(cluster)
-            read_s = _timed(_read_both, cluster, before.name, after.name)
-            diff_s, rss, counts = _diff_in_child(cluster, before.name, after.name)
+            reads, diffs, peak = [], [], 0.0
+            for pair in range(options.repeat):
+                if pair % 2:
+                    reads.append(_timed(_read_both, cluster, before.name, after.name))
+                diff_s, rss, counts = _diff_in_child(cluster, before.name, after.name)
+                diffs.append(diff_s)
+                peak = max(peak, rss)
+                if not pair % 2:
+                    reads.append(_timed(_read_both, cluster, before.name, after.name))
+            plain_s, ours_s = statistics.median(plain), statistics.median(ours)
+            read_s, diff_s = statistics.median(reads), statistics.median(diffs)
             print(
                 f"share {share:.0%}: snapshot {ours_s:.2f} s vs plain copy {plain_s:.2f} s "
                 f"({ours_s / plain_s:.2f}x); diff {diff_s:.2f} s vs COPY both {read_s:.2f} s "
-                f"({diff_s / read_s:.2f}x); diff peak RSS {rss:.1f} MB; {counts}"
+                f"({diff_s / read_s:.2f}x); diff peak RSS {peak:.1f} MB; {counts}"
             )
             admin.sweep(cluster.admin_url)
 

@@ -125,7 +125,10 @@ def sequences(connection: psycopg.Connection[Any]) -> dict[str, int | None]:
 
 
 def rows(
-    connection: psycopg.Connection[Any], table: PgTable, budget: TimeBudget | None = None
+    connection: psycopg.Connection[Any],
+    table: PgTable,
+    budget: TimeBudget | None = None,
+    where: tuple[sql.Composable, Sequence[Any]] | None = None,
 ) -> Iterator[Sequence[Any]]:
     """Every row of ``table`` as diff values, streamed by a server-side cursor.
 
@@ -133,15 +136,18 @@ def rows(
     whose values need it are converted: most tables' rows pass as psycopg loads them.
 
     :param budget: checked after each batch.
+    :param where: only the rows this condition gives, with its parameters.
     """
     select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
     query = sql.SQL("SELECT {} FROM {}.{}").format(
         select, sql.Identifier(table.schema), sql.Identifier(table.relname)
     )
+    if where is not None:
+        query += sql.SQL(" WHERE {}").format(where[0])
     converted = converters(table.kinds)
     with connection.cursor(name="pytest_scoring_rows") as cursor:
         as_text(cursor, table.kinds, table.oids)
-        cursor.execute(query)
+        cursor.execute(query, None if where is None else where[1])
         while batch := cursor.fetchmany(_BATCH):
             if budget is not None:
                 budget.check()

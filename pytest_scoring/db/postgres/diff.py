@@ -14,9 +14,11 @@ import contextlib
 import sqlite3
 import tempfile
 from collections.abc import Callable
+from collections.abc import Generator
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import IO
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
@@ -42,6 +44,13 @@ from pytest_scoring.db.postgres.catalog import PgTable
 from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.differing import MostlyDifferent
+from pytest_scoring.db.postgres.differing import by_key
+from pytest_scoring.db.postgres.differing import compare_streams
+from pytest_scoring.db.postgres.differing import fast
+from pytest_scoring.db.postgres.differing import fetches
+from pytest_scoring.db.postgres.differing import new_seed
+from pytest_scoring.db.postgres.differing import stream
 from pytest_scoring.db.schema import Pairing
 from pytest_scoring.db.schema import Table
 from pytest_scoring.db.schema import UniqueIndex
@@ -71,36 +80,127 @@ class Export(NamedTuple):
     sequences: dict[str, int | None]
     #: Tables whose key values collided in text form: their rows pair by content.
     no_key: frozenset[str]
+    #: Row counts of the tables of which only the rows that differ were copied.
+    counts: dict[str, int]
 
 
-def export(
-    connection: psycopg.Connection[Any],
-    dest: Path,
-    only: str | None = None,
-    budget: TimeBudget | None = None,
-) -> Export:
-    """Copy every table of ``connection``'s database into a new SQLite file ``dest``.
+@final
+class _Reading(NamedTuple):
+    """One side being read: its connection (inside its transaction), tables and copy."""
 
-    Read inside one ``REPEATABLE READ`` read-only transaction under the pinned settings, so
-    a database read in place (the finish state, in process) cannot move underneath.
+    side: str
+    connection: psycopg.Connection[Any]
+    tables: dict[str, PgTable]
+    sequences: dict[str, int | None]
+    copy: sqlite3.Connection
+    path: Path
 
-    :param only: copy this table only (a row stream needs no other).
-    :param budget: checked after each batch of rows.
-    """
-    with connection.transaction():
+
+@contextlib.contextmanager
+def _reading(
+    side: str, connection: psycopg.Connection[Any], dest: Path, only: str | None
+) -> Iterator[_Reading]:
+    """One side's read: one ``REPEATABLE READ`` read-only transaction under the pinned
+    settings (a database read in place, the finish state in process, cannot move
+    underneath), and the SQLite file its rows go to."""
+    with _named(side), connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # Both sides are read at once: their backends, not workers of theirs, share the cores.
+        connection.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         found, last = tables(connection), sequences(connection)
         if only is not None:
             found = {name: table for name, table in found.items() if name == only}
         with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
             copy.execute("PRAGMA journal_mode = OFF")
             copy.execute("PRAGMA synchronous = OFF")
-            no_key = frozenset(
-                name
-                for name, table in found.items()
-                if not _copy_table(connection, copy, table, budget)
-            )
-    return Export(dest, found, last, no_key)
+            yield _Reading(side, connection, found, last, copy, dest)
+
+
+@contextlib.contextmanager
+def _named(side: str) -> Iterator[None]:
+    """A failure to read turned into a :class:`SideError` naming ``side``."""
+    try:
+        yield
+    except SideError:
+        raise
+    except (psycopg.Error, DatabaseError) as error:
+        raise SideError(side, str(error).strip().splitlines()[0]) from None
+
+
+def export(
+    old: _Reading | None, new: _Reading | None, budget: TimeBudget | None = None
+) -> tuple[Export | None, Export | None]:
+    """Every table of both sides into their SQLite files.
+
+    A table both sides have with the same columns and primary key is compared on the
+    server's text first (:mod:`~pytest_scoring.db.postgres.differing`): only the rows that
+    differ are copied. Any other table is copied whole, as is one most of whose rows differ.
+
+    :param budget: checked after each batch of rows.
+    """
+    no_key: dict[str, set[str]] = {"before": set(), "after": set()}
+    counts: dict[str, dict[str, int]] = {"before": {}, "after": {}}
+    seed, whole = new_seed(), set[str]()
+    for reading, other in ((old, new), (new, old)):
+        if reading is None:
+            continue
+        for name, table in reading.tables.items():
+            paired = other is not None and name in other.tables and fast(table, other.tables[name])
+            if paired and other is not None and name not in whole:
+                if reading is new or _copy_differing(reading, other, name, seed, budget, counts):
+                    continue
+                whole.add(name)  # and read whole on both sides
+            with _named(reading.side):
+                if not _copy_table(reading.connection, reading.copy, table, budget):
+                    no_key[reading.side].add(name)
+    return tuple(  # type: ignore[return-value]
+        None
+        if reading is None
+        else Export(
+            reading.path,
+            reading.tables,
+            reading.sequences,
+            frozenset(no_key[reading.side]),
+            counts[reading.side],
+        )
+        for reading in (old, new)
+    )
+
+
+def _copy_differing(
+    old: _Reading,
+    new: _Reading,
+    name: str,
+    seed: int,
+    budget: TimeBudget | None,
+    counts: dict[str, dict[str, int]],
+) -> bool:
+    """The rows of one table that differ between the sides, into both copies.
+
+    :returns: ``False`` (nothing copied) when most rows differ: the table is then read whole.
+    """
+    with tempfile.TemporaryFile("w+") as old_ctids, tempfile.TemporaryFile("w+") as new_ctids:
+        table = old.tables[name]
+        try:
+            sides = compare_streams(
+                _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids,
+                new_ctids, not by_key(table), None if budget is None else budget.check,
+            )  # fmt: skip
+        except MostlyDifferent:
+            return False
+        for reading, side in ((old, sides[0]), (new, sides[1])):
+            counts[reading.side][name] = side.rows
+            side.ctids.seek(0)
+            with _named(reading.side):
+                _copy_table(
+                    reading.connection, reading.copy, reading.tables[name], budget, side.ctids
+                )
+    return True
+
+
+def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[Any]:
+    with _named(reading.side):
+        yield from stream(reading.connection, reading.tables[name], seed)
 
 
 def _copy_table(
@@ -108,8 +208,13 @@ def _copy_table(
     copy: sqlite3.Connection,
     table: PgTable,
     budget: TimeBudget | None = None,
+    handles: IO[str] | None = None,
 ) -> bool:
-    """One table's rows into the SQLite file. :returns: whether its key stayed unique there."""
+    """One table's rows into the SQLite file. :returns: whether its key stayed unique there.
+
+    :param handles: only the rows these keys or ctids (one a line) name
+        (:func:`~pytest_scoring.db.postgres.differing.fetches`; default: every row).
+    """
     names = table.column_names()
     if not names:
         return True
@@ -123,7 +228,11 @@ def _copy_table(
     copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
     insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
-    copy.executemany(insert, rows(connection, table, budget))
+    if handles is None:
+        copy.executemany(insert, rows(connection, table, budget))
+    else:
+        for where in fetches(table, handles):
+            copy.executemany(insert, rows(connection, table, budget, where))
     copy.execute("COMMIT")
     if rowid_key or not table.primary_key:
         return True
@@ -193,6 +302,9 @@ def compare(
             plan = _pairing(before, after, name) if before and after and old and new else None
             table_sink = None if sink is None else partial(sink, key, name)
             data[name] = diff_table(connection, old, new, max_rows, table_sink, plan)
+            for export, count in ((before, "before_rows"), (after, "after_rows")):
+                if export is not None and name in export.counts:
+                    data[name][count] = export.counts[name]  # type: ignore[literal-required]
             schema[name] = schema_changes(_schema_side(before, name), _schema_side(after, name))
         return planes(data, schema)
     finally:
@@ -232,19 +344,19 @@ class SideError(DatabaseError):
         self.side = side
 
 
-def _export_side(
-    admin_url: str, side: Side, dest: Path, only: str | None, budget: TimeBudget | None
-) -> Export | None:
+@contextlib.contextmanager
+def _side_connection(
+    admin_url: str, side: Side, name: str
+) -> Iterator[psycopg.Connection[Any] | None]:
     if side.database is None:
-        return None
-    try:
+        yield None
+        return
+    with _named(name), contextlib.ExitStack() as stack:
         if side.closed:
-            with opened(admin_url, side.database) as connection:
-                return export(connection, dest, only, budget)
-        with connect(admin_url, side.database) as connection:
-            return export(connection, dest, only, budget)
-    except (psycopg.Error, DatabaseError) as error:
-        raise SideError(dest.stem, str(error).strip().splitlines()[0]) from None
+            connection = stack.enter_context(opened(admin_url, side.database))
+        else:
+            connection = stack.enter_context(connect(admin_url, side.database))
+        yield connection
 
 
 @contextlib.contextmanager
@@ -257,13 +369,27 @@ def exported(
 ) -> Iterator[tuple[Export | None, Export | None]]:
     """Both sides copied into SQLite files of a private temporary folder, removed on exit.
 
+    Both sides are read at once, each on a connection of its own.
+
     :param only: copy this table only.
     :param budget: checked while the rows are copied.
     :raises SideError: naming the side that could not be read.
     """
-    with tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder:
-        old = _export_side(admin_url, before, Path(folder) / "before.db", only, budget)
-        yield old, _export_side(admin_url, after, Path(folder) / "after.db", only, budget)
+    with (
+        tempfile.TemporaryDirectory(prefix="pytest-scoring-pg-") as folder,
+        contextlib.ExitStack() as stack,
+    ):
+        readings: list[_Reading | None] = []
+        for side, name in ((before, "before"), (after, "after")):
+            connection = stack.enter_context(_side_connection(admin_url, side, name))
+            dest = Path(folder) / f"{name}.db"
+            readings.append(
+                None if connection is None
+                else stack.enter_context(_reading(name, connection, dest, only))
+            )  # fmt: skip
+        old, new = export(readings[0], readings[1], budget)
+        stack.close()
+        yield old, new
 
 
 def diff_databases(
