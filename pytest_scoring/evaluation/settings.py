@@ -34,9 +34,6 @@ from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.core.signals import NO_STRICT
 from pytest_scoring.core.signals import StrictKinds
 from pytest_scoring.core.signals import parse_strict
-from pytest_scoring.db.servers import check_names
-from pytest_scoring.db.servers import expand
-from pytest_scoring.db.servers import server_database
 from pytest_scoring.errors import OptionError
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.flags import fail_under_type
@@ -267,12 +264,16 @@ def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabas
     urls = config.getoption("score_db_urls")
     what = "--score-db-url" if urls else "score_db_urls (ini)"
     admin_url = config.getoption("score_db_admin_url")
+    named = urls or config.getini("score_db_urls")
+    if not named and not admin_url:
+        return None, []  # a run without server databases imports nothing of theirs
+    from pytest_scoring.db.servers import check_names
+    from pytest_scoring.db.servers import expand
+    from pytest_scoring.db.servers import server_database
+
     environ = captured_environment()
     admin = expand(admin_url, environ, "--score-db-admin-url") if admin_url else None
-    databases = [
-        server_database(expand(url, environ, what), admin, what)
-        for url in urls or config.getini("score_db_urls")
-    ]
+    databases = [server_database(expand(url, environ, what), admin, what) for url in named]
     check_names(databases)
     return admin, databases
 
