@@ -145,7 +145,23 @@ def test_a_password_change_has_the_shape_its_sqlite_twin_has(
         "email"
     ]
     assert entry["info"]["engine"] == "postgresql"
-    assert entry["info"]["sequences"] == {"users_id_seq": {"before": 2, "after": 4}}
+    assert entry["info"]["sequences"] == {"users_id_seq": 4}
+    admin.drop(postgres.admin_url, snap.name)
+
+
+def test_sequences_show_their_last_value_at_finish_and_never_rows(postgres: Cluster) -> None:
+    app = postgres.application(
+        "CREATE SEQUENCE used; CREATE SEQUENCE unused; CREATE SEQUENCE dropped;"
+        "SELECT nextval('used'); SELECT nextval('dropped')"
+    )
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, "SELECT nextval('used'); SELECT nextval('used'); DROP SEQUENCE dropped")
+
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["info"]["sequences"] == {"unused": None, "used": 3}
+    assert entry["comparisons"]["data"]["tables"] == {}
     admin.drop(postgres.admin_url, snap.name)
 
 

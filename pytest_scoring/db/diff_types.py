@@ -130,8 +130,9 @@ class DatabaseInfo(TypedDict):
     real_path: NotRequired[str]
     #: The engine, for every engine but SQLite (whose entries predate engines).
     engine: NotRequired[str]
-    #: A server database's sequences: name → last value (never rows).
-    sequences: NotRequired[dict[str, Any]]
+    #: A server database's sequences at finish: name → last value (``None`` before its
+    #: first ``nextval``; never rows).
+    sequences: NotRequired[dict[str, int | None]]
 
 
 class DatabaseEntryJSON(TypedDict):

@@ -318,11 +318,10 @@ def _schema_side(export: Export | None, name: str) -> Table | None:
     return Table("", name, pg.columns, pg.primary_key, without_rowid=False)
 
 
-def _sequences(before: Export | None, after: Export | None) -> dict[str, dict[str, int | None]]:
-    old, new = (before.sequences if before else {}), (after.sequences if after else {})
-    return {
-        name: {"before": old.get(name), "after": new.get(name)} for name in sorted({*old, *new})
-    }
+def _sequences(after: Export | None) -> dict[str, int | None]:
+    """Each sequence's last value at finish (``None`` before its first ``nextval``): a
+    sequence only the before side has is absent."""
+    return dict(after.sequences) if after is not None else {}
 
 
 @final
@@ -422,7 +421,7 @@ def diff_databases(
     try:
         with exported(admin_url, before, after) as (old, new):
             entry["comparisons"] = compare(old, new, max_rows, sink, key)
-            entry["info"]["sequences"] = _sequences(old, new)
+            entry["info"]["sequences"] = _sequences(new)
     except SideError as error:
         entry["error"] = str(error)
         entry["info"]["unreadable"] = [error.side]
