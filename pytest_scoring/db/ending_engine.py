@@ -20,6 +20,9 @@ from pytest_scoring.errors import DatabaseError
 class EndingEngine(PostgresEngine):
     """:class:`PostgresEngine` whose finish state is read once nothing else is connected."""
 
+    def _end_backends(self, database: str) -> list[admin.Terminated]:
+        return admin.terminate(self.admin_url, database)
+
     def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
         ended: dict[str, list[admin.Terminated]] = {}
         failed: dict[str, str] = {}
@@ -27,9 +30,9 @@ class EndingEngine(PostgresEngine):
             if name not in self.databases:
                 continue
             try:
-                ended[name] = admin.terminate(self.admin_url, self._database(name))
+                ended[name] = self._end_backends(self._database(name))
             except (psycopg.Error, DatabaseError) as error:
-                failed[name] = str(error).strip().splitlines()[0]
+                failed[name] = admin.first_line(error)
         state = super().read_final(names, source)
         state.terminated = ended
         for name, why in failed.items():

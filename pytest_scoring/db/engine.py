@@ -22,8 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
+from typing import NotRequired
 from typing import Protocol
+from typing import TypedDict
 from typing import TypeVar
+from typing import runtime_checkable
 
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import RowJSON
@@ -178,4 +181,49 @@ class DatabaseEngine(Protocol[S]):
         """Free what ``snapshot`` holds (a server's snapshot databases); called once the
         session is scored, also after a failure. A file-based engine's copies go with their
         folder, which the caller removes."""
+        ...
+
+
+class CreatedJSON(TypedDict):
+    """A database the session created on a server (``databases.created`` in ``db_change``'s
+    metadata)."""
+
+    name: str
+    #: The role that owned it when it was first seen.
+    owner: str
+    #: Whether it still existed at finish (then its entry in the diff has it against nothing).
+    present_at_finish: bool
+    #: Its key in the diff, when that is not its name (a name another database has there).
+    key: NotRequired[str]
+
+
+class DatabaseWatch(Protocol):
+    """A server watched while the session runs (:meth:`WatchingEngine.watch`)."""
+
+    #: Why the server could not be watched for a while (the first failure), or None.
+    error: str | None
+
+    def stop(self) -> None:
+        """Stop watching (also when the finish state is never read); may be called again."""
+        ...
+
+
+@runtime_checkable
+class WatchingEngine(Protocol):
+    """An engine on a server where the session may create databases of its own (PostgreSQL):
+    watched from the start snapshot to the finish state, and diffed against nothing when they
+    are still there (docs/databases.md#created-databases)."""
+
+    def watch(self) -> DatabaseWatch:
+        """Start watching, right after the start snapshot; never raises."""
+        ...
+
+    def read_created(
+        self, state: Any, watch: DatabaseWatch, reserved: Collection[str]
+    ) -> list[CreatedJSON]:
+        """Stop ``watch`` and add each created database still there to the finish ``state``,
+        under a key none of ``reserved`` (the other engines' databases) has.
+
+        :returns: every database the session created, present at finish or not.
+        """
         ...

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from collections.abc import Collection
 from collections.abc import Mapping
 from collections.abc import Sequence
 from dataclasses import dataclass
+from dataclasses import field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -30,9 +33,12 @@ from pytest_scoring.db.diff_shape import stream_cut_rows
 from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.diff_types import RowKind
+from pytest_scoring.db.engine import CreatedJSON
 from pytest_scoring.db.engine import DatabaseEngine
+from pytest_scoring.db.engine import DatabaseWatch
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
+from pytest_scoring.db.engine import WatchingEngine
 from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.servers import terminated
 from pytest_scoring.db.snapshot import Snapshot
@@ -110,13 +116,23 @@ class _Tracked(Generic[S]):
     """One engine and the session's two states of it."""
 
     engine: DatabaseEngine[S]
+    #: The keys a database the session creates on this engine's server must keep apart from.
+    reserved: Callable[[], set[str]] = set
     before: S | None = None
     after: S | None = None
+    #: The server watched for databases the session creates (a :class:`WatchingEngine`'s).
+    watch: DatabaseWatch | None = None
+    #: What the watch saw, once the finish state is read.
+    created: list[CreatedJSON] = field(default_factory=list)
 
     def final(self) -> S:
         if self.after is None:
             assert self.before is not None, "the start snapshot first"
-            self.after = final_state(self.engine, "session finish", self.before)
+            after = final_state(self.engine, "session finish", self.before)
+            if self.watch is not None:
+                assert isinstance(self.engine, WatchingEngine)
+                self.created = self.engine.read_created(after, self.watch, self.reserved())
+            self.after = after
         return self.after
 
     def rows(
@@ -142,7 +158,9 @@ class SessionDatabases:
         self.settings = settings
         self.guard = guard
         chosen = [sqlite_engine(settings)] if engines is None else engines
-        self._tracked: list[_Tracked[Any]] = [_Tracked(engine) for engine in chosen]
+        self._tracked: list[_Tracked[Any]] = [
+            _Tracked(engine, partial(self._reserved, index)) for index, engine in enumerate(chosen)
+        ]
         #: Why the start snapshot could not be taken, for the scores that needed it.
         self.start_error = NO_START
         self._started = False
@@ -196,7 +214,21 @@ class SessionDatabases:
             tracked.before = snapshot_now(tracked.engine, folder, "session start")
             if self.guard is not None:
                 self.guard.add_files(tracked.before.files.values())
+            if isinstance(tracked.engine, WatchingEngine):
+                tracked.watch = tracked.engine.watch()
         self._started = True
+
+    def _reserved(self, index: int) -> set[str]:
+        """The keys the other engines' databases have: those of engines listed before the
+        ``index``-th at finish (a server's include what the session created there), every
+        other's at the start, and at finish those of every engine that watches nothing."""
+        names: set[str] = set()
+        for other, tracked in enumerate(self._tracked):
+            if other != index and tracked.before is not None:
+                names |= tracked.before.names()
+                if other < index or tracked.watch is None:
+                    names |= tracked.final().names()
+        return names
 
     def _check_started(self) -> None:
         if not self._started:
@@ -288,6 +320,23 @@ class SessionDatabases:
                     found.setdefault(name, {"start": [], "finish": []})[moment] = ended
         return found
 
+    def created(self) -> dict[str, Any] | None:
+        """The databases the session created on the servers, for ``db_change``'s metadata:
+        ``{"created": […]}`` (with ``watch_errors`` when a server could not be watched for a
+        while); None when no server was watched."""
+        watched = [tracked for tracked in self._tracked if tracked.watch is not None]
+        if not watched:
+            return None
+        for tracked in watched:
+            tracked.final()
+        found: dict[str, Any] = {
+            "created": [entry for tracked in watched for entry in tracked.created]
+        }
+        errors = [t.watch.error for t in watched if t.watch is not None and t.watch.error]
+        if errors:
+            found["watch_errors"] = errors
+        return found
+
     def final_files(self) -> dict[str, Path]:
         """The files holding the finish state, by database (``--evidence all``)."""
         if not self._started:
@@ -297,6 +346,8 @@ class SessionDatabases:
     def close(self) -> None:
         """Free the snapshots and remove their copies (after scoring)."""
         for tracked in self._tracked:
+            if tracked.watch is not None:
+                tracked.watch.stop()
             if tracked.before is not None:
                 tracked.engine.release(tracked.before)
         if self._workdir is not None:

@@ -137,6 +137,9 @@ class StoredDatabases:
     def ended(self) -> dict[str, dict[str, list[Any]]]:
         return {}
 
+    def created(self) -> dict[str, Any] | None:
+        return None
+
 
 def database_inputs(context: ScoringContext) -> DatabaseInputs:
     """The context's database inputs: kept evidence when re-scoring, else the live session's."""
@@ -193,6 +196,9 @@ class DbChangeScorer:
         ended = databases.ended()
         if ended:
             metadata["ended"] = ended
+        created = databases.created()
+        if created is not None:
+            metadata["databases"] = created
         selector = self.selector
         if selector is None:
             matched, warnings, seen = has_changes(diff), [], diff

@@ -66,6 +66,10 @@ class DatabaseInputs(Protocol):
         """What was ended on each server database to take its states."""
         ...
 
+    def created(self) -> dict[str, Any] | None:
+        """The databases the session created on the servers (None: none was watched)."""
+        ...
+
 
 @runtime_checkable
 class ReferenceResults(Protocol):

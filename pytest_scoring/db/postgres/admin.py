@@ -66,7 +66,7 @@ def connect(url: str, database: str | None = None, **options: Any) -> psycopg.Co
     try:
         return psycopg.connect(make_conninfo(url, **extra), autocommit=True)
     except psycopg.Error as error:
-        raise DatabaseError(f"{redacted(url)}: {_first_line(error)}") from None
+        raise DatabaseError(f"{redacted(url)}: {first_line(error)}") from None
 
 
 def redacted(url: str) -> str:
@@ -76,7 +76,8 @@ def redacted(url: str) -> str:
     return make_conninfo("", **params)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """An error's first line, for one-line messages."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 

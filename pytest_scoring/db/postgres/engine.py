@@ -30,9 +30,13 @@ from pytest_scoring.db.diff_types import DatabaseEntryJSON
 from pytest_scoring.db.diff_types import RowJSON
 from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.diff_types import empty_planes
+from pytest_scoring.db.engine import CreatedJSON
+from pytest_scoring.db.engine import DatabaseWatch
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.created import Created
+from pytest_scoring.db.postgres.created import CreatedWatch
 from pytest_scoring.db.postgres.diff import ENGINE
 from pytest_scoring.db.postgres.diff import Side
 from pytest_scoring.db.postgres.diff import diff_databases
@@ -62,6 +66,8 @@ class PgSnapshot:
     closed: bool = True
     #: Database name → the backends and prepared transactions ended to take it.
     terminated: dict[str, list[admin.Terminated]] = field(default_factory=dict)
+    #: Databases that refuse connections: opened for the admin's read only, as snapshots are.
+    refusing: set[str] = field(default_factory=set)
 
     @property
     def files(self) -> Mapping[str, Path]:
@@ -71,7 +77,7 @@ class PgSnapshot:
         return {*self.states, *self.errors}
 
     def side(self, name: str) -> Side:
-        return Side(self.states.get(name), self.closed)
+        return Side(self.states.get(name), self.closed or name in self.refusing)
 
 
 class PostgresEngine:
@@ -89,6 +95,58 @@ class PostgresEngine:
 
     def _database(self, name: str) -> str:
         return admin.database_of(self.databases[name])
+
+    def _end_backends(self, database: str) -> list[admin.Terminated]:
+        """What is ended on ``database`` before its finish state is read: nothing here (in
+        process the state is read in place under ``REPEATABLE READ``)."""
+        return []
+
+    def watch(self) -> CreatedWatch:
+        """Watch the server for the databases the application's roles create."""
+        roles = {conninfo_to_dict(url).get("user") for url in self.databases.values()}
+        watch = CreatedWatch(self.admin_url, {str(role) for role in roles if role})
+        watch.start()
+        return watch
+
+    def read_created(
+        self, state: PgSnapshot, watch: DatabaseWatch, reserved: Collection[str]
+    ) -> list[CreatedJSON]:
+        """Stop ``watch``; each database it saw that is still there joins ``state``, read in
+        place (after its backends are ended, under ``run``), under its name, or its name with
+        `` (created)`` added until no database of this session has that key."""
+        assert isinstance(watch, CreatedWatch)
+        named = {self._database(name): name for name in self.databases}
+        taken = {*reserved, *self.databases}
+        listed: list[CreatedJSON] = []
+        for created in watch.finish():
+            entry = CreatedJSON(
+                name=created.name, owner=created.owner, present_at_finish=created.present
+            )
+            listed.append(entry)
+            if not created.present:
+                continue
+            key = named.get(created.name)  # the named database, dropped and made again
+            if key is None:
+                key = created.name
+                while key in taken:
+                    key += " (created)"
+                taken.add(key)
+                self._add_created(state, key, created)
+            if key != created.name:
+                entry["key"] = key
+        return listed
+
+    def _add_created(self, state: PgSnapshot, key: str, created: Created) -> None:
+        try:
+            ended = self._end_backends(created.name)
+        except (psycopg.Error, DatabaseError) as error:
+            state.errors[key] = f"cannot end what is connected to it: {admin.first_line(error)}"
+            return
+        state.states[key] = created.name
+        if ended:
+            state.terminated[key] = ended
+        if not created.allows_connections:
+            state.refusing.add(key)
 
     def find(self) -> list[str]:
         with admin.connect(self.admin_url) as connection:
@@ -121,7 +179,8 @@ class PostgresEngine:
     ) -> dict[str, DatabaseEntryJSON]:
         entries = {}
         for name in sorted(before.names() | after.names()):
-            label = self._database(name) if name in self.databases else name
+            label = self._database(name) if name in self.databases else after.states.get(name)
+            label = label or name
             unreadable = [
                 side
                 for side, state in (("before", before), ("after", after))
