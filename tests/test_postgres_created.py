@@ -187,7 +187,7 @@ def test_a_made_database_is_keyed_apart_from_other_entries_followed_when_renamed
         run(make_conninfo(app_url, dbname=name), "CREATE TABLE t (x int); INSERT INTO t VALUES (1)")
     renamed = f"{database}_renamed"
     run(app_url, f'CREATE DATABASE "{database}_first"')
-    time.sleep(2)  # a look sees it (every 0.2 s), then it takes another name
+    time.sleep(3)  # a look sees it (every 0.2 s), then it takes another name
     run(app_url, f'ALTER DATABASE "{database}_first" RENAME TO "{renamed}"')
     after = engine.read_final(engine.find(), "finish")
     created = engine.read_created(after, watch, {"data/app.db"})

@@ -59,7 +59,6 @@ class CreatedWatch:
         #: What the session created, by oid (a database renamed keeps its oid).
         self._created: dict[int, Created] = {}
         self._connection: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -100,17 +99,16 @@ class CreatedWatch:
         rows = self._look()
         if rows is None or self._initial is None:
             return
-        with self._lock:
-            for created in self._created.values():
-                created.present = False
-            for oid, name, owner, allows, admin_role in rows:
-                if oid in self._initial:
-                    continue
-                known = self._created.get(oid)
-                if known is not None:
-                    known.name, known.present, known.allows_connections = name, True, allows
-                elif self._is_sessions(name, owner, admin_role):
-                    self._created[oid] = Created(name, owner, True, allows)
+        for created in self._created.values():
+            created.present = False
+        for oid, name, owner, allows, admin_role in rows:
+            if oid in self._initial:
+                continue
+            known = self._created.get(oid)
+            if known is not None:
+                known.name, known.present, known.allows_connections = name, True, allows
+            elif self._is_sessions(name, owner, admin_role):
+                self._created[oid] = Created(name, owner, True, allows)
 
     def _is_sessions(self, name: str, owner: str, admin_role: str) -> bool:
         """Owned by an application role, and not one of the evaluator's own databases."""
@@ -120,12 +118,11 @@ class CreatedWatch:
     def finish(self) -> list[Created]:
         """Stop watching, look once more (on a connection of its own), and return what the
         session created, by name (a failed last look leaves the one before it)."""
-        self.stop()
+        self.stop()  # the thread is gone: what it noted is read here alone
         if self._initial is not None:
             self._update()
         self._close()
-        with self._lock:
-            return sorted(self._created.values(), key=lambda created: created.name)
+        return sorted(self._created.values(), key=lambda created: created.name)
 
     def stop(self) -> None:
         """Stop the thread (at once, or after the look it is in); may be called again."""
