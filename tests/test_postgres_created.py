@@ -154,6 +154,15 @@ def test_in_process_a_database_made_and_dropped_is_listed_as_gone_and_a_closed_o
     dropped, closed = f"{database}_dropped", f"{database}_closed"
     monkeypatch.setenv("DATABASE_URL", app_url)
     pytester.makepyfile(textwrap.dedent(DROPS).format(dropped=dropped, closed=closed))
+    pytester.makeconftest(
+        """
+        import threading
+
+        def pytest_unconfigure(config):  # after scoring: the watch has stopped
+            names = sorted(thread.name for thread in threading.enumerate())
+            config.rootpath.joinpath("threads.txt").write_text("\\n".join(names))
+        """
+    )
     pytester.runpytest_subprocess(
         "--score-db-url=${DATABASE_URL}",
         f"--score-db-admin-url={postgres.admin_url}",
@@ -171,6 +180,7 @@ def test_in_process_a_database_made_and_dropped_is_listed_as_gone_and_a_closed_o
         postgres.admin_url, f"SELECT datallowconn FROM pg_database WHERE datname = '{closed}'"
     )
     assert allows == (False,)  # read, and closed again
+    assert "created databases" not in pytester.path.joinpath("threads.txt").read_text()
     run(postgres.admin_url, f'DROP DATABASE "{closed}"')
 
 
