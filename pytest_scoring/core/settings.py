@@ -69,6 +69,9 @@ class ServerDatabase:
     admin_url: str
     #: The variable through which a run (the session, the reference's) receives its URL.
     env: str = DEFAULT_DB_ENV
+    #: The scored repository's setting that named it (``score_db_urls (ini)``…), None when
+    #: the evaluator did: such a database gets a ``selection`` signal and is never reset.
+    named_by: str | None = None
 
 
 @dataclass

@@ -33,6 +33,7 @@ from pytest_scoring.db.diff_types import RowKind
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
+from pytest_scoring.db.servers import described
 from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.servers import terminated
 from pytest_scoring.db.snapshot import Snapshot
@@ -287,6 +288,14 @@ class SessionDatabases:
                 for name, ended in terminated(state).items():
                     found.setdefault(name, {"start": [], "finish": []})[moment] = ended
         return found
+
+    def start_states(self) -> dict[str, Any]:
+        """What identifies each server database's start snapshot, by name (the provenance's)."""
+        return {
+            name: state
+            for tracked in (self._tracked if self._started else [])
+            for name, state in described(tracked.before).items()
+        }
 
     def final_files(self) -> dict[str, Path]:
         """The files holding the finish state, by database (``--evidence all``)."""

@@ -1,0 +1,299 @@
+"""PostgreSQL, hardened (issue 31): a killed evaluator's start snapshots are swept, reports
+record each server database without its password, and a database the scored repository's
+ini file names is its choice, not the evaluator's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from postgres_cluster import Cluster
+from psycopg.conninfo import conninfo_to_dict
+from runs import GENEROUS
+from runs import make_fifo
+from runs import only_report
+from runs import wait_for_ready
+
+from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres.engine import PostgresEngine
+from pytest_scoring.errors import DatabaseError
+
+pytestmark = pytest.mark.slow
+
+ACCOUNTS = (
+    "CREATE TABLE users (id serial PRIMARY KEY, username text UNIQUE, role text);"
+    "INSERT INTO users (username, role) VALUES ('alice', 'admin'), ('bob', 'user')"
+)
+#: A test that adds a user (another each time) through the URL the session gives it.
+ADDS_CAROL = """
+import os
+import psycopg
+
+def test_add():
+    with psycopg.connect(os.environ["APP_DATABASE"], autocommit=True) as connection:
+        connection.execute("INSERT INTO users (username) VALUES (md5(random()::text))")
+"""
+
+
+def query(url: str, statement: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        cursor = connection.execute(statement)  # type: ignore[arg-type]
+        return cursor.fetchall() if cursor.description else []
+
+
+def ours(postgres: Cluster, kind: str) -> set[str]:
+    """The evaluator's databases of one kind (``snap``, ``keep``) on the server."""
+    rows = query(postgres.admin_url, "SELECT datname FROM pg_database")
+    return {name for (name,) in rows if name.startswith(f"{admin.PREFIX}{kind}_")}
+
+
+def repository(folder: Path, test: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_app.py").write_text(test)
+    return folder
+
+
+def in_process(repo: Path, app_url: str, postgres: Cluster, **env: str) -> list[str]:
+    """``pytest`` with the plugin in ``repo``, scoring ``app_url`` as the evaluator names it."""
+    return [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--score-db-url={app_url}",
+        f"--score-db-admin-url={postgres.admin_url}", f"--score-report={repo / 'scores'}",
+    ]  # fmt: skip
+
+
+def test_a_killed_evaluators_start_snapshot_is_dropped_by_the_next_run_on_that_server(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """A keep snapshot of ``--score-db-reset`` and a live evaluator's snapshot stay."""
+    kept = PostgresEngine(postgres.admin_url, {"kept": postgres.application(ACCOUNTS)})
+    kept.reset(["kept"], tmp_path / "store", None)
+    live = PostgresEngine(postgres.admin_url, {"live": postgres.application(ACCOUNTS)})
+    live_state = live.snapshot(["live"], tmp_path, "a live evaluator")
+    before = ours(postgres, "snap")
+    ready = make_fifo(tmp_path / "ready")
+    waits = f"import time\n\ndef test_waits():\n    open({str(ready)!r}, 'w').write('x')\n" \
+        "    time.sleep(3600)\n"  # fmt: skip
+    repo = repository(tmp_path / "killed", waits)
+    process = subprocess.Popen(
+        in_process(repo, postgres.application(ACCOUNTS), postgres),
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_ready(ready)
+        (left,) = ours(postgres, "snap") - before
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(GENEROUS)
+    claim_ended(postgres, left)
+    keeps = ours(postgres, "keep")
+    app_url = postgres.application(ACCOUNTS)
+    next_run = repository(tmp_path / "next", ADDS_CAROL)
+    done = subprocess.run(
+        in_process(next_run, app_url, postgres),
+        cwd=next_run,
+        env={**os.environ, "APP_DATABASE": app_url},
+        capture_output=True,
+        text=True,
+        timeout=GENEROUS,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert left not in ours(postgres, "snap")
+    assert set(live_state.states.values()) <= ours(postgres, "snap")  # still claimed
+    assert ours(postgres, "keep") == keeps and keeps
+    live.release(live_state)
+
+
+def claim_ended(postgres: Cluster, snapshot: str) -> None:
+    """Wait until the server has ended the killed evaluator's session claiming ``snapshot``
+    (it notices the closed socket on its own)."""
+    deadline = time.monotonic() + GENEROUS
+    statement = f"SELECT 1 FROM pg_stat_activity WHERE application_name = '{snapshot}'"
+    while query(postgres.admin_url, statement) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not query(postgres.admin_url, statement)
+
+
+def test_an_older_reset_store_keeps_working_under_the_kept_prefix(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """An older pytest-scoring kept its snapshot under the session's prefix: the store is
+    moved to the kept prefix, so that no sweep drops it, and still resets."""
+    app_url = postgres.application(ACCOUNTS)
+    database = str(conninfo_to_dict(app_url)["dbname"])
+    older = admin.snapshot(postgres.admin_url, database)  # unclaimed, as an older one made
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "postgresql.json").write_text(json.dumps({database: older.name}))
+    query(app_url, "DELETE FROM users")
+    engine = PostgresEngine(postgres.admin_url, {database: app_url})
+    assert engine.reset([database], store, None) == [database]
+    assert query(app_url, "SELECT username FROM users ORDER BY id") == [("alice",), ("bob",)]
+    (kept,) = json.loads((store / "postgresql.json").read_text()).values()
+    assert kept.startswith(admin.KEEP_PREFIX)
+    engine.release(engine.snapshot([database], tmp_path, "a later session"))  # sweeps
+    assert kept in ours(postgres, "keep")
+    assert older.name not in ours(postgres, "snap")
+
+
+def test_a_reset_store_whose_kept_state_is_gone_leaves_the_database_alone(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    app_url = postgres.application(ACCOUNTS)
+    database = str(conninfo_to_dict(app_url)["dbname"])
+    store = tmp_path / "store"
+    store.mkdir()
+    gone = f"{admin.KEEP_PREFIX}000000000000"
+    (store / "postgresql.json").write_text(json.dumps({database: gone}))
+    engine = PostgresEngine(postgres.admin_url, {database: app_url})
+    with pytest.raises(DatabaseError) as raised:
+        engine.reset([database], store, None)
+    assert str(raised.value) == (
+        f"{store / 'postgresql.json'}: the kept state of {database} ({gone}) is gone from the "
+        f"server; remove {store} to keep the current state instead"
+    )
+    assert query(app_url, "SELECT count(*) FROM users") == [(2,)]
+
+
+def test_the_provenance_records_each_server_database_and_no_password(
+    pytester: pytest.Pytester, postgres: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    given = postgres.application(ACCOUNTS)
+    params = conninfo_to_dict(given)
+    password = str(params["password"])
+    # The password in a query parameter this time: it leaves the report as well.
+    app_url = given.replace(f":{password}@", "@") + f"&password={password}"
+    monkeypatch.setenv("APP_DATABASE", app_url)
+    pytester.makepyfile(ADDS_CAROL)
+    options = [f"--score-db-url={app_url}", f"--score-db-admin-url={postgres.admin_url}"]
+    states = []
+    for _ in range(2):
+        result = pytester.runpytest_subprocess(*options)
+        result.assert_outcomes(passed=1)
+        output = result.stdout.str() + result.stderr.str()
+        assert password not in output and postgres.password not in output
+        (recorded,) = newest_report(pytester.path / "scores")["provenance"]["databases"]
+        states.append(recorded.pop("start_state"))
+        assert recorded == {
+            "name": params["dbname"],
+            "url": f"postgresql://{params['user']}@/{params['dbname']}?host={params['host']}",
+            "server_version": query(postgres.admin_url, "SHOW server_version")[0][0],
+        }
+    assert states[0] != states[1]  # the first session added carol
+    assert all(len(state) == 64 for state in states)
+    for path in (pytester.path / "scores").rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            assert password.encode() not in content, path
+            assert postgres.password.encode() not in content, path
+
+
+def newest_report(root: Path) -> dict[str, Any]:
+    folder = max(root.glob("scan_id=*"), key=lambda found: found.stat().st_mtime_ns)
+    content: dict[str, Any] = json.loads((folder / "scores.json").read_text())
+    return content
+
+
+@pytest.fixture
+def production(postgres: Cluster) -> str:
+    """Another database on the evaluator's server, of another role: the repository's target."""
+    owner_url = postgres.application(ACCOUNTS)
+    return owner_url
+
+
+def test_a_database_the_ini_names_is_scored_with_a_signal_naming_it(
+    pytester: pytest.Pytester, postgres: Cluster, production: str
+) -> None:
+    database = conninfo_to_dict(production)["dbname"]
+    pytester.makeini(f"[pytest]\nscore_db_urls = {production}\n")
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest_subprocess(
+        "--score-db-diff", f"--score-db-admin-url={postgres.admin_url}"
+    )
+    result.assert_outcomes(passed=1)
+    assert {
+        "kind": "selection",
+        "detail": f"score_db_urls (ini): database {database} is named by the scored repository, "
+        "not by the evaluator",
+        "file": "tox.ini",
+    } in only_report(pytester.path / "scores")["integrity"]
+
+
+def test_db_reset_never_resets_a_database_the_ini_names(
+    pytester: pytest.Pytester, postgres: Cluster, production: str
+) -> None:
+    database = conninfo_to_dict(production)["dbname"]
+    pytester.makeini(f"[pytest]\nscore_db_urls = {production}\n")
+    pytester.makepyfile("def test_one(): pass")
+    keeps = ours(postgres, "keep")
+    result = pytester.runpytest_subprocess(
+        "--score-db-diff", "--score-db-reset", f"--score-db-admin-url={postgres.admin_url}"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"*score_db_urls (ini): --score-db-reset never resets database {database}, which "
+            "the scored repository names; name it with --score-db-url"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str()
+    assert ours(postgres, "keep") == keeps
+    assert query(production, "SELECT count(*) FROM users") == [(2,)]
+
+
+@pytest.mark.parametrize(
+    ("ini_url", "message"),
+    [
+        ("${SOME_SECRET}", "score_db_urls (ini): ${SOME_SECRET} does not hold a postgresql:// URL"),
+        ("postgresql://app@/${SOME_SECRET}", "score_db_urls (ini): the scored repository may "
+         "give ${NAME} only as a whole URL"),
+    ],
+)  # fmt: skip
+def test_an_ini_url_cannot_carry_the_evaluators_secret_into_a_message_or_report(
+    pytester: pytest.Pytester,
+    postgres: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    ini_url: str,
+    message: str,
+) -> None:
+    secret = "s3cr3t-token-of-the-evaluator"
+    monkeypatch.setenv("SOME_SECRET", secret)
+    pytester.makeini(f"[pytest]\nscore_db_urls = {ini_url}\n")
+    pytester.makepyfile("def test_one(): pass")
+    result = pytester.runpytest_subprocess(
+        "--score-db-diff", f"--score-db-admin-url={postgres.admin_url}"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}"])
+    output = result.stdout.str() + result.stderr.str()
+    assert secret not in output
+    for path in pytester.path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+def test_an_ini_url_may_be_a_variable_holding_a_url(
+    pytester: pytest.Pytester, postgres: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app_url = postgres.application(ACCOUNTS)
+    monkeypatch.setenv("APP_DATABASE", app_url)
+    pytester.makeini("[pytest]\nscore_db_urls = ${APP_DATABASE}\n")
+    pytester.makepyfile(ADDS_CAROL)
+    result = pytester.runpytest_subprocess(f"--score-db-admin-url={postgres.admin_url}")
+    result.assert_outcomes(passed=1)
+    report = only_report(pytester.path / "scores")
+    assert report["scores"]["db_change"]["value"] == "C"
+    (recorded,) = report["provenance"]["databases"]
+    assert str(conninfo_to_dict(app_url)["password"]) not in json.dumps(report)
+    assert recorded["name"] == conninfo_to_dict(app_url)["dbname"]
