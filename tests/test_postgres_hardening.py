@@ -207,9 +207,9 @@ def newest_report(root: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def production(postgres: Cluster) -> str:
-    """Another database on the evaluator's server, of another role: the repository's target."""
-    owner_url = postgres.application(ACCOUNTS)
-    return owner_url
+    """A database on the evaluator's server that the repository's own role owns (the ini
+    names it with its owner's URL): what the repository may name."""
+    return postgres.application(ACCOUNTS)
 
 
 def test_a_database_the_ini_names_is_scored_with_a_signal_naming_it(
@@ -297,3 +297,37 @@ def test_an_ini_url_may_be_a_variable_holding_a_url(
     (recorded,) = report["provenance"]["databases"]
     assert str(conninfo_to_dict(app_url)["password"]) not in json.dumps(report)
     assert recorded["name"] == conninfo_to_dict(app_url)["dbname"]
+
+
+@pytest.mark.parametrize("credentials", ["another role's", "no password"])
+def test_the_ini_cannot_name_a_database_its_role_does_not_control(
+    pytester: pytest.Pytester, postgres: Cluster, credentials: str
+) -> None:
+    """The evaluator's admin URL reaches every database of the server; the ini names the
+    evaluator's ``production``. Nothing is snapshotted, and its sessions keep running."""
+    owner_url = postgres.application(ACCOUNTS)
+    owner, database = (conninfo_to_dict(owner_url)[key] for key in ("user", "dbname"))
+    if credentials == "no password":
+        named, why = (
+            postgres.url(str(owner), None, str(database)),
+            (f"role '{owner}' does not log in to {database} with the password its URL gives"),
+        )
+    else:
+        app = conninfo_to_dict(postgres.application())
+        named = postgres.url(str(app["user"]), str(app["password"]), str(database))
+        why = f"database {database} belongs to role '{owner}', not to '{app['user']}'"
+    pytester.makeini(f"[pytest]\nscore_db_urls = {named}\n")
+    pytester.makepyfile("def test_one(): pass")
+    snapshots = ours(postgres, "snap")
+    with psycopg.connect(owner_url, autocommit=True) as working:
+        result = pytester.runpytest_subprocess(
+            "--score-db-diff", f"--score-db-admin-url={postgres.admin_url}"
+        )
+        assert working.execute("SELECT count(*) FROM users").fetchone() == (2,)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*score_db_urls (ini): {why}, and the scored repository names it; name it with "
+         "--score-db-url"]
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr.str()
+    assert ours(postgres, "snap") == snapshots

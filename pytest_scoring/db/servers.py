@@ -53,7 +53,7 @@ def expand(text: str, environ: Mapping[str, str], what: str) -> str:
     return _REFERENCE.sub(value, text)
 
 
-def expand_repositorys(text: str, environ: Mapping[str, str], what: str, url: bool) -> str:
+def expand_from_repository(text: str, environ: Mapping[str, str], what: str, url: bool) -> str:
     """``text`` from the scored repository's files, with its one ``${NAME}`` (in a URL only,
     and only as the whole URL) replaced by the evaluator's variable, which must hold a
     ``postgresql://`` URL: the repository cannot make the evaluator put another variable's
@@ -134,16 +134,39 @@ def check_names(databases: Sequence[ServerDatabase]) -> None:
             )
 
 
-def check_reset(databases: Sequence[ServerDatabase], reset: bool) -> None:
-    """``--score-db-reset`` drops and restores only databases the evaluator names.
+def check_repository_databases(databases: Sequence[ServerDatabase], reset: bool) -> None:
+    """The databases the scored repository names (docs/security.md): never reset
+    (``--score-db-reset`` drops and restores only the evaluator's), and each its own, owned by
+    the role its URL names, which logs in with the URL's password. The evaluator's admin URL
+    reaches every database of the server: the repository must not choose one it does not
+    control.
 
-    :raises OptionError: for one the scored repository names.
+    :raises OptionError: naming the setting, the database and the reason.
     """
-    found = next((database for database in databases if database.named_by), None)
-    if reset and found is not None:
+    named = [database for database in databases if database.named_by]
+    if reset and named:
         raise OptionError(
-            f"{found.named_by}: --score-db-reset never resets database {found.name}, which the "
-            "scored repository names; name it with --score-db-url"
+            f"{named[0].named_by}: --score-db-reset never resets database {named[0].name}, "
+            "which the scored repository names; name it with --score-db-url"
+        )
+    for database in named:
+        _check_controlled(database)
+
+
+def _check_controlled(database: ServerDatabase) -> None:
+    from pytest_scoring.db.postgres.admin import uncontrolled
+
+    try:
+        why = uncontrolled(database.admin_url, database.url)
+    except server_errors() as error:
+        line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise OptionError(
+            f"{database.named_by}: cannot check database {database.name}: {line}"
+        ) from None
+    if why is not None:
+        raise OptionError(
+            f"{database.named_by}: {why}, and the scored repository names it; name it with "
+            "--score-db-url"
         )
 
 

@@ -104,7 +104,7 @@ def _configured_databases(
     :raises OptionError: naming the file and entry.
     """
     from pytest_scoring.db.servers import check_names
-    from pytest_scoring.db.servers import check_reset
+    from pytest_scoring.db.servers import check_repository_databases
     from pytest_scoring.db.servers import server_database
     from pytest_scoring.process.environment import captured_environment
 
@@ -133,7 +133,7 @@ def _configured_databases(
             )
         )
     check_names([*settings.databases, *found])
-    check_reset(found, settings.db_reset)
+    check_repository_databases(found, settings.db_reset)
     return found
 
 
@@ -142,11 +142,11 @@ def _expanded(
 ) -> str:
     """``${NAME}`` in a ``databases:`` value, as far as the configuration's author may."""
     from pytest_scoring.db.servers import expand
-    from pytest_scoring.db.servers import expand_repositorys
+    from pytest_scoring.db.servers import expand_from_repository
 
     if evaluators:
         return expand(value, environ, what)
-    return expand_repositorys(value, environ, what, url)
+    return expand_from_repository(value, environ, what, url)
 
 
 def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:

@@ -238,9 +238,9 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
     )
     settings.db_admin_url, settings.databases = _url_databases(config)
     if settings.databases:
-        from pytest_scoring.db.servers import check_reset
+        from pytest_scoring.db.servers import check_repository_databases
 
-        check_reset(settings.databases, settings.db_reset)
+        check_repository_databases(settings.databases, settings.db_reset)
     if (
         settings.fail_under is not None
         or settings.markdown is not None
@@ -264,7 +264,8 @@ def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabas
     ``--score-db-admin-url``, which has no ini twin (see :data:`EVALUATOR_ONLY_INI`).
 
     A database the ini file names is the scored repository's choice: ``${NAME}`` only as a
-    whole URL, a ``selection`` signal, and never ``--score-db-reset`` (docs/security.md).
+    whole URL, one the repository's role owns, a ``selection`` signal, and never
+    ``--score-db-reset`` (docs/security.md).
 
     :raises OptionError: for a URL that cannot be used, naming the option.
     """
@@ -275,7 +276,7 @@ def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabas
         return None, []  # a run without server databases imports nothing of theirs
     from pytest_scoring.db.servers import check_names
     from pytest_scoring.db.servers import expand
-    from pytest_scoring.db.servers import expand_repositorys
+    from pytest_scoring.db.servers import expand_from_repository
     from pytest_scoring.db.servers import server_database
 
     environ = captured_environment()
@@ -287,7 +288,7 @@ def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabas
         what = "score_db_urls (ini)"
         databases = [
             server_database(
-                expand_repositorys(url, environ, what, url=True), admin, what, named_by=what
+                expand_from_repository(url, environ, what, url=True), admin, what, named_by=what
             )
             for url in named
         ]

@@ -182,13 +182,13 @@ class ScoringSession:
             [
                 *self.watch.finish(),
                 *ini_signals(self.config.inipath, self.repository, selection=without_set),
-                *self._ignored_ini(),
+                *self._repository_choices(),
                 *([ended] if ended else []),
             ],
             side,
         )
 
-    def _ignored_ini(self) -> list[Signal]:
+    def _repository_choices(self) -> list[Signal]:
         """A ``selection`` signal for each ini setting that only the command line may give
         (``score_strict = none`` in the repository's ini file weakens nothing), and for each
         server database the repository's files name (the evaluator did not choose it)."""

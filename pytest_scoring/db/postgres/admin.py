@@ -155,6 +155,38 @@ def _passwordless(admin_url: str, app_url: str) -> list[str]:
             "application connects"]  # fmt: skip
 
 
+def uncontrolled(admin_url: str, app_url: str) -> str | None:
+    """Why ``app_url`` does not show that its role controls its database on the admin's
+    server, or None when it does: the role owns the database and logs in there with the
+    password the URL gives (no password file, no ``PGPASSWORD``). A database that does not
+    exist yet is the URL's to make.
+    """
+    params = conninfo_to_dict(app_url)
+    user, database = params.get("user"), database_of(app_url)
+    with connect(admin_url) as admin:
+        row = admin.execute(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+    if row is None:
+        return None
+    if row[0] != user:
+        return f"database {database} belongs to role {row[0]!r}, not to {user!r}"
+    login = {
+        **conninfo_to_dict(admin_url),
+        "user": user,
+        "password": params.get("password") or "",
+        "dbname": database,
+    }
+    with tempfile.TemporaryDirectory() as nothing:  # no password file: none is read
+        try:
+            conninfo = make_conninfo("", **login, passfile=f"{nothing}/none", connect_timeout=10)
+            with psycopg.connect(conninfo):
+                pass
+        except psycopg.OperationalError:
+            return f"role {user!r} does not log in to {database} with the password its URL gives"
+    return None
+
+
 def _backends(admin: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
     """Every backend on ``database`` but ours and autovacuum's (which the server's own
     ``CREATE DATABASE`` and ``DROP DATABASE`` stop, and which changes no row)."""
