@@ -331,3 +331,25 @@ def test_the_ini_cannot_name_a_database_its_role_does_not_control(
     )  # fmt: skip
     assert "Traceback" not in result.stderr.str()
     assert ours(postgres, "snap") == snapshots
+
+
+def test_a_session_whose_kept_state_is_gone_says_so_in_one_line(
+    pytester: pytest.Pytester, postgres: Cluster
+) -> None:
+    app_url = postgres.application(ACCOUNTS)
+    database = conninfo_to_dict(app_url)["dbname"]
+    pytester.makepyfile("def test_one(): pass")
+    options = ["--score-db-reset", f"--score-db-url={app_url}",
+               f"--score-db-admin-url={postgres.admin_url}"]  # fmt: skip
+    keeps = ours(postgres, "keep")
+    pytester.runpytest_subprocess(*options).assert_outcomes(passed=1)
+    (kept,) = ours(postgres, "keep") - keeps
+    admin.drop(postgres.admin_url, kept)
+    pytester.runpytest_subprocess(*options).assert_outcomes(passed=1)
+    score = newest_report(pytester.path / "scores")["scores"]["db_change"]
+    assert score["value"] == "N"
+    assert score["explanation"].startswith("db_change could not score: --score-db-reset: ")
+    assert (
+        f"the kept state of {database} ({kept}) is gone from the server" in (score["explanation"])
+    )
+    assert query(app_url, "SELECT count(*) FROM users") == [(2,)]

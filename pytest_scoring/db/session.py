@@ -187,6 +187,10 @@ class SessionDatabases:
         try:
             if self.settings.db_reset:
                 reset_engines(self.settings, [tracked.engine for tracked in self._tracked])
+        except server_errors() as error:
+            self.start_error = f"--score-db-reset: {error}"
+            raise DatabaseError(self.start_error) from None
+        try:
             scratch.mkdir(parents=True, exist_ok=True)
             self._workdir, self._hold = held_temporary_folder(scratch, SNAPSHOTS_PREFIX)
         except server_errors() as error:
