@@ -62,7 +62,7 @@ def repository(folder: Path, test: str) -> Path:
     return folder
 
 
-def in_process(repo: Path, app_url: str, postgres: Cluster, **env: str) -> list[str]:
+def in_process(repo: Path, app_url: str, postgres: Cluster) -> list[str]:
     """``pytest`` with the plugin in ``repo``, scoring ``app_url`` as the evaluator names it."""
     return [
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--score-db-url={app_url}",
@@ -73,31 +73,20 @@ def in_process(repo: Path, app_url: str, postgres: Cluster, **env: str) -> list[
 def test_a_killed_evaluators_start_snapshot_is_dropped_by_the_next_run_on_that_server(
     tmp_path: Path, postgres: Cluster
 ) -> None:
-    """A keep snapshot of ``--score-db-reset`` and a live evaluator's snapshot stay."""
+    """Three evaluators on one server: one killed while its test runs, one still running, and
+    the next run. The next run drops the killed one's start snapshot; the running one's, and
+    a keep snapshot of ``--score-db-reset``, stay."""
     kept = PostgresEngine(postgres.admin_url, {"kept": postgres.application(ACCOUNTS)})
     kept.reset(["kept"], tmp_path / "store", None)
-    live = PostgresEngine(postgres.admin_url, {"live": postgres.application(ACCOUNTS)})
-    live_state = live.snapshot(["live"], tmp_path, "a live evaluator")
-    before = ours(postgres, "snap")
-    ready = make_fifo(tmp_path / "ready")
-    waits = f"import time\n\ndef test_waits():\n    open({str(ready)!r}, 'w').write('x')\n" \
-        "    time.sleep(3600)\n"  # fmt: skip
-    repo = repository(tmp_path / "killed", waits)
-    process = subprocess.Popen(
-        in_process(repo, postgres.application(ACCOUNTS), postgres),
-        cwd=repo,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for_ready(ready)
-        (left,) = ours(postgres, "snap") - before
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(GENEROUS)
+    keeps, before = ours(postgres, "keep"), ours(postgres, "snap")
+    go = make_fifo(tmp_path / "go")
+    live = start_evaluator(tmp_path / "live", postgres, f"open({str(go)!r}).read()")
+    live_snapshot = ours(postgres, "snap") - before
+    killed = start_evaluator(tmp_path / "killed", postgres, "time.sleep(3600)")
+    (left,) = ours(postgres, "snap") - before - live_snapshot
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(GENEROUS)
     claim_ended(postgres, left)
-    keeps = ours(postgres, "keep")
     app_url = postgres.application(ACCOUNTS)
     next_run = repository(tmp_path / "next", ADDS_CAROL)
     done = subprocess.run(
@@ -110,9 +99,36 @@ def test_a_killed_evaluators_start_snapshot_is_dropped_by_the_next_run_on_that_s
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert left not in ours(postgres, "snap")
-    assert set(live_state.states.values()) <= ours(postgres, "snap")  # still claimed
+    assert live_snapshot and live_snapshot <= ours(postgres, "snap")
     assert ours(postgres, "keep") == keeps and keeps
-    live.release(live_state)
+    with open(go, "w") as release:
+        release.write("go")
+    assert live.wait(GENEROUS) == 0
+    score = only_report(tmp_path / "live" / "scores")["scores"]["db_change"]
+    assert score["value"] == "I", score["explanation"]  # diffed against its own snapshot
+    assert not live_snapshot & ours(postgres, "snap")
+
+
+def start_evaluator(folder: Path, postgres: Cluster, wait: str) -> subprocess.Popen[bytes]:
+    """An evaluator scoring in process, returned once its test runs (its start snapshot
+    exists); the test then does ``wait``."""
+    ready = make_fifo(folder.with_name(f"{folder.name}-ready"))
+    test = f"import time\n\ndef test_waits():\n    open({str(ready)!r}, 'w').write('x')\n" \
+        f"    {wait}\n"  # fmt: skip
+    repo = repository(folder, test)
+    process = subprocess.Popen(
+        in_process(repo, postgres.application(ACCOUNTS), postgres),
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_ready(ready)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    return process
 
 
 def claim_ended(postgres: Cluster, snapshot: str) -> None:
