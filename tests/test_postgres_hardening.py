@@ -369,3 +369,26 @@ def test_a_session_whose_kept_state_is_gone_says_so_in_one_line(
         f"the kept state of {database} ({kept}) is gone from the server" in (score["explanation"])
     )
     assert query(app_url, "SELECT count(*) FROM users") == [(2,)]
+
+
+def test_the_inis_db_reset_resets_no_server_database(
+    pytester: pytest.Pytester, postgres: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``score_db_reset = true`` in the repository's ini resets its own SQLite files only:
+    the evaluator's database keeps what happened between the runs."""
+    app_url = postgres.application(ACCOUNTS)
+    monkeypatch.setenv("APP_DATABASE", app_url)
+    pytester.makeini("[pytest]\nscore_db_reset = true\n")
+    pytester.makepyfile(ADDS_CAROL)
+    keeps = ours(postgres, "keep")
+    options = [f"--score-db-url={app_url}", f"--score-db-admin-url={postgres.admin_url}"]
+    for _ in range(2):
+        pytester.runpytest_subprocess(*options).assert_outcomes(passed=1)
+    assert query(app_url, "SELECT count(*) FROM users") == [(4,)]
+    assert ours(postgres, "keep") == keeps
+    assert {
+        "kind": "selection",
+        "detail": "score_db_reset = true: server databases not reset, only the command line "
+        "resets them",
+        "file": "tox.ini",
+    } in newest_report(pytester.path / "scores")["integrity"]

@@ -98,12 +98,14 @@ def reset_store(settings: ScoringSettings, engine: DatabaseEngine[Any]) -> Path:
 
 
 def reset_engines(settings: ScoringSettings, engines: Sequence[DatabaseEngine[Any]]) -> None:
-    """``--score-db-reset``: restore every engine's databases to their first-seen state.
+    """``--score-db-reset``: restore every engine's databases to their first-seen state (a
+    server's only when the evaluator's command line asked: not for the repository's ini).
 
     :raises OSError: when a store cannot be used.
     """
     for engine in engines:
-        engine.reset(engine.find(), reset_store(settings, engine), settings.report_root)
+        if settings.db_reset_servers or isinstance(engine, SqliteEngine):
+            engine.reset(engine.find(), reset_store(settings, engine), settings.report_root)
 
 
 @dataclass

@@ -133,7 +133,7 @@ def _configured_databases(
             )
         )
     check_names([*settings.databases, *found])
-    check_repository_databases(found, settings.db_reset)
+    check_repository_databases(found, settings.db_reset_servers)
     return found
 
 

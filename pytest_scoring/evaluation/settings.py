@@ -224,6 +224,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         retries=int(config.getoption("score_retries") or 0),
         flaky=config.getoption("score_flaky") or DEFAULT_FLAKY,
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
+        db_reset_servers=bool(config.getoption("score_db_reset")),
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,
         selection=_selection(config),
@@ -240,7 +241,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
     if settings.databases:
         from pytest_scoring.db.servers import check_repository_databases
 
-        check_repository_databases(settings.databases, settings.db_reset)
+        check_repository_databases(settings.databases, settings.db_reset_servers)
     if (
         settings.fail_under is not None
         or settings.markdown is not None

@@ -205,6 +205,11 @@ class ScoringSession:
             for database in settings.databases
             if database.named_by
         ]
+        if settings.db_reset and settings.databases and not settings.db_reset_servers:
+            named.append(
+                "score_db_reset = true: server databases not reset, only the command line "
+                "resets them"
+            )
         return [make_signal("selection", detail, file) for detail in [*ignored, *named]]
 
     def _junit_xml(self) -> Path | None:
