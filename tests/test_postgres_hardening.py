@@ -269,23 +269,34 @@ def test_db_reset_never_resets_a_database_the_ini_names(
 
 
 @pytest.mark.parametrize(
-    ("ini_url", "message"),
+    ("ini", "message"),
     [
-        ("${SOME_SECRET}", "score_db_urls (ini): ${SOME_SECRET} does not hold a postgresql:// URL"),
-        ("postgresql://app@/${SOME_SECRET}", "score_db_urls (ini): the scored repository may "
-         "give ${NAME} only as a whole URL"),
+        ("score_db_urls = ${SOME_SECRET}",
+         "score_db_urls (ini): ${SOME_SECRET} does not hold a postgresql:// URL"),
+        ("score_db_urls = postgresql://app@/${SOME_SECRET}",
+         "score_db_urls (ini): the scored repository may give ${NAME} only as a whole URL"),
+        ("score_config = scores.yaml",
+         "scores.yaml: databases[[]0[]].name: the scored repository may give ${NAME} only as "
+         "a whole URL"),
     ],
 )  # fmt: skip
 def test_an_ini_url_cannot_carry_the_evaluators_secret_into_a_message_or_report(
     pytester: pytest.Pytester,
     postgres: Cluster,
     monkeypatch: pytest.MonkeyPatch,
-    ini_url: str,
+    ini: str,
     message: str,
 ) -> None:
+    """Also through a configuration file the ini names: its ``databases:`` are the
+    repository's too."""
     secret = "s3cr3t-token-of-the-evaluator"
     monkeypatch.setenv("SOME_SECRET", secret)
-    pytester.makeini(f"[pytest]\nscore_db_urls = {ini_url}\n")
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    app_url = postgres.application()
+    pytester.path.joinpath("scores.yaml").write_text(
+        f"databases: [{{url: '{app_url}', name: '${{SOME_SECRET}}'}}]\n"
+        "scorers: [{type: db_change}]\n"
+    )
     pytester.makepyfile("def test_one(): pass")
     result = pytester.runpytest_subprocess(
         "--score-db-diff", f"--score-db-admin-url={postgres.admin_url}"
@@ -392,3 +403,25 @@ def test_the_inis_db_reset_resets_no_server_database(
         "resets them",
         "file": "tox.ini",
     } in newest_report(pytester.path / "scores")["integrity"]
+
+
+def test_a_database_of_a_configuration_the_ini_names_is_the_repositorys_too(
+    pytester: pytest.Pytester, postgres: Cluster, production: str
+) -> None:
+    database = conninfo_to_dict(production)["dbname"]
+    pytester.makeini("[pytest]\nscore_config = scores.yaml\n")
+    pytester.path.joinpath("scores.yaml").write_text(
+        f"databases: [{{url: '{production}'}}]\nscorers: [{{type: db_change}}]\n"
+    )
+    pytester.makepyfile("def test_one(): pass")
+    admin_url = f"--score-db-admin-url={postgres.admin_url}"
+    pytester.runpytest_subprocess(admin_url).assert_outcomes(passed=1)
+    assert {
+        "kind": "selection",
+        "detail": f"scores.yaml: databases[0]: database {database} is named by the scored "
+        "repository, not by the evaluator",
+        "file": "tox.ini",
+    } in only_report(pytester.path / "scores")["integrity"]
+    refused = pytester.runpytest_subprocess(admin_url, "--score-db-reset")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*scores.yaml: databases[[]0[]]: --score-db-reset never resets*"])
