@@ -76,6 +76,14 @@ class PostgresPlace:
         self._run_admin(f"CREATE ROLE {self.role} LOGIN PASSWORD '{self.password}'")
         self.engine: DatabaseEngine[Any] = PostgresEngine(self.cluster.admin_url, {})
         self._databases: dict[str, str] = {}
+        request.addfinalizer(self._release)
+
+    def _release(self) -> None:
+        """Drop the snapshots a test left (each claimed by an open admin session)."""
+        from pytest_scoring.db.postgres.engine import PgSnapshot
+
+        left = list(self.engine._claims)  # type: ignore[attr-defined]
+        self.engine.release(PgSnapshot("test end", {name: name for name in left}))
 
     def _run_admin(self, statement: str) -> None:
         with self._connect(self.cluster.admin_url, autocommit=True) as connection:

@@ -69,6 +69,9 @@ class ServerDatabase:
     admin_url: str
     #: The variable through which a run (the session, the reference's) receives its URL.
     env: str = DEFAULT_DB_ENV
+    #: The scored repository's setting that named it (``score_db_urls (ini)``…), None when
+    #: the evaluator did: such a database gets a ``selection`` signal and is never reset.
+    named_by: str | None = None
 
 
 @dataclass
@@ -99,6 +102,9 @@ class ScoringSettings:
     fail_under: float | None = None
     deterministic: bool = False
     db_reset: bool = False
+    #: ``--score-db-reset`` on the evaluator's command line: only then are server databases
+    #: reset (the repository's ini setting resets its own files only; docs/security.md).
+    db_reset_servers: bool = False
     #: Folders the evaluator leaves out of discovery and the reference copy (absolute).
     db_exclude: list[Path] = field(default_factory=list)
     #: The longest text or BLOB (bytes) report data files and diffs in metadata keep whole.

@@ -2,11 +2,9 @@
 baseline's): each run gets its own copy of the session's starting state, reached by a login
 role of its own, and the copy is dropped afterwards (docs/databases.md#postgresql).
 
-A clone is *claimed* while it lives: an admin session whose ``application_name`` is the
-clone's name stays open until the clone is dropped. An evaluator that was killed leaves its
-clones unclaimed (the server ends its sessions with it), and :func:`sweep_clones` drops
-exactly those; an advisory lock makes a clone's creation and its claim one step, so a sweep
-never takes another evaluator's clone for a leftover.
+A clone is *claimed* while it lives (:mod:`~pytest_scoring.db.postgres.claims`): an
+evaluator that was killed leaves its clones unclaimed, and :func:`sweep_clones` drops exactly
+those.
 """
 
 from __future__ import annotations
@@ -19,16 +17,14 @@ from typing import Any
 from typing import Final
 
 import psycopg
-from psycopg import sql
 
 from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres import claims
 from pytest_scoring.db.postgres.engine import PgSnapshot
 from pytest_scoring.db.postgres.engine import PostgresEngine
 from pytest_scoring.errors import DatabaseError
 
-#: The advisory lock held while a clone is made and claimed, or while leftovers are swept.
-CLAIM_LOCK: Final = 0x7079_7363_6C6E  # "pyscln"
 #: What every clone's name starts with (:func:`~pytest_scoring.db.postgres.admin.clone`).
 CLONE_PREFIX: Final = f"{admin.PREFIX}clone_"
 
@@ -113,19 +109,13 @@ def clone_states(
 
 
 def _claimed_clone(engine: PostgresEngine, name: str, snapshot: str) -> Claimed:
-    database = engine._database(name)
-    session = admin.connect(engine.admin_url)
-    try:
-        session.execute("SELECT pg_advisory_lock(%s)", (CLAIM_LOCK,))
-        made = admin.clone(
-            engine.admin_url, engine.databases[name], admin.Snapshot(snapshot, database, [])
-        )
-        session.execute(sql.SQL("SET application_name = {}").format(sql.Literal(made.name)))
-        session.execute("SELECT pg_advisory_unlock(%s)", (CLAIM_LOCK,))
-    except BaseException:
-        session.close()
-        raise
-    return Claimed(engine, database, made, session)
+    source = admin.Snapshot(snapshot, engine._database(name), [])
+    made, session = claims.claimed(
+        engine.admin_url,
+        lambda: admin.clone(engine.admin_url, engine.databases[name], source),
+        lambda clone: clone.name,
+    )
+    return Claimed(engine, source.source, made, session)
 
 
 def sweep_clones(admin_url: str) -> list[str]:
@@ -134,21 +124,7 @@ def sweep_clones(admin_url: str) -> list[str]:
 
     :returns: the clones dropped.
     """
-    pattern = CLONE_PREFIX.replace("_", "\\_") + "%"
-    dropped = []
-    with admin.connect(admin_url) as session:
-        session.execute("SELECT pg_advisory_lock(%s)", (CLAIM_LOCK,))
-        leftovers = session.execute(
-            "SELECT d.datname, r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
-            "WHERE d.datname LIKE %s AND r.rolname LIKE %s AND d.datname NOT IN "
-            "(SELECT application_name FROM pg_stat_activity WHERE application_name <> '')",
-            (pattern, admin.PREFIX.replace("_", "\\_") + "%"),
-        ).fetchall()
-        for name, role in leftovers:
-            admin.drop(admin_url, name, role)
-            dropped.append(name)
-        session.execute("SELECT pg_advisory_unlock(%s)", (CLAIM_LOCK,))
-    return dropped
+    return claims.sweep(admin_url, CLONE_PREFIX)
 
 
 def _line(error: BaseException) -> str:

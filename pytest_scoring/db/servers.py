@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from urllib.parse import unquote
+from urllib.parse import urlsplit
+from urllib.parse import urlunsplit
 
 from pytest_scoring.core.settings import DEFAULT_DB_ENV
 from pytest_scoring.core.settings import ServerDatabase
@@ -29,6 +32,8 @@ _REFERENCE: Final = re.compile(r"\$\{([^}]*)\}")
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: What to install when psycopg is missing.
 EXTRA: Final = "pip install 'pytest-scoring[postgres]'"
+#: Query parameters of a URL that hold a secret.
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 
 
 def expand(text: str, environ: Mapping[str, str], what: str) -> str:
@@ -48,16 +53,38 @@ def expand(text: str, environ: Mapping[str, str], what: str) -> str:
     return _REFERENCE.sub(value, text)
 
 
+def expand_from_repository(text: str, environ: Mapping[str, str], what: str, url: bool) -> str:
+    """``text`` from the scored repository's files, with its one ``${NAME}`` (in a URL only,
+    and only as the whole URL) replaced by the evaluator's variable, which must hold a
+    ``postgresql://`` URL: the repository cannot make the evaluator put another variable's
+    value into a name, a report or a message. Messages name the variable, never its value.
+
+    :param url: whether ``text`` is a URL (elsewhere no ``${NAME}`` is expanded).
+    :raises OptionError: naming ``what`` and the variable.
+    """
+    if "${" not in text:
+        return text
+    match = _REFERENCE.fullmatch(text)
+    if not url or match is None:
+        raise OptionError(f"{what}: the scored repository may give ${{NAME}} only as a whole URL")
+    value = expand(text, environ, what)
+    if not value.startswith(SCHEMES):
+        raise OptionError(f"{what}: {text} does not hold a postgresql:// URL")
+    return value
+
+
 def server_database(
     url: str,
     admin_url: str | None,
     what: str,
     name: str | None = None,
     env: str | None = None,
+    named_by: str | None = None,
 ) -> ServerDatabase:
     """One server database, checked: a ``postgresql://`` URL, an admin URL, a variable name.
 
     :param what: the option or configuration key that named it, for messages.
+    :param named_by: the scored repository's setting, when it named the database.
     :raises OptionError: for bad input, in one line naming ``what``.
     """
     for label, text in (("url", url), ("admin_url", admin_url)):
@@ -82,7 +109,7 @@ def server_database(
         raise OptionError(f"{what}: {error}") from None
     if name is not None and not name.strip():
         raise OptionError(f"{what}: name: an empty name")
-    return ServerDatabase(name or database, url, admin_url, variable)
+    return ServerDatabase(name or database, url, admin_url, variable, named_by)
 
 
 def check_names(databases: Sequence[ServerDatabase]) -> None:
@@ -105,6 +132,42 @@ def check_names(databases: Sequence[ServerDatabase]) -> None:
                 f"databases {other!r} and {database.name!r} both receive their URL in "
                 f"{database.env}; give one an env of its own"
             )
+
+
+def check_repository_databases(databases: Sequence[ServerDatabase], reset: bool) -> None:
+    """The databases the scored repository names (docs/security.md): never reset
+    (``--score-db-reset`` drops and restores only the evaluator's), and each its own, owned by
+    the role its URL names, which logs in with the URL's password. The evaluator's admin URL
+    reaches every database of the server: the repository must not choose one it does not
+    control.
+
+    :raises OptionError: naming the setting, the database and the reason.
+    """
+    named = [database for database in databases if database.named_by]
+    if reset and named:
+        raise OptionError(
+            f"{named[0].named_by}: --score-db-reset never resets database {named[0].name}, "
+            "which the scored repository names; name it with --score-db-url"
+        )
+    for database in named:
+        _check_controlled(database)
+
+
+def _check_controlled(database: ServerDatabase) -> None:
+    from pytest_scoring.db.postgres.admin import uncontrolled
+
+    try:
+        why = uncontrolled(database.admin_url, database.url)
+    except server_errors() as error:
+        line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise OptionError(
+            f"{database.named_by}: cannot check database {database.name}: {line}"
+        ) from None
+    if why is not None:
+        raise OptionError(
+            f"{database.named_by}: {why}, and the scored repository names it; name it with "
+            "--score-db-url"
+        )
 
 
 def server_engines(
@@ -132,6 +195,26 @@ def terminated(state: object) -> dict[str, list[Any]]:
     nothing, such as SQLite's)."""
     found = getattr(state, "terminated", None)
     return {name: list(ended) for name, ended in (found or {}).items() if ended}
+
+
+def described(state: object) -> dict[str, Any]:
+    """What identifies each database's state in ``state``, by name (empty for an engine that
+    says nothing, such as SQLite's: its files are hashed elsewhere)."""
+    return dict(getattr(state, "described", None) or {})
+
+
+def public_url(url: str) -> str:
+    """``url`` as given, without its password, in the user part or in query parameters
+    (for the report's provenance)."""
+    parts = urlsplit(url)
+    user, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{user.partition(':')[0]}{at}{hosts}"
+    query = "&".join(
+        item
+        for item in parts.query.split("&")
+        if item and unquote(item.partition("=")[0]).strip() not in _SECRET_PARAMETERS
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def server_errors() -> tuple[type[Exception], ...]:

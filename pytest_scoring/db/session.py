@@ -39,6 +39,7 @@ from pytest_scoring.db.engine import DatabaseWatch
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
 from pytest_scoring.db.engine import WatchingEngine
+from pytest_scoring.db.servers import described
 from pytest_scoring.db.servers import server_errors
 from pytest_scoring.db.servers import terminated
 from pytest_scoring.db.snapshot import Snapshot
@@ -103,12 +104,14 @@ def reset_store(settings: ScoringSettings, engine: DatabaseEngine[Any]) -> Path:
 
 
 def reset_engines(settings: ScoringSettings, engines: Sequence[DatabaseEngine[Any]]) -> None:
-    """``--score-db-reset``: restore every engine's databases to their first-seen state.
+    """``--score-db-reset``: restore every engine's databases to their first-seen state (a
+    server's only when the evaluator's command line asked: not for the repository's ini).
 
     :raises OSError: when a store cannot be used.
     """
     for engine in engines:
-        engine.reset(engine.find(), reset_store(settings, engine), settings.report_root)
+        if settings.db_reset_servers or isinstance(engine, SqliteEngine):
+            engine.reset(engine.find(), reset_store(settings, engine), settings.report_root)
 
 
 @dataclass
@@ -204,6 +207,10 @@ class SessionDatabases:
         try:
             if self.settings.db_reset:
                 reset_engines(self.settings, [tracked.engine for tracked in self._tracked])
+        except server_errors() as error:
+            self.start_error = f"--score-db-reset: {error}"
+            raise DatabaseError(self.start_error) from None
+        try:
             scratch.mkdir(parents=True, exist_ok=True)
             self._workdir, self._hold = held_temporary_folder(scratch, SNAPSHOTS_PREFIX)
         except server_errors() as error:
@@ -336,6 +343,14 @@ class SessionDatabases:
         if errors:
             found["watch_errors"] = errors
         return found
+
+    def start_states(self) -> dict[str, Any]:
+        """What identifies each server database's start snapshot, by name (the provenance's)."""
+        return {
+            name: state
+            for tracked in (self._tracked if self._started else [])
+            for name, state in described(tracked.before).items()
+        }
 
     def final_files(self) -> dict[str, Path]:
         """The files holding the finish state, by database (``--evidence all``)."""

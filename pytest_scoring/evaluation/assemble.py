@@ -22,6 +22,8 @@ from pytest_scoring.errors import SelectorError
 DATABASE_TYPES: Final = frozenset({"db_change", "db_diff_change"})
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pytest_scoring.scorers.base import Scorer
 
 
@@ -102,19 +104,24 @@ def _configured_databases(
     :raises OptionError: naming the file and entry.
     """
     from pytest_scoring.db.servers import check_names
-    from pytest_scoring.db.servers import expand
+    from pytest_scoring.db.servers import check_repository_databases
     from pytest_scoring.db.servers import server_database
     from pytest_scoring.process.environment import captured_environment
 
     environ = captured_environment()
+    evaluators = "score_config" in settings.explicit
     found = []
     for index, entry in enumerate(entries):
         where = f"{source}: databases[{index}]"
         admin_url = entry.get("admin_url")
-        if admin_url is not None and "score_config" not in settings.explicit:
+        if admin_url is not None and not evaluators:
             settings.ignored_ini[f"score_config {where}.admin_url"] = "(a URL)"
             admin_url = None
-        values = {key: expand(value, environ, f"{where}.{key}") for key, value in entry.items()}
+        values = {
+            key: _expanded(value, environ, f"{where}.{key}", evaluators, key.endswith("url"))
+            for key, value in entry.items()
+            if evaluators or key != "admin_url"
+        }
         found.append(
             server_database(
                 values["url"],
@@ -122,10 +129,24 @@ def _configured_databases(
                 where,
                 values.get("name"),
                 values.get("env"),
+                None if evaluators else where,
             )
         )
     check_names([*settings.databases, *found])
+    check_repository_databases(found, settings.db_reset_servers)
     return found
+
+
+def _expanded(
+    value: str, environ: Mapping[str, str], what: str, evaluators: bool, url: bool
+) -> str:
+    """``${NAME}`` in a ``databases:`` value, as far as the configuration's author may."""
+    from pytest_scoring.db.servers import expand
+    from pytest_scoring.db.servers import expand_from_repository
+
+    if evaluators:
+        return expand(value, environ, what)
+    return expand_from_repository(value, environ, what, url)
 
 
 def _wants_db_change(settings: ScoringSettings, present: set[str]) -> bool:

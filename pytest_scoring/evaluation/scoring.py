@@ -33,6 +33,7 @@ from pytest_scoring.core.signals import Signal
 from pytest_scoring.core.signals import cap_signals
 from pytest_scoring.core.signals import collision_signals
 from pytest_scoring.core.signals import dedupe
+from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.errors import ScoringError
 from pytest_scoring.evaluation.evidence import PROVENANCE_KEY as EVIDENCE_KEY
 from pytest_scoring.evaluation.evidence import collect_evidence
@@ -288,7 +289,7 @@ class Evaluation:
         self._stoppable(self._close_resources)
         crashed = any(error["traceback"] for error in self.context.errors)
         names = self._public_names()
-        provenance = session_provenance(self.settings, self._fingerprints())
+        provenance = session_provenance(self.settings, self._fingerprints(), self._start_states())
         if (digest := manifest_digest(evidence)) is not None:
             provenance[EVIDENCE_KEY] = {"manifest": digest, "level": self.settings.evidence}
         self.result = SessionResult(
@@ -345,6 +346,11 @@ class Evaluation:
         """The folders the evaluator fingerprinted (the reference copy), by path."""
         guard = self.context.guard
         return guard.fingerprints().trees if guard is not None else {}
+
+    def _start_states(self) -> dict[str, Any]:
+        """What identifies each server database's start snapshot, by name."""
+        databases = self.context.inputs.databases
+        return databases.start_states() if isinstance(databases, SessionDatabases) else {}
 
     def _check_evaluator_files(self) -> None:
         guard = self.context.guard

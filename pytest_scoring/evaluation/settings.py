@@ -224,6 +224,7 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         retries=int(config.getoption("score_retries") or 0),
         flaky=config.getoption("score_flaky") or DEFAULT_FLAKY,
         db_reset=bool(_option_or_ini(config, "score_db_reset")),
+        db_reset_servers=bool(config.getoption("score_db_reset")),
         db_exclude=_path_list_setting(config, "score_db_exclude"),
         value_cap=_number_setting(config, "score_value_cap", value_cap_type) or DEFAULT_VALUE_CAP,
         selection=_selection(config),
@@ -237,6 +238,10 @@ def resolve_settings(config: OptionSource, strict: StrictKinds = NO_STRICT) -> S
         ),
     )
     settings.db_admin_url, settings.databases = _url_databases(config)
+    if settings.databases:
+        from pytest_scoring.db.servers import check_repository_databases
+
+        check_repository_databases(settings.databases, settings.db_reset_servers)
     if (
         settings.fail_under is not None
         or settings.markdown is not None
@@ -259,21 +264,35 @@ def _url_databases(config: OptionSource) -> tuple[str | None, list[ServerDatabas
     """``--score-db-url`` (else its ini twin ``score_db_urls``), each on the server of
     ``--score-db-admin-url``, which has no ini twin (see :data:`EVALUATOR_ONLY_INI`).
 
+    A database the ini file names is the scored repository's choice: ``${NAME}`` only as a
+    whole URL, one the repository's role owns, a ``selection`` signal, and never
+    ``--score-db-reset`` (docs/security.md).
+
     :raises OptionError: for a URL that cannot be used, naming the option.
     """
     urls = config.getoption("score_db_urls")
-    what = "--score-db-url" if urls else "score_db_urls (ini)"
     admin_url = config.getoption("score_db_admin_url")
     named = urls or config.getini("score_db_urls")
     if not named and not admin_url:
         return None, []  # a run without server databases imports nothing of theirs
     from pytest_scoring.db.servers import check_names
     from pytest_scoring.db.servers import expand
+    from pytest_scoring.db.servers import expand_from_repository
     from pytest_scoring.db.servers import server_database
 
     environ = captured_environment()
     admin = expand(admin_url, environ, "--score-db-admin-url") if admin_url else None
-    databases = [server_database(expand(url, environ, what), admin, what) for url in named]
+    if urls:
+        what = "--score-db-url"
+        databases = [server_database(expand(url, environ, what), admin, what) for url in urls]
+    else:
+        what = "score_db_urls (ini)"
+        databases = [
+            server_database(
+                expand_from_repository(url, environ, what, url=True), admin, what, named_by=what
+            )
+            for url in named
+        ]
     check_names(databases)
     return admin, databases
 

@@ -182,23 +182,35 @@ class ScoringSession:
             [
                 *self.watch.finish(),
                 *ini_signals(self.config.inipath, self.repository, selection=without_set),
-                *self._ignored_ini(),
+                *self._repository_choices(),
                 *([ended] if ended else []),
             ],
             side,
         )
 
-    def _ignored_ini(self) -> list[Signal]:
+    def _repository_choices(self) -> list[Signal]:
         """A ``selection`` signal for each ini setting that only the command line may give
-        (``score_strict = none`` in the repository's ini file weakens nothing)."""
+        (``score_strict = none`` in the repository's ini file weakens nothing), and for each
+        server database the repository's files name (the evaluator did not choose it)."""
         inifile = self.config.inipath
         file = None if inifile is None else relative_inside(inifile, self.repository)
-        return [
-            make_signal(
-                "selection", f"{name} = {value}: ignored, only the command line sets it", file
-            )
-            for name, value in self.evaluation.settings.ignored_ini.items()
+        settings = self.evaluation.settings
+        ignored = [
+            f"{name} = {value}: ignored, only the command line sets it"
+            for name, value in settings.ignored_ini.items()
         ]
+        named = [
+            f"{database.named_by}: database {database.name} is named by the scored repository, "
+            "not by the evaluator"
+            for database in settings.databases
+            if database.named_by
+        ]
+        if settings.db_reset and settings.databases and not settings.db_reset_servers:
+            named.append(
+                "score_db_reset = true: server databases not reset, only the command line "
+                "resets them"
+            )
+        return [make_signal("selection", detail, file) for detail in [*ignored, *named]]
 
     def _junit_xml(self) -> Path | None:
         """The JUnit XML that pytest's own sessionfinish just wrote, if any."""

@@ -23,7 +23,10 @@ from pytest_scoring.core.encoding import json_digest
 from pytest_scoring.process.environment import evaluator_pytest_version
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_scoring.core.settings import ScoringSettings
+    from pytest_scoring.core.settings import ServerDatabase
 
 
 def path_digest(path: Path) -> str:
@@ -101,15 +104,42 @@ def provenance(route: str, options: Mapping[str, Any], inputs: Mapping[str, str]
 
 
 def session_provenance(
-    settings: ScoringSettings, known: Mapping[Path, str] | None = None
+    settings: ScoringSettings,
+    known: Mapping[Path, str] | None = None,
+    started: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The provenance of a scored session: its settings and the inputs they name (``run``
-    adds the repository's own hash, see :mod:`pytest_scoring.cli.runner`).
+    adds the repository's own hash, see :mod:`pytest_scoring.cli.runner`), and its server
+    databases (:func:`server_databases`).
 
     :param known: digests already taken, by path (see :func:`input_digests`).
+    :param started: what identifies each server database's start snapshot, by name.
     """
     route = "plugin" if settings.repository is None else "run"
-    return provenance(route, settings_json(settings), input_digests(settings, known or {}))
+    made = provenance(route, settings_json(settings), input_digests(settings, known or {}))
+    if settings.databases:
+        made["databases"] = server_databases(settings.databases, started or {})
+    return made
+
+
+def server_databases(
+    databases: Sequence[ServerDatabase], started: Mapping[str, Mapping[str, str]]
+) -> list[dict[str, Any]]:
+    """Each server database (a SQLite file is an input of the repository's own hash): its
+    name, its URL without a password, the server's version, and what identifies its state
+    at session start cheaply (docs/databases.md#postgresql); the last two are null without
+    a start snapshot."""
+    from pytest_scoring.db.servers import public_url
+
+    return [
+        {
+            "name": database.name,
+            "url": public_url(database.url),
+            "server_version": started.get(database.name, {}).get("server_version"),
+            "start_state": started.get(database.name, {}).get("state"),
+        }
+        for database in databases
+    ]
 
 
 def _text(path: Path | None) -> str | None:

@@ -30,6 +30,10 @@ from pytest_scoring.errors import DatabaseError
 
 #: Every database and role the evaluator makes starts with this; a sweep drops what is left.
 PREFIX: Final = "pytest_scoring_"
+#: A session's snapshots: claimed while they live, swept once unclaimed (db/postgres/claims.py).
+SNAPSHOT_PREFIX: Final = f"{PREFIX}snap_"
+#: ``--score-db-reset``'s kept snapshots: kept across runs on purpose, never swept.
+KEEP_PREFIX: Final = f"{PREFIX}keep_"
 #: The predefined roles whose members read, write or signal beyond their own objects.
 WIDE_ROLES: Final = ("pg_read_all_data", "pg_write_all_data", "pg_signal_backend")
 #: Milliseconds ``pg_terminate_backend`` waits for a backend to be gone.
@@ -152,6 +156,38 @@ def _passwordless(admin_url: str, app_url: str) -> list[str]:
             "application connects"]  # fmt: skip
 
 
+def uncontrolled(admin_url: str, app_url: str) -> str | None:
+    """Why ``app_url`` does not show that its role controls its database on the admin's
+    server, or None when it does: the role owns the database and logs in there with the
+    password the URL gives (no password file, no ``PGPASSWORD``). A database that does not
+    exist yet is the URL's to make.
+    """
+    params = conninfo_to_dict(app_url)
+    user, database = params.get("user"), database_of(app_url)
+    with connect(admin_url) as admin:
+        row = admin.execute(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", (database,)
+        ).fetchone()
+    if row is None:
+        return None
+    if row[0] != user:
+        return f"database {database} belongs to role {row[0]!r}, not to {user!r}"
+    login = {
+        **conninfo_to_dict(admin_url),
+        "user": user,
+        "password": params.get("password") or "",
+        "dbname": database,
+    }
+    with tempfile.TemporaryDirectory() as nothing:  # no password file: none is read
+        try:
+            conninfo = make_conninfo("", **login, passfile=f"{nothing}/none", connect_timeout=10)
+            with psycopg.connect(conninfo):
+                pass
+        except psycopg.OperationalError:
+            return f"role {user!r} does not log in to {database} with the password its URL gives"
+    return None
+
+
 def _backends(admin: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
     """Every backend on ``database`` but ours and autovacuum's (which the server's own
     ``CREATE DATABASE`` and ``DROP DATABASE`` stop, and which changes no row)."""
@@ -233,19 +269,39 @@ def _copy(
 class Snapshot(NamedTuple):
     """A closed copy of one database, and what was ended to take it."""
 
-    #: The copy's database name (``pytest_scoring_snap_…``).
+    #: The copy's database name (``pytest_scoring_snap_…``, ``pytest_scoring_keep_…``).
     name: str
     #: The database it copies.
     source: str
     terminated: list[Terminated]
 
 
-def snapshot(admin_url: str, database: str) -> Snapshot:
-    """A consistent copy of ``database`` no other role can read, change or drop."""
-    name = new_name("snap")
+def snapshot(admin_url: str, database: str, kind: str = "snap") -> Snapshot:
+    """A consistent copy of ``database`` no other role can read, change or drop.
+
+    :param kind: ``snap`` (a session's, dropped after it) or ``keep`` (``--score-db-reset``'s).
+    """
+    name = new_name(kind)
     with connect(admin_url) as admin:
         done = _copy(admin, admin_url, database, name, owner=None)
     return Snapshot(name, database, done)
+
+
+def exists(admin_url: str, database: str) -> bool:
+    """Whether the server has ``database``."""
+    with connect(admin_url) as admin:
+        found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+        return found.fetchone() is not None
+
+
+def rename(admin_url: str, old: str, new: str) -> None:
+    """``ALTER DATABASE old RENAME TO new`` (a closed snapshot of ours: nobody is connected)."""
+    with connect(admin_url) as admin:
+        admin.execute(
+            sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                sql.Identifier(old), sql.Identifier(new)
+            )
+        )
 
 
 def reset(

@@ -14,6 +14,7 @@ from typing import final
 import psycopg
 from psycopg import sql
 
+from pytest_scoring.core.encoding import json_digest
 from pytest_scoring.db.diff_types import ColumnJSON
 from pytest_scoring.db.postgres.values import KIND_SQL
 from pytest_scoring.db.postgres.values import as_text
@@ -160,3 +161,16 @@ def rows(
                     if values[number] is not None:
                         values[number] = convert(values[number])
                 yield values
+
+
+def state_digest(connection: psycopg.Connection[Any]) -> str:
+    """SHA-256 of what tells a database's state apart cheaply, reading no value: each table's
+    columns and row count, and each sequence's last value (docs/databases.md#postgresql)."""
+    found = {}
+    for name, table in tables(connection).items():
+        count = sql.SQL("SELECT count(*) FROM {}.{}").format(
+            sql.Identifier(table.schema), sql.Identifier(table.relname)
+        )
+        row = connection.execute(count).fetchone()
+        found[name] = {"columns": list(table.columns), "rows": row[0] if row else None}
+    return json_digest({"tables": found, "sequences": sequences(connection)})

@@ -8,6 +8,8 @@ state after the session is read in place, under ``REPEATABLE READ``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from collections.abc import Collection
 from collections.abc import Iterable
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
+from typing import TypedDict
 
 import psycopg
 from psycopg import sql
@@ -34,6 +37,8 @@ from pytest_scoring.db.engine import CreatedJSON
 from pytest_scoring.db.engine import DatabaseWatch
 from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres import claims
+from pytest_scoring.db.postgres.catalog import state_digest
 from pytest_scoring.db.postgres.catalog import tables
 from pytest_scoring.db.postgres.created import Created
 from pytest_scoring.db.postgres.created import CreatedWatch
@@ -54,6 +59,15 @@ if TYPE_CHECKING:
 _KEPT: Final = "postgresql.json"
 
 
+class StartState(TypedDict):
+    """What identifies a snapshot's state in the report's provenance (not its name: a new
+    one each time)."""
+
+    server_version: str
+    #: :func:`~pytest_scoring.db.postgres.catalog.state_digest` of the snapshot.
+    state: str
+
+
 @dataclass
 class PgSnapshot:
     """One side of a diff: per database name, the server database holding its state."""
@@ -68,6 +82,8 @@ class PgSnapshot:
     terminated: dict[str, list[admin.Terminated]] = field(default_factory=dict)
     #: Databases that refuse connections: opened for the admin's read only, as snapshots are.
     refusing: set[str] = field(default_factory=set)
+    #: Database name → what identifies the snapshot's state (snapshots of ours only).
+    described: dict[str, StartState] = field(default_factory=dict)
 
     @property
     def files(self) -> Mapping[str, Path]:
@@ -92,6 +108,8 @@ class PostgresEngine:
         """
         self.admin_url = admin_url
         self.databases = dict(databases)
+        #: Snapshot → the admin session claiming it while it lives (db/postgres/claims.py).
+        self._claims: dict[str, psycopg.Connection[Any]] = {}
 
     def _database(self, name: str) -> str:
         return admin.database_of(self.databases[name])
@@ -154,15 +172,36 @@ class PostgresEngine:
         return sorted(name for name in self.databases if self._database(name) in present)
 
     def snapshot(self, names: Sequence[str], folder: Path, source: str) -> PgSnapshot:
+        """A claimed snapshot of each database, once the unclaimed ones a killed evaluator
+        left on this server are dropped."""
         taken = PgSnapshot(source)
+        if names:
+            with contextlib.suppress(psycopg.Error, DatabaseError):  # the next one sweeps
+                claims.sweep(self.admin_url, admin.SNAPSHOT_PREFIX)
         for name in names:
             try:
-                copy = admin.snapshot(self.admin_url, self._database(name))
+                copy = self._claimed_snapshot(self._database(name))
             except (psycopg.Error, DatabaseError) as error:
                 taken.errors[name] = str(error).strip().splitlines()[0]
                 continue
             taken.states[name], taken.terminated[name] = copy.name, copy.terminated
+            with contextlib.suppress(psycopg.Error, DatabaseError):  # the provenance says null
+                taken.described[name] = self._described(copy.name)
         return taken
+
+    def _claimed_snapshot(self, database: str) -> admin.Snapshot:
+        copy, claim = claims.claimed(
+            self.admin_url, lambda: admin.snapshot(self.admin_url, database), lambda s: s.name
+        )
+        self._claims[copy.name] = claim
+        return copy
+
+    def _described(self, snapshot: str) -> StartState:
+        with admin.opened(self.admin_url, snapshot) as connection:
+            version = connection.execute("SHOW server_version").fetchone()
+            return StartState(
+                server_version=str(version[0]) if version else "", state=state_digest(connection)
+            )
 
     def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
         """The databases as they are, read in place; one dropped meanwhile is absent."""
@@ -245,7 +284,7 @@ class PostgresEngine:
         """Restore each kept database from its kept snapshot (kept on the server, named in
         ``store``), and keep a snapshot of each of ``names`` not kept yet."""
         path = store / _KEPT
-        kept: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
+        kept = self._kept(path)
         restored = []
         for name, snapshot_name in sorted(kept.items()):
             if name in self.databases:
@@ -256,16 +295,55 @@ class PostgresEngine:
                 restored.append(name)
         for name in names:
             if name not in kept:
-                kept[name] = admin.snapshot(self.admin_url, self._database(name)).name
-        store.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)
-        path.write_text(json.dumps(kept))
+                kept[name] = admin.snapshot(self.admin_url, self._database(name), "keep").name
+        _write_kept(path, kept)
         return restored
+
+    def _kept(self, path: Path) -> dict[str, str]:
+        """The kept snapshots a reset store names, by database name, each still on the server.
+
+        An older pytest-scoring kept them under the session's prefix, which sweeps drop: they
+        are renamed to the kept prefix, under the claims' lock (no sweep drops one meanwhile).
+
+        :raises DatabaseError: in one line, when a kept snapshot is gone.
+        """
+        kept: dict[str, str] = json.loads(path.read_text()) if path.is_file() else {}
+        older = {name: kept_as for name, kept_as in kept.items()
+                 if kept_as.startswith(admin.SNAPSHOT_PREFIX)}  # fmt: skip
+        for name, kept_as in older.items():
+            kept[name] = claims.locked(self.admin_url, functools.partial(self._renamed, kept_as))
+        if older:
+            _write_kept(path, kept)
+        for name, kept_as in sorted(kept.items()):
+            if name in self.databases and not admin.exists(self.admin_url, kept_as):
+                raise DatabaseError(
+                    f"{path}: the kept state of {name} ({kept_as}) is gone from the server; "
+                    f"remove {path.parent} to keep the current state instead"
+                )
+        return kept
+
+    def _renamed(self, snapshot: str) -> str:
+        """``snapshot`` under a kept name, when it is still there."""
+        if not admin.exists(self.admin_url, snapshot):
+            return snapshot
+        name = admin.new_name("keep")
+        admin.rename(self.admin_url, snapshot, name)
+        return name
 
     def release(self, snapshot: PgSnapshot) -> None:
         if snapshot.closed:
             for name in snapshot.states.values():
-                admin.drop(self.admin_url, name)
+                try:
+                    admin.drop(self.admin_url, name)
+                finally:
+                    if (claim := self._claims.pop(name, None)) is not None:
+                        claim.close()
+
+
+def _write_kept(path: Path, kept: Mapping[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.write_text(json.dumps(kept))
 
 
 class _Rows:
