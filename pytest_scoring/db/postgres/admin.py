@@ -60,13 +60,29 @@ def connect(url: str, database: str | None = None, **options: Any) -> psycopg.Co
     with the pinned settings (:data:`~pytest_scoring.db.postgres.values.PINNED`): no
     statement of ours runs under the application's ``search_path``.
     """
-    extra: dict[str, Any] = {"options": connection_options(), **options}
+    extra: dict[str, Any] = {"options": connection_options(server_version(url)), **options}
     if database is not None:
         extra["dbname"] = database
+    return _open(url, extra)
+
+
+def _open(url: str, extra: dict[str, Any]) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(make_conninfo(url, **extra), autocommit=True)
     except psycopg.Error as error:
         raise DatabaseError(f"{redacted(url)}: {_first_line(error)}") from None
+
+
+#: Each admin URL's server version, asked once.
+_VERSIONS: dict[str, int] = {}
+
+
+def server_version(url: str) -> int:
+    """The version number of the server ``url`` reaches (which settings it has to pin)."""
+    if url not in _VERSIONS:
+        with _open(url, {"options": connection_options()}) as connection:
+            _VERSIONS[url] = connection.info.server_version
+    return _VERSIONS[url]
 
 
 def redacted(url: str) -> str:

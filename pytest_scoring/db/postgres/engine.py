@@ -249,7 +249,7 @@ def _read_row(
         sql.SQL("format('%s', {}) = {}").format(sql.Identifier(name), sql.Literal(str(value)))
         for name, value in key.items()
     )
-    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} LIMIT 1").format(
+    query = sql.SQL("SELECT {} FROM ONLY {}.{} WHERE {} LIMIT 1").format(
         select, sql.Identifier(found.schema), sql.Identifier(found.relname), where
     )
     kinds = [kind for _name, kind, _oid in wanted]
