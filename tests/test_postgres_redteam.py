@@ -185,6 +185,52 @@ def test_databases_and_schemas_named_like_ours_are_neither_dropped_nor_read(
     assert owners == dict.fromkeys(decoys, role_of(app_url))
 
 
+def test_a_lock_held_on_the_admins_database_does_not_stop_the_reference_rerun(
+    tmp_path: Path, postgres: Cluster
+) -> None:
+    """The session leaves a backend on the admin URL's database (any role may connect to
+    ``postgres``) holding the advisory lock clones used to be made under, for an hour: the
+    reference's clone, and so ``db_diff_change``, would fail (``N``, blamed on the
+    evaluator) in this evaluation and every later one on the server. Clones take no lock."""
+    app_url = postgres.application(ACCOUNTS)
+    elsewhere = psycopg.conninfo.make_conninfo(app_url, dbname="postgres")
+    hold = (
+        f"DO $$ BEGIN PERFORM pg_advisory_lock({0x7079_7363_6C6E}); PERFORM pg_sleep(3600); END $$"
+    )
+    test = f"""
+        import os
+        import psycopg
+
+        def test_the_feature():
+            with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as connection:
+                connection.execute({PASSWORD_CHANGE!r})
+            held = psycopg.connect({elsewhere!r}, autocommit=True)
+            held.pgconn.send_query({hold.encode()!r})
+            held.pgconn.flush()
+            with psycopg.connect({elsewhere!r}, autocommit=True) as watcher:
+                while not watcher.execute(
+                    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                ).fetchall():
+                    pass
+        """
+    reference = repository(tmp_path / "reference", "def test_the_feature():\n    pass\n")
+    report = tmp_path / "scores"
+    result = run_cli(
+        repository(tmp_path / "repo", test),
+        f"--db-url={app_url}",
+        f"--db-admin-url={postgres.admin_url}",
+        f"--selector={json.dumps(PASSWORD_SELECTOR)}",
+        f"--reference={reference}",
+        f"--report={report}",
+        *AS_EVALUATOR,
+    )
+    assert result.exit_code == 0, result.output
+    score = only_report(report)["scores"]["db_diff_change"]
+    assert score["value"] == "C", score["explanation"]
+    query(postgres.admin_url, "SELECT pg_terminate_backend(pid) FROM pg_locks "
+          "WHERE locktype = 'advisory' AND pid <> pg_backend_pid()")  # fmt: skip
+
+
 # (e), (g) What is left at the finish: a prepared transaction, a lock, a running statement.
 
 

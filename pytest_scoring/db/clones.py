@@ -5,8 +5,9 @@ role of its own, and the copy is dropped afterwards (docs/databases.md#postgresq
 A clone is *claimed* while it lives: an admin session whose ``application_name`` is the
 clone's name stays open until the clone is dropped. An evaluator that was killed leaves its
 clones unclaimed (the server ends its sessions with it), and :func:`sweep_clones` drops
-exactly those; an advisory lock makes a clone's creation and its claim one step, so a sweep
-never takes another evaluator's clone for a leftover.
+exactly those. The claim is made before the clone, so a sweep never takes another
+evaluator's clone for a leftover. (No lock orders them: the application's role could take
+any advisory lock on the admin's database, and hold it from a backend left running.)
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ from pytest_scoring.db.postgres.engine import PgSnapshot
 from pytest_scoring.db.postgres.engine import PostgresEngine
 from pytest_scoring.errors import DatabaseError
 
-#: The advisory lock held while a clone is made and claimed, or while leftovers are swept.
-CLAIM_LOCK: Final = 0x7079_7363_6C6E  # "pyscln"
 #: What every clone's name starts with (:func:`~pytest_scoring.db.postgres.admin.clone`).
 CLONE_PREFIX: Final = f"{admin.PREFIX}clone_"
 
@@ -116,12 +115,11 @@ def _claimed_clone(engine: PostgresEngine, name: str, snapshot: str) -> Claimed:
     database = engine._database(name)
     session = admin.connect(engine.admin_url)
     try:
-        session.execute("SELECT pg_advisory_lock(%s)", (CLAIM_LOCK,))
+        claim = admin.new_name("clone")
+        session.execute(sql.SQL("SET application_name = {}").format(sql.Literal(claim)))
         made = admin.clone(
-            engine.admin_url, engine.databases[name], admin.Snapshot(snapshot, database, [])
+            engine.admin_url, engine.databases[name], admin.Snapshot(snapshot, database, []), claim
         )
-        session.execute(sql.SQL("SET application_name = {}").format(sql.Literal(made.name)))
-        session.execute("SELECT pg_advisory_unlock(%s)", (CLAIM_LOCK,))
     except BaseException:
         session.close()
         raise
@@ -137,17 +135,18 @@ def sweep_clones(admin_url: str) -> list[str]:
     pattern = CLONE_PREFIX.replace("_", "\\_") + "%"
     dropped = []
     with admin.connect(admin_url) as session:
-        session.execute("SELECT pg_advisory_lock(%s)", (CLAIM_LOCK,))
         leftovers = session.execute(
             "SELECT d.datname, r.rolname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
             "WHERE d.datname LIKE %s AND r.rolname LIKE %s AND d.datname NOT IN "
             "(SELECT application_name FROM pg_stat_activity WHERE application_name <> '')",
             (pattern, admin.PREFIX.replace("_", "\\_") + "%"),
         ).fetchall()
-        for name, role in leftovers:
+    for name, role in leftovers:
+        try:
             admin.drop(admin_url, name, role)
-            dropped.append(name)
-        session.execute("SELECT pg_advisory_unlock(%s)", (CLAIM_LOCK,))
+        except (psycopg.Error, DatabaseError):
+            continue  # another evaluator's sweep drops it at the same time
+        dropped.append(name)
     return dropped
 
 

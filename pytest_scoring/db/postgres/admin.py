@@ -321,14 +321,17 @@ class Clone(NamedTuple):
     url: str
 
 
-def clone(admin_url: str, app_url: str, source: Snapshot) -> Clone:
+def clone(admin_url: str, app_url: str, source: Snapshot, name: str | None = None) -> Clone:
     """A copy of ``source`` for one run (the reference's, the baseline's), with its own role.
 
     The role gets CONNECT on this clone only and owns what the application's role owned in
     it (``REASSIGN OWNED``); the databases the application's role owns elsewhere keep it.
+
+    :param name: the clone's name (default: a new one).
     """
     app = str(conninfo_to_dict(app_url).get("user"))
-    name, role, password = new_name("clone"), new_name("role"), secrets.token_urlsafe(24)
+    name = new_name("clone") if name is None else name
+    role, password = new_name("role"), secrets.token_urlsafe(24)
     with connect(admin_url) as admin:
         admin.execute(
             sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
