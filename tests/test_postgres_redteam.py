@@ -279,24 +279,39 @@ def test_the_application_cannot_start_work_that_outlives_its_connections(
 # (f) A finish state that cannot be read.
 
 
+@pytest.mark.parametrize(
+    ("statements", "why"),
+    [
+        pytest.param(
+            [
+                "CREATE TABLE blob (rowid int, _rowid_ int, oid int, body text)",
+                "INSERT INTO blob VALUES (1, 1, 1, repeat('x', 17 * 1024 * 1024))",
+            ],
+            "larger than 16 MiB",
+            id="a value with nothing to read it by",
+        ),
+        pytest.param(
+            ['ALTER TABLE users ADD COLUMN "Password" text'],
+            "duplicate column name: Password",
+            id="two columns named alike but for case",
+        ),
+    ],
+)
 def test_a_finish_state_that_cannot_be_diffed_gives_no_score_never_no_change(
-    tmp_path: Path, postgres: Cluster
+    tmp_path: Path, postgres: Cluster, statements: list[str], why: str
 ) -> None:
-    """A value over 16 MiB in a table whose columns take every name of SQLite's rowid leaves
-    the diff nothing to compare it by: the database gets an ``error`` entry, and the score
-    is ``N`` blamed on the repository, not ``I``."""
+    """The database gets an ``error`` entry, and the score is ``N`` blamed on the
+    repository, not ``I``: a value over 16 MiB in a table whose columns take every name of
+    SQLite's rowid leaves the diff nothing to compare it by, and the SQLite copy of a table
+    cannot hold two columns whose names differ only in case (docs/databases.md)."""
     app_url = postgres.application(ACCOUNTS)
-    statements = [
-        PASSWORD_CHANGE,
-        "CREATE TABLE blob (rowid int, _rowid_ int, oid int, body text)",
-        "INSERT INTO blob VALUES (1, 1, 1, repeat('x', 17 * 1024 * 1024))",
-    ]
 
-    score = score_run(tmp_path, app_url, postgres.admin_url, statements)["db_change"]
+    scores = score_run(tmp_path, app_url, postgres.admin_url, [PASSWORD_CHANGE, *statements])
+    score = scores["db_change"]
 
     assert score["value"] == "N", score["explanation"]
     assert score["metadata"]["unscored"] == "repository"
-    assert "larger than 16 MiB" in score["explanation"]
+    assert why in score["explanation"]
 
 
 # (c), (d) Tables that read differently, or names that collide once copied.
