@@ -129,6 +129,9 @@ def test_the_databases_own_settings_do_not_change_whom_the_evaluator_reads_as(
         "ALTER ROLE CURRENT_USER SET search_path = decoy",
         "ALTER ROLE CURRENT_USER SET default_transaction_read_only = on",
         alter_database(f"role = '{role}'"),
+        "INSERT INTO users (username, password) VALUES ('zoë', '€')",
+        alter_database("client_encoding = 'SQL_ASCII'"),
+        alter_database("quote_all_identifiers = on"),
         alter_database("search_path = decoy"),
         alter_database("default_transaction_isolation = 'read uncommitted'"),
         alter_database("default_transaction_read_only = on"),
@@ -143,6 +146,8 @@ def test_the_databases_own_settings_do_not_change_whom_the_evaluator_reads_as(
     assert score["value"] == "C", score["explanation"]
     assert "users, row id=1" in score["explanation"]
     assert score["metadata"]["errors"] == {}
+    (entry,) = score["metadata"]["diff"]["comparisons"].values()
+    assert entry["comparisons"]["schema"]["tables"]["users"]["status"] == "unchanged"
 
 
 # (a) Names like the evaluator's own.

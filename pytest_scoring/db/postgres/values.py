@@ -35,6 +35,10 @@ PINNED: Final = (
     ("bytea_output", "hex"),
     ("lc_monetary", "C"),
     ("standard_conforming_strings", "on"),
+    # As psycopg decodes them (a database's ``SQL_ASCII`` would send bytes, ``LATIN1`` fail),
+    # and type names as the server writes them.
+    ("client_encoding", "UTF8"),
+    ("quote_all_identifiers", "off"),
     # Only the system's functions and operators: none of the application's can stand in.
     ("search_path", "pg_catalog"),
     # The admin role itself: the database's owner may ``ALTER DATABASE … SET role = app``,
