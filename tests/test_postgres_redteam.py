@@ -174,19 +174,23 @@ def test_databases_and_schemas_named_like_ours_are_neither_dropped_nor_read(
     config = tmp_path / "scorers.yaml"
     config.write_text(json.dumps({"scorers": [{"type": "db_change"}, {"type": "db_diff_change"}]}))
 
-    scores = score_run(
-        tmp_path,
-        app_url,
-        postgres.admin_url,
-        statements,
-        f"--reference={reference}",
-        f"--config={config}",
-    )
+    listed = "SELECT datname, pg_get_userbyid(datdba) FROM pg_database WHERE datname = ANY(%s)"
+    try:
+        scores = score_run(
+            tmp_path,
+            app_url,
+            postgres.admin_url,
+            statements,
+            f"--reference={reference}",
+            f"--config={config}",
+        )
+        owners = dict(query(postgres.admin_url, listed, decoys))
+    finally:  # the other tests count the clones on the server
+        for name in decoys:
+            query(postgres.admin_url, f"DROP DATABASE IF EXISTS {name}")
 
     assert scores["db_change"]["value"] == "C", scores["db_change"]["explanation"]
     assert scores["db_diff_change"]["value"] == "C", scores["db_diff_change"]["explanation"]
-    listed = "SELECT datname, pg_get_userbyid(datdba) FROM pg_database WHERE datname = ANY(%s)"
-    owners = dict(query(postgres.admin_url, listed, decoys))
     assert owners == dict.fromkeys(decoys, role_of(app_url))
 
 
