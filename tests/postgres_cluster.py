@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from typing import Final
 from urllib.parse import quote
 
@@ -43,6 +44,15 @@ def url(user: str, password: str | None, database: str, socket_dir: Path) -> str
     return (
         f"postgresql://{quote(user, safe='')}{secret}@/{quote(database, safe='')}?host={socket_dir}"
     )
+
+
+def query(url: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    """``statement`` on its own autocommit connection; its rows, if it returns any."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        cursor = connection.execute(statement, params or None)  # type: ignore[arg-type]
+        return cursor.fetchall() if cursor.description else []
 
 
 class Cluster:

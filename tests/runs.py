@@ -8,6 +8,7 @@ import re
 import select
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 from typing import NamedTuple
@@ -63,6 +64,13 @@ def scores_json(folder: Path) -> dict[str, Any]:
 def only_report(report_root: Path) -> dict[str, Any]:
     (folder,) = report_root.glob("scan_id=*")
     return scores_json(folder)
+
+
+def repository(folder: Path, test: str) -> Path:
+    """A repository at ``folder`` whose one test file holds ``test`` (dedented)."""
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "test_app.py").write_text(textwrap.dedent(test))
+    return folder
 
 
 def make_fifo(path: Path) -> Path:

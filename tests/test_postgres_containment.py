@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from postgres_cluster import ADMIN
 from postgres_cluster import Cluster
+from postgres_cluster import query as run
 
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.diff import Side
@@ -23,13 +24,6 @@ ACCOUNTS = (
     "CREATE TABLE accounts (id serial PRIMARY KEY, username text UNIQUE, password text);"
     "INSERT INTO accounts (username, password) VALUES ('alice', 'h0'), ('bob', 'h0')"
 )
-
-
-def run(url: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-    """``statement`` on its own autocommit connection; its rows, if it returns any."""
-    with psycopg.connect(url, autocommit=True) as connection:
-        cursor = connection.execute(statement, params or None)  # type: ignore[arg-type]
-        return cursor.fetchall() if cursor.description else []
 
 
 def passwords(postgres: Cluster, database: str) -> list[tuple[Any, ...]]:

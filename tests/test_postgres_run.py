@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +18,12 @@ from typing import Any
 import psycopg
 import pytest
 from postgres_cluster import Cluster
+from postgres_cluster import query
 from runs import AS_EVALUATOR
 from runs import GENEROUS
 from runs import make_fifo
 from runs import only_report
+from runs import repository
 from runs import run_cli
 from runs import wait_for_ready
 
@@ -46,22 +47,10 @@ ACCOUNTS = (
 )
 
 
-def query(url: str, statement: str) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url, autocommit=True) as connection:
-        cursor = connection.execute(statement)  # type: ignore[arg-type]
-        return cursor.fetchall() if cursor.description else []
-
-
 def ours(postgres: Cluster, kind: str = "") -> list[str]:
     """The evaluator's databases left on the server (``pytest_scoring_<kind>…``)."""
     rows = query(postgres.admin_url, "SELECT datname FROM pg_database ORDER BY 1")
     return [name for (name,) in rows if name.startswith(f"pytest_scoring_{kind}")]
-
-
-def repository(folder: Path, test: str) -> Path:
-    (folder / "tests").mkdir(parents=True)
-    (folder / "tests" / "test_app.py").write_text(textwrap.dedent(test))
-    return folder
 
 
 @pytest.fixture

@@ -112,8 +112,8 @@ def _claimed_clone(engine: PostgresEngine, name: str, snapshot: str) -> Claimed:
     source = admin.Snapshot(snapshot, engine._database(name), [])
     made, session = claims.claimed(
         engine.admin_url,
-        lambda: admin.clone(engine.admin_url, engine.databases[name], source),
-        lambda clone: clone.name,
+        "clone",
+        lambda claim: admin.clone(engine.admin_url, engine.databases[name], source, claim),
     )
     return Claimed(engine, source.source, made, session)
 

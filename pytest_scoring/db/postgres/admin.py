@@ -64,13 +64,29 @@ def connect(url: str, database: str | None = None, **options: Any) -> psycopg.Co
     with the pinned settings (:data:`~pytest_scoring.db.postgres.values.PINNED`): no
     statement of ours runs under the application's ``search_path``.
     """
-    extra: dict[str, Any] = {"options": connection_options(), **options}
+    extra: dict[str, Any] = {"options": connection_options(server_version(url)), **options}
     if database is not None:
         extra["dbname"] = database
+    return _open(url, extra)
+
+
+def _open(url: str, extra: dict[str, Any]) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(make_conninfo(url, **extra), autocommit=True)
     except psycopg.Error as error:
         raise DatabaseError(f"{redacted(url)}: {first_line(error)}") from None
+
+
+#: Each admin URL's server version, asked once.
+_VERSIONS: dict[str, int] = {}
+
+
+def server_version(url: str) -> int:
+    """The version number of the server ``url`` reaches (which settings it has to pin)."""
+    if url not in _VERSIONS:
+        with _open(url, {"options": connection_options()}) as connection:
+            _VERSIONS[url] = connection.info.server_version
+    return _VERSIONS[url]
 
 
 def redacted(url: str) -> str:
@@ -276,12 +292,15 @@ class Snapshot(NamedTuple):
     terminated: list[Terminated]
 
 
-def snapshot(admin_url: str, database: str, kind: str = "snap") -> Snapshot:
+def snapshot(
+    admin_url: str, database: str, kind: str = "snap", name: str | None = None
+) -> Snapshot:
     """A consistent copy of ``database`` no other role can read, change or drop.
 
     :param kind: ``snap`` (a session's, dropped after it) or ``keep`` (``--score-db-reset``'s).
+    :param name: the copy's name (default: a new one of ``kind``).
     """
-    name = new_name(kind)
+    name = new_name(kind) if name is None else name
     with connect(admin_url) as admin:
         done = _copy(admin, admin_url, database, name, owner=None)
     return Snapshot(name, database, done)
@@ -362,14 +381,17 @@ class Clone(NamedTuple):
     url: str
 
 
-def clone(admin_url: str, app_url: str, source: Snapshot) -> Clone:
+def clone(admin_url: str, app_url: str, source: Snapshot, name: str | None = None) -> Clone:
     """A copy of ``source`` for one run (the reference's, the baseline's), with its own role.
 
     The role gets CONNECT on this clone only and owns what the application's role owned in
     it (``REASSIGN OWNED``); the databases the application's role owns elsewhere keep it.
+
+    :param name: the clone's name (default: a new one).
     """
     app = str(conninfo_to_dict(app_url).get("user"))
-    name, role, password = new_name("clone"), new_name("role"), secrets.token_urlsafe(24)
+    name = new_name("clone") if name is None else name
+    role, password = new_name("role"), secrets.token_urlsafe(24)
     with connect(admin_url) as admin:
         admin.execute(
             sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(

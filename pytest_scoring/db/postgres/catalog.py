@@ -140,7 +140,7 @@ def rows(
     :param where: only the rows this condition gives, with its parameters.
     """
     select = select_list(list(zip(table.column_names(), table.kinds, strict=True)))
-    query = sql.SQL("SELECT {} FROM {}.{}").format(
+    query = sql.SQL("SELECT {} FROM ONLY {}.{}").format(
         select, sql.Identifier(table.schema), sql.Identifier(table.relname)
     )
     if where is not None:

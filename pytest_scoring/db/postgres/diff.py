@@ -11,6 +11,7 @@ multisets. The result has exactly the SQLite diff's shape, plus ``info.engine`` 
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -225,8 +226,8 @@ def _copy_table(
         else quote(name)
         for name in names
     )  # fmt: skip
-    copy.execute(f"CREATE TABLE {quote(table.name)} ({columns})")
-    insert = f"INSERT INTO {quote(table.name)} VALUES ({', '.join('?' * len(names))})"
+    copy.execute(f"CREATE TABLE {quote(copy_name(table.name))} ({columns})")
+    insert = f"INSERT INTO {quote(copy_name(table.name))} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
     if handles is None:
         copy.executemany(insert, rows(connection, table, budget))
@@ -239,23 +240,32 @@ def _copy_table(
     key = ", ".join(quote(name) for name in table.primary_key)
     try:
         copy.execute(
-            f"CREATE UNIQUE INDEX {quote(_index_name(table))} ON {quote(table.name)} ({key})"
+            f"CREATE UNIQUE INDEX {quote('i' + copy_name(table.name))} "
+            f"ON {quote(copy_name(table.name))} ({key})"
         )
     except sqlite3.IntegrityError:
         return False  # two keys PostgreSQL tells apart read the same as text
     return True
 
 
-def _index_name(table: PgTable) -> str:
-    """A name no table of the copy can have: longer than any diff name (2 x 63 bytes + 5)."""
-    return f"{table.name}#{'k' * 140}"
+def copy_name(name: str) -> str:
+    """A diff name as the SQLite copy names its table: ``t_`` and the name, each ``^`` doubled
+    and each ASCII capital written ``^`` and its small letter.
+
+    SQLite folds ASCII case in names and keeps ``sqlite_…`` to itself, PostgreSQL does
+    neither: ``Accounts`` beside ``accounts``, or a table named ``sqlite_master``, would
+    otherwise make the copy, and so the database's whole diff, fail. (Its unique index is
+    the same name with ``i`` in front: no table's.)
+    """
+    escaped = name.replace("^", "^^")
+    return "t_" + re.sub("[A-Z]", lambda capital: "^" + capital.group().lower(), escaped)
 
 
 def _table(export: Export | None, name: str, schema: str) -> Table | None:
     if export is None or name not in export.tables or not export.tables[name].columns:
         return None
     pg = export.tables[name]
-    return Table(schema, name, pg.columns, pg.primary_key, without_rowid=False)
+    return Table(schema, copy_name(name), pg.columns, pg.primary_key, without_rowid=False)
 
 
 def _pairing(before: Export, after: Export, name: str) -> Pairing:

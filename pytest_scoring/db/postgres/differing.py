@@ -80,7 +80,7 @@ def copy_sql(table: PgTable, seed: int) -> sql.Composed:
     ``record_out``), none of the application's.
     """
     key = table.primary_key
-    ref = sql.SQL("{}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.relname))
+    ref = sql.SQL("ONLY {}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.relname))
     if by_key(table):
         return sql.SQL(
             "COPY (SELECT {key} >> {bits}, count(*), string_agg(textin(record_out(t)), E'\\n' "

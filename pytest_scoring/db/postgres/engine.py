@@ -9,7 +9,6 @@ state after the session is read in place, under ``REPEATABLE READ``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 from collections.abc import Collection
 from collections.abc import Iterable
@@ -191,7 +190,7 @@ class PostgresEngine:
 
     def _claimed_snapshot(self, database: str) -> admin.Snapshot:
         copy, claim = claims.claimed(
-            self.admin_url, lambda: admin.snapshot(self.admin_url, database), lambda s: s.name
+            self.admin_url, "snap", lambda name: admin.snapshot(self.admin_url, database, name=name)
         )
         self._claims[copy.name] = claim
         return copy
@@ -303,7 +302,7 @@ class PostgresEngine:
         """The kept snapshots a reset store names, by database name, each still on the server.
 
         An older pytest-scoring kept them under the session's prefix, which sweeps drop: they
-        are renamed to the kept prefix, under the claims' lock (no sweep drops one meanwhile).
+        are renamed to the kept prefix (unless a sweep dropped one first: then it is gone).
 
         :raises DatabaseError: in one line, when a kept snapshot is gone.
         """
@@ -311,7 +310,7 @@ class PostgresEngine:
         older = {name: kept_as for name, kept_as in kept.items()
                  if kept_as.startswith(admin.SNAPSHOT_PREFIX)}  # fmt: skip
         for name, kept_as in older.items():
-            kept[name] = claims.locked(self.admin_url, functools.partial(self._renamed, kept_as))
+            kept[name] = self._renamed(kept_as)
         if older:
             _write_kept(path, kept)
         for name, kept_as in sorted(kept.items()):
@@ -386,7 +385,7 @@ def _read_row(
         sql.SQL("format('%s', {}) = {}").format(sql.Identifier(name), sql.Literal(str(value)))
         for name, value in key.items()
     )
-    query = sql.SQL("SELECT {} FROM {}.{} WHERE {} LIMIT 1").format(
+    query = sql.SQL("SELECT {} FROM ONLY {}.{} WHERE {} LIMIT 1").format(
         select, sql.Identifier(found.schema), sql.Identifier(found.relname), where
     )
     kinds = [kind for _name, kind, _oid in wanted]

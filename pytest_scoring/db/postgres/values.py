@@ -35,8 +35,15 @@ PINNED: Final = (
     ("bytea_output", "hex"),
     ("lc_monetary", "C"),
     ("standard_conforming_strings", "on"),
+    # As psycopg decodes them (a database's ``SQL_ASCII`` would send bytes, ``LATIN1`` fail),
+    # and type names as the server writes them.
+    ("client_encoding", "UTF8"),
+    ("quote_all_identifiers", "off"),
     # Only the system's functions and operators: none of the application's can stand in.
     ("search_path", "pg_catalog"),
+    # The admin role itself: the database's owner may ``ALTER DATABASE … SET role = app``,
+    # which would make the evaluator read as the application (row level security applying).
+    ("role", "none"),
     # A database's own timeouts (its owner sets them) must not fail the evaluator's reads;
     # a lock the application holds fails them after 10 s instead of blocking them for ever.
     ("statement_timeout", "0"),
@@ -61,10 +68,20 @@ CASE
 END"""
 
 
-def connection_options() -> str:
-    """libpq's ``options``: :data:`PINNED` as the session starts (they take precedence over
-    the role's and the database's own settings)."""
-    return " ".join(f"-c {name}={value}" for name, value in PINNED)
+#: Settings pinned too where the server has them (the ``server_version_num`` they came in):
+#: a database's owner could otherwise end the evaluator's sessions with them.
+PINNED_SINCE: Final = (
+    (140000, "idle_session_timeout", "0"),
+    (170000, "transaction_timeout", "0"),
+)
+
+
+def connection_options(server_version: int = 0) -> str:
+    """libpq's ``options``: :data:`PINNED` (and those of :data:`PINNED_SINCE` the server has)
+    as the session starts (they take precedence over the role's and the database's own
+    settings)."""
+    since = [(name, value) for first, name, value in PINNED_SINCE if server_version >= first]
+    return " ".join(f"-c {name}={value}" for name, value in (*PINNED, *since))
 
 
 def parse_array(text: str, delimiter: str = ",") -> list[Any]:
