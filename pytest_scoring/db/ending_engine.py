@@ -26,11 +26,9 @@ class EndingEngine(PostgresEngine):
     def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
         ended: dict[str, list[admin.Terminated]] = {}
         failed: dict[str, str] = {}
-        for name in names:
-            if name not in self.databases:
-                continue
+        for name, database in self.current_names(names).items():
             try:
-                ended[name] = self._end_backends(self._database(name))
+                ended[name] = self._end_backends(database)
             except (psycopg.Error, DatabaseError) as error:
                 failed[name] = admin.first_line(error)
         state = super().read_final(names, source)

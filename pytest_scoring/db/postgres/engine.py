@@ -109,6 +109,9 @@ class PostgresEngine:
         self.databases = dict(databases)
         #: Snapshot → the admin session claiming it while it lives (db/postgres/claims.py).
         self._claims: dict[str, psycopg.Connection[Any]] = {}
+        #: Name → the oid of the database its start snapshot copied: the one read at finish,
+        #: under whatever name it has then (a database renamed away keeps its oid).
+        self._followed: dict[str, int] = {}
 
     def _database(self, name: str) -> str:
         return admin.database_of(self.databases[name])
@@ -179,6 +182,7 @@ class PostgresEngine:
                 claims.sweep(self.admin_url, admin.SNAPSHOT_PREFIX)
         for name in names:
             try:
+                self._follow(name)
                 copy = self._claimed_snapshot(self._database(name))
             except (psycopg.Error, DatabaseError) as error:
                 taken.errors[name] = str(error).strip().splitlines()[0]
@@ -187,6 +191,33 @@ class PostgresEngine:
             with contextlib.suppress(psycopg.Error, DatabaseError):  # the provenance says null
                 taken.described[name] = self._described(copy.name)
         return taken
+
+    def _follow(self, name: str) -> None:
+        """Note which database ``name`` is now, by oid (see :meth:`current_names`)."""
+        with admin.connect(self.admin_url) as connection:
+            found = connection.execute(
+                "SELECT oid FROM pg_database WHERE datname = %s", (self._database(name),)
+            ).fetchone()
+        if found is not None:
+            self._followed[name] = int(found[0])
+
+    def current_names(self, names: Sequence[str]) -> dict[str, str]:
+        """Each database's name on the server now, by the diff's name; one dropped meanwhile
+        is absent. A database is followed by the oid its start snapshot copied: renamed away
+        (and perhaps a copy of its start renamed in), it is still the one read."""
+        with admin.connect(self.admin_url) as connection:
+            catalog = dict(connection.execute("SELECT oid, datname FROM pg_database").fetchall())
+        present = set(catalog.values())
+        found = {}
+        for name in names:
+            if name not in self.databases:
+                continue
+            followed = self._followed.get(name)
+            if followed is not None and followed in catalog:
+                found[name] = catalog[followed]
+            elif followed is None and self._database(name) in present:
+                found[name] = self._database(name)
+        return found
 
     def _claimed_snapshot(self, database: str) -> admin.Snapshot:
         copy, claim = claims.claimed(
@@ -204,9 +235,7 @@ class PostgresEngine:
 
     def read_final(self, names: Sequence[str], source: str) -> PgSnapshot:
         """The databases as they are, read in place; one dropped meanwhile is absent."""
-        present = set(self.find())
-        states = {name: self._database(name) for name in names if name in present}
-        return PgSnapshot(source, states, closed=False)
+        return PgSnapshot(source, self.current_names(names), closed=False)
 
     def diff(
         self,
@@ -228,6 +257,8 @@ class PostgresEngine:
                 entries[name] = diff_databases(
                     self.admin_url, before.side(name), after.side(name), name, max_rows, sink, label
                 )
+                if not after.closed and after.states.get(name, label) != label:
+                    entries[name]["info"]["path_after"] = after.states[name]  # renamed meanwhile
                 continue
             entries[name] = {
                 "comparisons": empty_planes(),
