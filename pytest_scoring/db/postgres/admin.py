@@ -160,14 +160,8 @@ def _trusted_rules(admin: psycopg.Connection[Any], role: str) -> list[str]:
 def _passwordless(admin_url: str, app_url: str) -> list[str]:
     """Whether the admin role logs in, where the application connects, with no password."""
     admin = conninfo_to_dict(admin_url)
-    target = {**conninfo_to_dict(app_url), "user": admin.get("user"), "password": ""}
-    with tempfile.TemporaryDirectory() as nothing:  # no password file: none is read
-        try:
-            conninfo = make_conninfo("", **target, passfile=f"{nothing}/none", connect_timeout=10)
-            with psycopg.connect(conninfo):
-                pass
-        except psycopg.OperationalError:
-            return []
+    if not _logs_in({**conninfo_to_dict(app_url), "user": admin.get("user"), "password": ""}):
+        return []
     return [f"the admin role {admin.get('user')!r} logs in without a password where the "
             "application connects"]  # fmt: skip
 
@@ -194,14 +188,21 @@ def uncontrolled(admin_url: str, app_url: str) -> str | None:
         "password": params.get("password") or "",
         "dbname": database,
     }
+    if not _logs_in(login):
+        return f"role {user!r} does not log in to {database} with the password its URL gives"
+    return None
+
+
+def _logs_in(params: dict[str, Any]) -> bool:
+    """Whether a login with exactly ``params`` succeeds: no password file helps it, nor
+    ``PGPASSWORD`` (libpq reads it only when no password is given, and one always is)."""
     with tempfile.TemporaryDirectory() as nothing:  # no password file: none is read
         try:
-            conninfo = make_conninfo("", **login, passfile=f"{nothing}/none", connect_timeout=10)
+            conninfo = make_conninfo("", **params, passfile=f"{nothing}/none", connect_timeout=10)
             with psycopg.connect(conninfo):
-                pass
+                return True
         except psycopg.OperationalError:
-            return f"role {user!r} does not log in to {database} with the password its URL gives"
-    return None
+            return False
 
 
 def _backends(admin: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
