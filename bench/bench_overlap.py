@@ -13,13 +13,15 @@ checkout of it. Timed side by side in one run, ``pytest-scoring run`` in fresh p
 
 Prints each command's median, fastest and slowest wall time, the medians' ratio to
 ``plain``'s, and the load average before and after the rounds (the machine may be shared).
+``--evaluators`` names the interpreters of several checkouts of pytest-scoring (this one and
+the code before a change): their commands join the same rounds.
 
 As root every run has a user id of its own and the runs overlap; as any other user they run
 one after the other (docs/reference.md). As root, give ``--python /usr/bin/python3`` (an
 interpreter the runs' users can execute, with pytest).
 
     python bench/bench_overlap.py --tests 20 --busy 0.1 --sleep 0.1 --rounds 5 \\
-        --python /usr/bin/python3
+        --python /usr/bin/python3 --evaluators .venv/bin/python /work/main/.venv/bin/python
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+#: A command: the evaluator's interpreter and what it runs.
+Key = tuple[str, str]
 
 TEST = """
 import sqlite3, time
@@ -76,11 +81,11 @@ def timed(command: list[str], cache: Path) -> float:
     return seconds
 
 
-def interleaved(commands: dict[str, Callable[[int], float]], rounds: int) -> dict[str, list[float]]:
+def interleaved(commands: dict[Key, Callable[[int], float]], rounds: int) -> dict[Key, list[float]]:
     """Each command timed once per round, the round's first command moving along by one (so
     no command always runs first, after a quiet spell, or last)."""
     names = list(commands)
-    times: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[Key, list[float]] = {name: [] for name in names}
     for round_ in range(rounds):
         for step in range(len(names)):
             name = names[(round_ + step) % len(names)]
@@ -93,47 +98,64 @@ def load() -> str:
     return " ".join(f"{figure:.2f}" for figure in os.getloadavg())
 
 
+def commands(
+    evaluator: str, work: Path, repo: Path, reference: Path, python: str | None
+) -> dict[str, Callable[[int], float]]:
+    """One evaluator's three commands, each taking the round's number (its empty cache's
+    name); the cached baseline's cache (under ``work``, of this evaluator's own) is filled
+    here, before the rounds."""
+    run = [evaluator, "-m", "pytest_scoring", "run", str(repo), "--report", str(work / "r")]
+    if python:
+        run += ["--python", python]
+    diff = [*run, "--reference", str(reference)]
+    timed(diff, work / "warm")
+    return {
+        "plain": lambda round_: timed(run, work / f"plain-{round_}"),
+        "db_diff_change": lambda round_: timed(diff, work / f"empty-{round_}"),
+        "cached baseline": lambda round_: timed(diff, work / "warm"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tests", type=int, default=20)
     parser.add_argument("--busy", type=float, default=0.1, help="CPU seconds per test")
     parser.add_argument("--sleep", type=float, default=0.1, help="seconds asleep per test")
     parser.add_argument("--rows", type=int, default=1, help="rows each test inserts")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of the three commands")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the commands")
     parser.add_argument("--python", help="the repository's interpreter (run --python)")
+    parser.add_argument(
+        "--evaluators",
+        nargs="+",
+        default=[sys.executable],
+        help="interpreters of pytest-scoring checkouts to compare (their commands interleaved)",
+    )
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-overlap-") as folder:
         work = Path(folder)
         work.chmod(0o755)  # the runs' users pass through to the checkouts
         shape = (arguments.tests, arguments.busy, arguments.sleep, arguments.rows)
         repo, reference = make_repo(work / "repo", *shape), make_repo(work / "reference", *shape)
-        run = [sys.executable, "-m", "pytest_scoring", "run", str(repo)]
-        run += ["--report", str(work / "r")]
-        if arguments.python:
-            run += ["--python", arguments.python]
-        diff = [*run, "--reference", str(reference)]
-        warm = work / "cache-warm"
-        timed(diff, warm)  # fills the cache the cached-baseline command reads
+        everything = {}
+        for number, evaluator in enumerate(arguments.evaluators):
+            caches = work / f"caches-{number}"
+            found = commands(evaluator, caches, repo, reference, arguments.python)
+            everything.update({(evaluator, name): command for name, command in found.items()})
         before = load()
-        times = interleaved(
-            {
-                "plain": lambda round_: timed(run, work / f"cache-plain-{round_}"),
-                "db_diff_change": lambda round_: timed(diff, work / f"cache-empty-{round_}"),
-                "cached baseline": lambda round_: timed(diff, warm),
-            },
-            arguments.rounds,
-        )
+        times = interleaved(everything, arguments.rounds)
         after = load()
     as_root = "as root: users of their own" if os.geteuid() == 0 else "one user: one after another"
     each = f"{arguments.busy} s busy + {arguments.sleep} s asleep + {arguments.rows} rows each"
     print(f"{arguments.tests} tests, {each}; {as_root}; {arguments.rounds} rounds")
     print(f"load average before {before}, after {after}")
-    plain = statistics.median(times["plain"])
-    print(f"{'':<16} {'median':>8} {'min':>8} {'max':>8}  against plain")
-    for name, seconds in times.items():
-        middle = statistics.median(seconds)
-        spread = f"{middle:7.2f}s {min(seconds):7.2f}s {max(seconds):7.2f}s"
-        print(f"{name:<16} {spread}  {middle / plain:5.2f}x", flush=True)
+    for evaluator in arguments.evaluators:
+        print(f"{evaluator}: {'median':>8} {'min':>8} {'max':>8}  against plain")
+        plain = statistics.median(times[evaluator, "plain"])
+        for (which, name), seconds in times.items():
+            if which == evaluator:
+                middle = statistics.median(seconds)
+                spread = f"{middle:7.2f}s {min(seconds):7.2f}s {max(seconds):7.2f}s"
+                print(f"  {name:<16} {spread}  {middle / plain:5.2f}x", flush=True)
 
 
 if __name__ == "__main__":
