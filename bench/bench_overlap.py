@@ -71,10 +71,14 @@ def make_repo(path: Path, tests: int, busy: float, sleep: float, rows: int) -> P
 
 
 def timed(command: list[str], cache: Path) -> float:
-    """Wall-clock seconds of one ``pytest-scoring`` command (its exit status checked)."""
+    """Wall-clock seconds of one ``pytest-scoring`` command (its exit status checked), run
+    from the root folder: ``-m pytest_scoring`` imports the evaluator's checkout, not this
+    folder's."""
     environ = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     started = time.perf_counter()
-    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        command, env=environ, cwd="/", capture_output=True, text=True, check=False
+    )
     seconds = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr}")
@@ -104,6 +108,7 @@ def commands(
     """One evaluator's three commands, each taking the round's number (its empty cache's
     name); the cached baseline's cache (under ``work``, of this evaluator's own) is filled
     here, before the rounds."""
+    evaluator = os.path.abspath(evaluator)
     run = [evaluator, "-m", "pytest_scoring", "run", str(repo), "--report", str(work / "r")]
     if python:
         run += ["--python", python]
