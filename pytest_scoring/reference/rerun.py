@@ -517,7 +517,7 @@ def split_runs(
     :param engine: the engine whose snapshots the states are.
 
     :param baseline_final: the baseline's final databases, when its diff joins the split
-        (``store`` was made with ``baseline=True``).
+        (``store``'s ``baseline`` is true).
     :param servers: the server engines' states, whose entries join each diff (a server
         database the baseline did not clone is unchanged in its diff).
     :param reference_diff: the reference run's diff, already made into ``store`` (the first
