@@ -159,3 +159,9 @@ class ScoredSessions:
         self, config: pytest.Config, result: SessionResult, report_path: Path | None
     ) -> None:
         self.results.append(result)
+
+
+def pytest_version_of(python: Path) -> str:
+    """The pytest version ``python`` imports."""
+    check = [str(python), "-c", "import pytest; print(pytest.__version__)"]
+    return subprocess.run(check, capture_output=True, text=True, check=True).stdout.strip()

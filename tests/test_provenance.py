@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from runs import AS_EVALUATOR
 from runs import SYSTEM_PYTHON
+from runs import pytest_version_of
 from runs import system_python_with_pytest
 
 from pytest_scoring.cli.main import main
@@ -157,11 +157,6 @@ for found in gc.get_objects():
     if isinstance(found, dict) and isinstance(found.get("_VERSIONS"), dict):
         found["_VERSIONS"] = {**found["_VERSIONS"], "pytest": pytest.__version__}
 """
-
-
-def pytest_version_of(python: Path) -> str:
-    check = [str(python), "-c", "import pytest; print(pytest.__version__)"]
-    return subprocess.run(check, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.parametrize(

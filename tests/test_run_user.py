@@ -21,6 +21,7 @@ from runs import AS_OTHER_USERS
 from runs import ATTEMPT
 from runs import SYSTEM_PYTHON
 from runs import only_report
+from runs import pytest_version_of
 from runs import run_cli
 
 import pytest_scoring
@@ -301,6 +302,8 @@ def test_an_interpreter_the_children_cannot_run_is_copied_for_them(tmp_path: Pat
     assert report["containment"] == "full", report["containment_reason"]
     assert int(report["run"]["user"]) >= FIRST_UID
     assert report["run"]["python"] == str(python)
+    # The versions the copy's check found, as the children's user.
+    assert report["run"]["pytest"] == pytest_version_of(SYSTEM_PYTHON)
     assert report["scores"]["percent_passing_tests"]["value"] == 100
 
 

@@ -315,7 +315,7 @@ def _checked_users(users: list[JobUser], runner: ChildRunner, notices: list[str]
     problem = None
     if runner.users is not None:
         runner.user = users[0].user
-        problem = make_runnable(runner)
+        problem = make_runnable(runner).problem
     checked = []
     for index, job_user in enumerate(users):
         found = problem

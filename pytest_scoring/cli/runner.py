@@ -214,11 +214,13 @@ def run_repository(
     area = runner.area
     assert area is not None
     try:
-        if job is None and runner.users is not None and (unrunnable := make_runnable(runner)):
-            say(f"pytest-scoring: {unrunnable}; the tests run as {getpass.getuser()} instead")
-            runner.user, runner.users, problem = None, None, unrunnable
+        ready = make_runnable(runner) if job is None and runner.users is not None else None
+        if ready is not None and ready.problem is not None:
+            say(f"pytest-scoring: {ready.problem}; the tests run as {getpass.getuser()} instead")
+            runner.user, runner.users, problem = None, None, ready.problem
         # Measured before any code of the repository runs: the child's own word is its claim.
-        versions = interpreter_versions(runner)
+        # The check of the session's user found them already, where it ran.
+        versions = (ready and ready.versions) or interpreter_versions(runner)
         expected = job.shared.expected if job else None
         tally = _tally(settings, runner, expected, request.expected_tests_drop_failing)
         shared_reference = job.shared.reference if job else None

@@ -224,7 +224,9 @@ class DiffStore:
 
     :param path: the file; its folder must be private to the caller (it is created anew).
     :param baseline: a baseline diff is stored too (side :data:`BASELINE`), so that the split
-        gives ``from_tests`` and ``scored`` of their own.
+        gives ``from_tests`` and ``scored`` of their own; :attr:`baseline` may be set later,
+        before :meth:`split` (a diff may be stored before it is known whether the baseline
+        gave a result).
     """
 
     def __init__(self, path: Path, baseline: bool = False):

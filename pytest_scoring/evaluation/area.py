@@ -114,38 +114,54 @@ def requested_user(
     return user, None
 
 
-def make_runnable(runner: ChildRunner) -> str | None:
+@dataclass(frozen=True)
+class Runnable:
+    """What :func:`make_runnable` found."""
+
+    #: Why even a copy of the interpreter fails (the children then run as the evaluator).
+    problem: str | None = None
+    #: The versions the session's user found in the interpreter the children run (None:
+    #: not checked as that user): :func:`interpreter_versions` need not start it again.
+    versions: dict[str, str | None] | None = None
+
+
+def make_runnable(runner: ChildRunner) -> Runnable:
     """Check that the children's users can run the interpreter with pytest; where one cannot
-    (pyenv's, under ``/root``), let the children run a copy they can. Why even that fails (the
-    children then run as the evaluator), or None.
+    (pyenv's, under ``/root``), let the children run a copy they can.
 
     The users checked: the session's, and a user id of the pool (the other runs' users).
     """
-    problem = _users_cannot_run(runner)
+    problem, versions = _users_cannot_run(runner)
     if problem is None:
-        return None
+        return Runnable(versions=versions)
     try:
         copy = interpreter_copy(runner.python, runner.environment)
     except InterpreterCopyError as error:
-        return f"{problem}; no copy of it could be made: {error}"
+        return Runnable(f"{problem}; no copy of it could be made: {error}")
     named, environment = runner.python, dict(runner.environment)
     runner.python = copy.python
     runner.environment.update(copy.environment)
-    still = _users_cannot_run(runner)
+    still, versions = _users_cannot_run(runner)
     if still is not None:
         runner.python, runner.environment = named, environment
-        return f"{problem}; nor a copy of it ({still})"
-    return None
+        return Runnable(f"{problem}; nor a copy of it ({still})")
+    return Runnable(versions=versions)
 
 
-def _users_cannot_run(runner: ChildRunner) -> str | None:
-    if runner.user is not None and (problem := user_cannot_run(runner)):
-        return problem
+def _users_cannot_run(runner: ChildRunner) -> tuple[str | None, dict[str, str | None] | None]:
+    """Why a user cannot run the interpreter (or None), and the versions the session's user
+    found in it."""
+    versions = None
+    if runner.user is not None:
+        check = check_interpreter(runner)
+        if check.problem is not None:
+            return check.problem, None
+        versions = check.versions
     if runner.users is None or (runner.user is not None and runner.user.uid >= FIRST_UID):
-        return None  # a user id of the pool was checked, or there is no pool
+        return None, versions  # a user id of the pool was checked, or there is no pool
     other = runner.for_another_run("check-user")
     try:
-        return user_cannot_run(other)
+        return user_cannot_run(other), versions
     finally:
         other.close()
 

@@ -4,8 +4,9 @@
 The rerun (copy the checkout, snapshot, copy this repository's tests in, run pytest, read the
 databases) runs in a background thread started at session start, so it overlaps the
 solution's own tests; so does the baseline (the reference's own tests,
-:mod:`pytest_scoring.reference.baseline`). When the session is scored both are joined and the
-runs are diffed from the initial reference state.
+:mod:`pytest_scoring.reference.baseline`). The rerun's diff from the initial reference state is
+made in that thread as soon as the rerun ends (while the session may still run); when the
+session is scored both runs are joined and the session's and the baseline's diffs follow.
 
 Every diff streams its rows into a SQLite file (:mod:`pytest_scoring.db.diff_store`) where
 the diff-of-diffs is split; selectors read their part back row by row, so memory does not
@@ -44,8 +45,10 @@ from pytest_scoring.db.diff_store import REFERENCE
 from pytest_scoring.db.diff_store import SOLUTION
 from pytest_scoring.db.diff_store import DiffStore
 from pytest_scoring.db.diff_types import DiffJSON
+from pytest_scoring.db.diff_types import RowJSON
 from pytest_scoring.db.engine import DatabaseEngine
 from pytest_scoring.db.engine import RowReader
+from pytest_scoring.db.engine import RowSink
 from pytest_scoring.db.engine import S
 from pytest_scoring.db.session import SessionDatabases
 from pytest_scoring.db.session import engine_diff
@@ -176,8 +179,11 @@ class ReferenceRerun:
         self._workdir = children.folder("reference")
         self._runner = children.for_another_run("reference-run")
         self._checkout = self._runner.workspace("checkout")
+        #: Made here, before any thread: the runner numbers its folders.
+        self._store_dir: Path | None = children.folder("diffs")
         self._store: DiffStore | None = None
-        self._store_dir: Path | None = None
+        #: The rerun's diff, made into ``_store`` as soon as the rerun ended.
+        self._reference_diff: DiffJSON | None = None
         self._side: ReferenceSide | None = None
         self._error: BaseException | None = None
         self._diffs: Diffs | None = None
@@ -194,6 +200,29 @@ class ReferenceRerun:
             self._error = error
         finally:
             self.child_done.set()
+        if self._side is not None:
+            self._diff_reference(self._side)
+
+    def _diff_reference(self, side: ReferenceSide) -> None:
+        """The rerun's diff, made once it ended with results: the session may still be
+        running, and the evaluator has nothing else to do until it ends. When the diff
+        fails (or is cancelled), :meth:`_compare` makes it again and reports the failure as
+        it always did."""
+        if side.run.failure(self.timeout) is not None:
+            return
+        assert self._store_dir is not None
+        store = DiffStore(self._store_dir / "rows.db")
+        sink = _cancellable(store.sink(REFERENCE), self._cancel)
+        try:
+            engine = sqlite_engine(self.settings)
+            diff = engine_diff(
+                engine, side.initial, side.final, self.settings.db_patterns, FILE_MAX_ROWS, sink
+            )
+        except Exception:  # made again by _compare, which says why it fails
+            store.close()
+            (self._store_dir / "rows.db").unlink(missing_ok=True)
+            return
+        self._store, self._reference_diff = store, diff
 
     def _run(self, workdir: Path, copy: Path) -> ReferenceSide:
         assert self.settings.reference is not None
@@ -326,8 +355,10 @@ class ReferenceRerun:
         usable = baseline.final if isinstance(baseline, Baseline) else None
         engine = sqlite_engine(self.settings)
         solution_final = final_state(engine, str(self.settings.root))
-        self._store_dir = self.children.folder("diffs")
-        self._store = DiffStore(self._store_dir / "rows.db", baseline=usable is not None)
+        assert self._store_dir is not None
+        if self._store is None:
+            self._store = DiffStore(self._store_dir / "rows.db")
+        self._store.baseline = usable is not None
         split = split_runs(
             engine,
             side.initial,
@@ -337,6 +368,7 @@ class ReferenceRerun:
             self._store,
             baseline_final=usable,
             servers=self._server_runs(side, baseline if isinstance(baseline, Baseline) else None),
+            reference_diff=self._reference_diff,
         )
         missing = _missing_from(side.run.tally, session)
         parts = split.parts(FILE_MAX_ROWS)
@@ -446,6 +478,21 @@ def turns_for(children: ChildRunner) -> Turns | None:
     return None if children.users is not None else Turns()
 
 
+class _Cancelled(Exception):
+    """The evaluation stopped while a diff was being made."""
+
+
+def _cancellable(sink: RowSink, cancel: threading.Event) -> RowSink:
+    """``sink``, which stops the diff feeding it once ``cancel`` is set."""
+
+    def receive(relpath: str, table: str, kind: str, row: RowJSON, times: int) -> None:
+        if cancel.is_set():
+            raise _Cancelled
+        sink(relpath, table, kind, row, times)
+
+    return receive
+
+
 def wait_until(event: threading.Event, cancel: threading.Event) -> None:
     """Wait for ``event``, or until ``cancel`` is set."""
     while not event.wait(0.2) and not cancel.is_set():
@@ -461,6 +508,7 @@ def split_runs(
     store: DiffStore,
     baseline_final: S | None = None,
     servers: Sequence[ServerRuns[Any]] = (),
+    reference_diff: DiffJSON | None = None,
 ) -> SplitDiffs:
     """Diff the runs from the initial state, every row into ``store``, and split them.
 
@@ -469,15 +517,19 @@ def split_runs(
     :param engine: the engine whose snapshots the states are.
 
     :param baseline_final: the baseline's final databases, when its diff joins the split
-        (``store`` was made with ``baseline=True``).
+        (``store``'s ``baseline`` is true).
     :param servers: the server engines' states, whose entries join each diff (a server
         database the baseline did not clone is unchanged in its diff).
+    :param reference_diff: the reference run's diff, already made into ``store`` (the first
+        diff there, as the runs' order is).
     """
     runs = [(reference_final, REFERENCE), (solution_final, SOLUTION)]
     if baseline_final is not None:
         runs.append((baseline_final, BASELINE))
     diffs = [
-        engine_diff(engine, initial, final, db_patterns, FILE_MAX_ROWS, store.sink(side))
+        reference_diff
+        if side == REFERENCE and reference_diff is not None
+        else engine_diff(engine, initial, final, db_patterns, FILE_MAX_ROWS, store.sink(side))
         for final, side in runs
     ]
     for server in servers:
