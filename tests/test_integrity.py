@@ -284,7 +284,7 @@ def test_pytest_exit_counts_the_tests_it_kept_from_running_and_fails_the_gate(
     pytester: pytest.Pytester,
 ) -> None:
     hostile_repository(pytester, "pytest.exit")
-    report_root = pytester.path.parent / "scores"
+    report_root = pytester.path.parent / f"{pytester.path.name}-scores"
     result = pytester.runpytest_subprocess(f"--score-report={report_root}", "--score-fail-under=50")
     assert result.ret == 1  # pytest.exit(returncode=0) asked for 0
     report = scores_json(report_root)

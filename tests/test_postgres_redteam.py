@@ -510,6 +510,26 @@ def test_a_named_database_swapped_for_a_copy_of_its_start_is_seen(postgres: Clus
     assert diff["comparisons"]["app"]["info"]["path_after"] == f"{database}_changed"
 
 
+def test_a_named_database_dropped_for_a_changed_copy_is_seen(postgres: Cluster) -> None:
+    app_url = postgres.application(ACCOUNTS)
+    query(postgres.admin_url, f"ALTER ROLE {role_of(app_url)} CREATEDB")
+    database = admin.database_of(app_url)
+    elsewhere = psycopg.conninfo.make_conninfo(app_url, dbname="postgres")
+    engine = EndingEngine(postgres.admin_url, {"app": app_url})
+    before = snapshot_now(engine, Path("."), "session start")
+    try:
+        query(elsewhere, f"CREATE DATABASE {database}_copy TEMPLATE {database}")
+        query(psycopg.conninfo.make_conninfo(app_url, dbname=f"{database}_copy"), PASSWORD_CHANGE)
+        query(elsewhere, f"DROP DATABASE {database}")
+        query(elsewhere, f"ALTER DATABASE {database}_copy RENAME TO {database}")
+        diff = engine_diff(engine, before, final_state(engine, "session finish", before), [])
+    finally:
+        engine.release(before)
+
+    assert selector_matches(parse_selector(PASSWORD_SELECTOR), diff)
+    assert diff["comparisons"]["app"]["info"]["path_after"] == database
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="only the backends on the named database are ended: one the session leaves on "

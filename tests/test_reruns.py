@@ -140,7 +140,7 @@ def test_bad_retries_and_flaky_values_are_bad_input(
 @pytest.mark.slow
 def test_in_process_score_retries_reruns_in_fresh_copies(pytester: pytest.Pytester) -> None:
     flaky_suite(pytester.path)
-    report_root = pytester.path.parent / "scores"
+    report_root = pytester.path.parent / f"{pytester.path.name}-scores"
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",

@@ -204,7 +204,8 @@ class PostgresEngine:
     def current_names(self, names: Sequence[str]) -> dict[str, str]:
         """Each database's name on the server now, by the diff's name; one dropped meanwhile
         is absent. A database is followed by the oid its start snapshot copied: renamed away
-        (and perhaps a copy of its start renamed in), it is still the one read."""
+        (and perhaps a copy of its start renamed in), it is still the one read. Once that
+        database is gone, the one of its name is (dropped and made again, or restored)."""
         with admin.connect(self.admin_url) as connection:
             catalog = dict(connection.execute("SELECT oid, datname FROM pg_database").fetchall())
         present = set(catalog.values())
@@ -213,9 +214,9 @@ class PostgresEngine:
             if name not in self.databases:
                 continue
             followed = self._followed.get(name)
-            if followed is not None and followed in catalog:
+            if followed in catalog:
                 found[name] = catalog[followed]
-            elif followed is None and self._database(name) in present:
+            elif self._database(name) in present:
                 found[name] = self._database(name)
         return found
 
