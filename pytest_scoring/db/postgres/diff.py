@@ -45,7 +45,6 @@ from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
 from pytest_scoring.db.postgres.differing import MostlyDifferent
-from pytest_scoring.db.postgres.differing import by_key
 from pytest_scoring.db.postgres.differing import compare_streams
 from pytest_scoring.db.postgres.differing import fast
 from pytest_scoring.db.postgres.differing import fetches
@@ -184,7 +183,7 @@ def _copy_differing(
         try:
             sides = compare_streams(
                 _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids,
-                new_ctids, not by_key(table), None if budget is None else budget.check,
+                new_ctids, table, None if budget is None else budget.check,
             )  # fmt: skip
         except MostlyDifferent:
             return False
@@ -198,7 +197,7 @@ def _copy_differing(
     return True
 
 
-def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[Any]:
+def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[bytes]:
     with _named(reading.side):
         yield from stream(reading.connection, reading.tables[name], seed)
 
