@@ -30,6 +30,7 @@ import psycopg
 from psycopg import sql
 
 from pytest_scoring.db.postgres.catalog import PgTable
+from pytest_scoring.db.postgres.copy_out import copy_out
 
 #: Key kinds whose diff values tell apart every two keys the server tells apart.
 _EXACT_KEYS: Final = frozenset({"integer", "text", "bytea", "boolean"})
@@ -317,15 +318,14 @@ def _match(a: _Stream, b: _Stream, bound: int | None) -> None:
 
 
 def stream(connection: psycopg.Connection[Any], table: PgTable, seed: int) -> Generator[bytes]:
-    """One side's COPY output of ``table``, in pieces of :data:`_PIECE_ROWS` blocks (lines).
+    """One side's COPY output of ``table``, in pieces of :data:`_PIECE_ROWS` blocks (lines),
+    read by libpq's own calls (:mod:`~pytest_scoring.db.postgres.copy_out`).
 
     Inside a savepoint: a stream left early (its COPY cancelled) leaves the side's
     transaction, and its snapshot, usable.
     """
-    with (
-        connection.transaction(),
-        connection.cursor() as cursor,
-        cursor.copy(copy_sql(table, seed)) as copy,
-    ):
-        while piece := b"".join(itertools.islice(copy, _PIECE_ROWS)):
-            yield piece
+    with connection.transaction():
+        blocks = copy_out(connection, copy_sql(table, seed).as_bytes(connection))
+        with contextlib.closing(blocks):
+            while piece := b"".join(itertools.islice(blocks, _PIECE_ROWS)):
+                yield piece
