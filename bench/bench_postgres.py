@@ -10,8 +10,10 @@ one run:
   and ``sync``: the machine's writeback of earlier steps otherwise swings one copy from 0.1 s
   to 2.5 s);
 * our diff of the two snapshots (``diff_databases``, ``max_rows=1000``) against reading both
-  tables once in full (``COPY … TO STDOUT`` of both, thrown away), median of ``--repeat``
-  interleaved pairs, each side first in turn;
+  tables once in full (``COPY … TO STDOUT`` of both, thrown away), read two ways: by
+  psycopg's ``Copy`` in this process, and by ``psql`` into ``/dev/null`` (libpq's C client:
+  the cheaper read, the stricter yardstick); median of ``--repeat`` interleaved rounds, each
+  of the three first in turn;
 * the peak RSS of a child process that imports ``pytest_scoring`` and runs only our diff
   (read with ``os.wait4``; the diff is timed inside it), per share of changed rows: flat
   means it does not grow with that share.
@@ -22,18 +24,21 @@ one run:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from postgres_cluster import ADMIN
 from postgres_cluster import Cluster
 from postgres_cluster import running_cluster
 
@@ -108,6 +113,28 @@ def _read_both(cluster: Cluster, first: str, second: str) -> None:
                 pass
 
 
+@contextlib.contextmanager
+def _open_to_psql(cluster: Cluster, *databases: str) -> Iterator[None]:
+    """Snapshots that let connections in meanwhile (outside the timing): ``psql`` cannot
+    use :func:`admin.opened`."""
+    with psycopg.connect(cluster.admin_url, autocommit=True) as db:
+        for allowed in (True, False):
+            for database in databases:
+                db.execute(f"ALTER DATABASE {database} ALLOW_CONNECTIONS {allowed}")  # type: ignore[arg-type]
+            if allowed:
+                yield
+
+
+def _psql_both(cluster: Cluster, first: str, second: str) -> None:
+    for database in (first, second):
+        subprocess.run(
+            [str(cluster.bindir / "psql"), "-X", "-q",
+             cluster.url(ADMIN, cluster.password, database), "-c", "COPY public.items TO STDOUT"],
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )  # fmt: skip
+
+
 def _diff_in_child(cluster: Cluster, first: str, second: str) -> tuple[float, float, str]:
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, cluster.admin_url, first, second],
@@ -120,6 +147,11 @@ def _diff_in_child(cluster: Cluster, first: str, second: str) -> tuple[float, fl
         raise SystemExit(f"the diff failed: {status}")
     seconds, counts = out.strip().splitlines()
     return float(seconds), usage.ru_maxrss / 1024, counts
+
+
+def _rotated(steps: tuple[str, ...], turn: int) -> tuple[str, ...]:
+    first = turn % len(steps)
+    return steps[first:] + steps[:first]
 
 
 def main() -> None:
@@ -147,21 +179,27 @@ def main() -> None:
             _change(app, options.rows, share)
             after = admin.snapshot(cluster.admin_url, database)
             _settle(cluster)
-            reads, diffs, peak = [], [], 0.0
-            for pair in range(options.repeat):
-                if pair % 2:
-                    reads.append(_timed(_read_both, cluster, before.name, after.name))
-                diff_s, rss, counts = _diff_in_child(cluster, before.name, after.name)
-                diffs.append(diff_s)
-                peak = max(peak, rss)
-                if not pair % 2:
-                    reads.append(_timed(_read_both, cluster, before.name, after.name))
+            reads, psqls, diffs, peak = [], [], [], 0.0
+            for turn in range(options.repeat):  # interleaved, each first in turn
+                for step in _rotated(("copy", "psql", "diff"), turn):
+                    if step == "copy":
+                        reads.append(_timed(_read_both, cluster, before.name, after.name))
+                    elif step == "psql":
+                        with _open_to_psql(cluster, before.name, after.name):
+                            psqls.append(_timed(_psql_both, cluster, before.name, after.name))
+                    else:
+                        diff_s, rss, counts = _diff_in_child(cluster, before.name, after.name)
+                        diffs.append(diff_s)
+                        peak = max(peak, rss)
             plain_s, ours_s = statistics.median(plain), statistics.median(ours)
-            read_s, diff_s = statistics.median(reads), statistics.median(diffs)
+            read_s, psql_s = statistics.median(reads), statistics.median(psqls)
+            diff_s = statistics.median(diffs)
             print(
                 f"share {share:.0%}: snapshot {ours_s:.2f} s vs plain copy {plain_s:.2f} s "
-                f"({ours_s / plain_s:.2f}x); diff {diff_s:.2f} s vs COPY both {read_s:.2f} s "
-                f"({diff_s / read_s:.2f}x); diff peak RSS {peak:.1f} MB; {counts}"
+                f"({ours_s / plain_s:.2f}x); diff {diff_s:.2f} s vs COPY both by psycopg "
+                f"{read_s:.2f} s ({diff_s / read_s:.2f}x), by psql {psql_s:.2f} s "
+                f"({diff_s / psql_s:.2f}x); diff peak RSS {peak:.1f} MB; {counts}; "
+                f"load average {os.getloadavg()[0]:.1f}"
             )
             admin.sweep(cluster.admin_url)
 
