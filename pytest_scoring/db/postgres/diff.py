@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -109,7 +110,9 @@ def _reading(
         found, last = tables(connection), sequences(connection)
         if only is not None:
             found = {name: table for name, table in found.items() if name == only}
-        with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
+        # Used by one thread at a time, not always this one (:func:`_copy_differing`).
+        copy = sqlite3.connect(dest, isolation_level=None, check_same_thread=False)
+        with contextlib.closing(copy):
             copy.execute("PRAGMA journal_mode = OFF")
             copy.execute("PRAGMA synchronous = OFF")
             yield _Reading(side, connection, found, last, copy, dest)
@@ -187,14 +190,23 @@ def _copy_differing(
             )  # fmt: skip
         except MostlyDifferent:
             return False
-        for reading, side in ((old, sides[0]), (new, sides[1])):
-            counts[reading.side][name] = side.rows
-            side.ctids.seek(0)
-            with _named(reading.side):
-                _copy_table(
-                    reading.connection, reading.copy, reading.tables[name], budget, side.ctids
-                )
+        # Both sides' servers look their rows up at once (each on its own connection).
+        with ThreadPoolExecutor(2) as pool:
+            fetched = [
+                pool.submit(_copy_rows, reading, name, side.ctids, budget)
+                for reading, side in ((old, sides[0]), (new, sides[1]))
+            ]
+            for reading, side, future in zip((old, new), sides, fetched, strict=True):
+                future.result()
+                counts[reading.side][name] = side.rows
     return True
+
+
+def _copy_rows(reading: _Reading, name: str, handles: IO[str], budget: TimeBudget | None) -> None:
+    """The rows of one side's table that ``handles`` name into its copy."""
+    handles.seek(0)
+    with _named(reading.side):
+        _copy_table(reading.connection, reading.copy, reading.tables[name], budget, handles)
 
 
 def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[bytes]:
