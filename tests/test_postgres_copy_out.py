@@ -19,7 +19,7 @@ SETUP = "CREATE TABLE t (v text, id int PRIMARY KEY); " \
 
 
 def test_a_stream_left_early_is_cancelled_and_its_transaction_goes_on(postgres: Cluster) -> None:
-    with psycopg.connect(postgres.application(SETUP)) as connection:
+    with psycopg.connect(postgres.application(SETUP)) as connection, connection.transaction():
         table = tables(connection)["t"]
         pieces = stream(connection, table, new_seed())
         assert next(pieces).startswith(b"v200000\t1\nv199999\t2\n")  # in key order
@@ -35,10 +35,12 @@ def test_an_error_midway_is_the_servers_and_the_connection_stays_usable(
     query = b"COPY (SELECT 1 / (n - 150000) FROM generate_series(1, 200000) n) TO STDOUT"
     blocks = []
     with psycopg.connect(postgres.application()) as connection:
-        with pytest.raises(psycopg.errors.DivisionByZero, match="^division by zero$"):
-            with connection.transaction():
-                for block in copy_out(connection, query):
-                    blocks.append(bytes(block))
+        with (
+            pytest.raises(psycopg.errors.DivisionByZero, match=r"^division by zero$"),
+            connection.transaction(),
+        ):
+            for block in copy_out(connection, query):
+                blocks.append(bytes(block))
 
         assert connection.execute("SELECT 1").fetchone() == (1,)
     assert blocks[:2] == [b"0\n", b"0\n"]  # the error came midway

@@ -72,7 +72,7 @@ def by_key(table: PgTable) -> bool:
 
 def copy_sql(table: PgTable, seed: int) -> sql.Composed:
     """The lines one side is compared by, a line per row, in the order of an integer sort key
-    (the field :func:`sort_field` says).
+    (the field :func:`_sort_field` says).
 
     A :func:`by_key` table: its columns, ordered by its key. Else ``sort key, its columns,
     ctid``, where the sort key is a 64-bit hash of the key's text. Only built-in functions
@@ -93,7 +93,7 @@ def copy_sql(table: PgTable, seed: int) -> sql.Composed:
     )
 
 
-def sort_field(table: PgTable) -> int:
+def _sort_field(table: PgTable) -> int:
     """Which field of a :func:`copy_sql` line is its sort key: the key's, or the hash's."""
     return table.column_names().index(table.primary_key[0]) if by_key(table) else 0
 
@@ -220,7 +220,7 @@ class _Stream:
     ):
         self._runs: Generator[list[bytes]] = _ahead(_runs(copy))
         self._check = check
-        self._field = sort_field(table)
+        self._field = _sort_field(table)
         #: Lines end with a ctid, the handle of their row (else the sort key, its key, is).
         self._with_ctid = not by_key(table)
         self.lines: list[bytes] = []
