@@ -215,6 +215,52 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     admin.drop(postgres.admin_url, snap.name)
 
 
+def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_diff_as_the_twin(
+    postgres: Cluster, tmp_path: Path
+) -> None:
+    """A table keyed by one integer column streams in key order, whatever order its rows lie
+    in: 50,000 rows inserted in descending key order (the key not the first column), rows
+    moved by updates, every value holding a tab, a newline and a backslash (so lines and
+    COPY escapes run across pieces and runs of lines), ``NULL`` against the text ``\\N``,
+    and a table of its key alone give the SQLite twin's diff."""
+    rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
+    seed = (
+        f"INSERT INTO items {rows}SELECT 'v' || i || '\t\n\\' || substr('xxxxxxxx', 1, i % 9),"
+        " 50001 - i, CASE WHEN i % 2 = 0 THEN '\\N' ELSE 't' || i END FROM n;"
+        f"INSERT INTO bare {rows}SELECT i FROM n WHERE i <= 5000;"
+    )
+    changes = (
+        "UPDATE items SET note = note || '\\\n' WHERE id % 997 = 3;"
+        "UPDATE items SET tag = tag WHERE id % 1009 = 5;"
+        "UPDATE items SET tag = NULL WHERE id = 11;"
+        "DELETE FROM items WHERE id % 1013 = 7;"
+        "INSERT INTO items VALUES ('new\t', 60000, NULL), ('new', 0, 'x');"
+        "DELETE FROM bare WHERE id IN (1, 4096, 4097);"
+        "INSERT INTO bare VALUES (32767), (-5);"
+    )
+    # SQLite's twin keys its rowid (its rows listed in key order, as the PostgreSQL diff's).
+    tables = "CREATE TABLE items (note {0}, id {1} PRIMARY KEY, tag {0});" \
+        "CREATE TABLE bare (id {2} PRIMARY KEY);"  # fmt: skip
+    _sqlite_twin(tmp_path / "a.db", tables.format("TEXT", "INTEGER", "INTEGER") + seed)
+    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
+    _sqlite_twin(tmp_path / "b.db", changes)
+    app = postgres.application(tables.format("text", "int", "smallint") + seed)
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, changes)
+
+    sqlite = diff_paths(tmp_path / "a.db", tmp_path / "b.db")["comparisons"]["b.db"]
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+
+    assert entry["comparisons"] == sqlite["comparisons"]
+    items = entry["comparisons"]["data"]["tables"]["items"]
+    assert items["counts"] == {"added": 2, "removed": 50, "changed": 52}
+    assert (items["before_rows"], items["after_rows"]) == (50000, 49952)
+    bare = entry["comparisons"]["data"]["tables"]["bare"]
+    assert bare["counts"] == {"added": 2, "removed": 3, "changed": 0}
+    admin.drop(postgres.admin_url, snap.name)
+
+
 def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None:
     app = postgres.application(
         "CREATE SCHEMA billing;"

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -46,7 +47,6 @@ from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
 from pytest_scoring.db.postgres.differing import MostlyDifferent
-from pytest_scoring.db.postgres.differing import by_key
 from pytest_scoring.db.postgres.differing import compare_streams
 from pytest_scoring.db.postgres.differing import fast
 from pytest_scoring.db.postgres.differing import fetches
@@ -111,7 +111,9 @@ def _reading(
         found, last = tables(connection), sequences(connection)
         if only is not None:
             found = {name: table for name, table in found.items() if name == only}
-        with contextlib.closing(sqlite3.connect(dest, isolation_level=None)) as copy:
+        # Used by one thread at a time, not always this one (:func:`_copy_differing`).
+        copy = sqlite3.connect(dest, isolation_level=None, check_same_thread=False)
+        with contextlib.closing(copy):
             copy.execute("PRAGMA journal_mode = OFF")
             copy.execute("PRAGMA synchronous = OFF")
             yield _Reading(side, connection, found, last, copy, dest)
@@ -185,21 +187,30 @@ def _copy_differing(
         try:
             sides = compare_streams(
                 _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids,
-                new_ctids, not by_key(table), None if budget is None else budget.check,
+                new_ctids, table, None if budget is None else budget.check,
             )  # fmt: skip
         except MostlyDifferent:
             return False
-        for reading, side in ((old, sides[0]), (new, sides[1])):
-            counts[reading.side][name] = side.rows
-            side.ctids.seek(0)
-            with _named(reading.side):
-                _copy_table(
-                    reading.connection, reading.copy, reading.tables[name], budget, side.ctids
-                )
+        # Both sides' servers look their rows up at once (each on its own connection).
+        with ThreadPoolExecutor(2) as pool:
+            fetched = [
+                pool.submit(_copy_rows, reading, name, side.ctids, budget)
+                for reading, side in ((old, sides[0]), (new, sides[1]))
+            ]
+            for reading, side, future in zip((old, new), sides, fetched, strict=True):
+                future.result()
+                counts[reading.side][name] = side.rows
     return True
 
 
-def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[Any]:
+def _copy_rows(reading: _Reading, name: str, handles: IO[str], budget: TimeBudget | None) -> None:
+    """The rows of one side's table that ``handles`` name into its copy."""
+    handles.seek(0)
+    with _named(reading.side):
+        _copy_table(reading.connection, reading.copy, reading.tables[name], budget, handles)
+
+
+def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[bytes]:
     with _named(reading.side):
         yield from stream(reading.connection, reading.tables[name], seed)
 
