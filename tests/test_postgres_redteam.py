@@ -10,6 +10,7 @@ PostgreSQL database does not hold"); the tests marked ``xfail`` show it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from runs import run_cli
 
 from pytest_scoring.db.diff_types import DiffJSON
 from pytest_scoring.db.ending_engine import EndingEngine
+from pytest_scoring.db.engine import CreatedJSON
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.session import engine_diff
 from pytest_scoring.db.session import final_state
@@ -489,45 +491,60 @@ def test_a_role_password_changed_by_the_session_is_seen(postgres: Cluster) -> No
     assert diff["comparisons"]["app"]["comparisons"]["data"]["has_changes"]
 
 
-def test_a_named_database_swapped_for_a_copy_of_its_start_is_seen(postgres: Cluster) -> None:
+def _renamed_session(
+    postgres: Cluster, steps: Callable[[str, str, str], None]
+) -> tuple[str, dict[str, Any], list[CreatedJSON]]:
+    """A session whose application role (with CREATEDB) runs ``steps(database, app_url,
+    another database's URL)``, watched from the start snapshot: its database's name, the diff
+    and the databases the watch saw created."""
     app_url = postgres.application(ACCOUNTS)
     query(postgres.admin_url, f"ALTER ROLE {role_of(app_url)} CREATEDB")
     database = admin.database_of(app_url)
-    elsewhere = psycopg.conninfo.make_conninfo(app_url, dbname="postgres")
     engine = EndingEngine(postgres.admin_url, {"app": app_url})
     before = snapshot_now(engine, Path("."), "session start")
+    watch = engine.watch()
     try:
+        steps(database, app_url, psycopg.conninfo.make_conninfo(app_url, dbname="postgres"))
+        after = final_state(engine, "session finish", before)
+        created = engine.read_created(after, watch, [])
+        diff = engine_diff(engine, before, after, [])
+    finally:
+        watch.stop()
+        engine.release(before)
+        query(postgres.admin_url, f"DROP DATABASE IF EXISTS {database}_changed")
+    return database, diff, created
+
+
+def test_a_named_database_swapped_for_a_copy_of_its_start_is_seen(postgres: Cluster) -> None:
+    def swap(database: str, app_url: str, elsewhere: str) -> None:
         query(elsewhere, f"CREATE DATABASE {database}_start TEMPLATE {database}")
         query(app_url, PASSWORD_CHANGE)
         query(elsewhere, f"ALTER DATABASE {database} RENAME TO {database}_changed")
         query(elsewhere, f"ALTER DATABASE {database}_start RENAME TO {database}")
-        diff = engine_diff(engine, before, final_state(engine, "session finish", before), [])
-    finally:
-        engine.release(before)
-        query(postgres.admin_url, f"DROP DATABASE IF EXISTS {database}_changed")
+
+    database, diff, created = _renamed_session(postgres, swap)
 
     assert selector_matches(parse_selector(PASSWORD_SELECTOR), diff)
     assert diff["comparisons"]["app"]["info"]["path_after"] == f"{database}_changed"
+    # The copy renamed in is a database the session made, diffed against nothing.
+    assert [(entry["name"], entry["present_at_finish"]) for entry in created] == [(database, True)]
+    assert diff["comparisons"][database]["info"]["exists_before"] is False
 
 
 def test_a_named_database_dropped_for_a_changed_copy_is_seen(postgres: Cluster) -> None:
-    app_url = postgres.application(ACCOUNTS)
-    query(postgres.admin_url, f"ALTER ROLE {role_of(app_url)} CREATEDB")
-    database = admin.database_of(app_url)
-    elsewhere = psycopg.conninfo.make_conninfo(app_url, dbname="postgres")
-    engine = EndingEngine(postgres.admin_url, {"app": app_url})
-    before = snapshot_now(engine, Path("."), "session start")
-    try:
+    def replace(database: str, app_url: str, elsewhere: str) -> None:
         query(elsewhere, f"CREATE DATABASE {database}_copy TEMPLATE {database}")
         query(psycopg.conninfo.make_conninfo(app_url, dbname=f"{database}_copy"), PASSWORD_CHANGE)
         query(elsewhere, f"DROP DATABASE {database}")
         query(elsewhere, f"ALTER DATABASE {database}_copy RENAME TO {database}")
-        diff = engine_diff(engine, before, final_state(engine, "session finish", before), [])
-    finally:
-        engine.release(before)
+
+    database, diff, created = _renamed_session(postgres, replace)
 
     assert selector_matches(parse_selector(PASSWORD_SELECTOR), diff)
     assert diff["comparisons"]["app"]["info"]["path_after"] == database
+    # The copy now stands for the named database: read under its key, not a second time.
+    assert [entry.get("key") for entry in created] == ["app"]
+    assert set(diff["comparisons"]) == {"app"}
 
 
 @pytest.mark.xfail(

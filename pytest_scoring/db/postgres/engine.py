@@ -135,7 +135,9 @@ class PostgresEngine:
         place (after its backends are ended, under ``run``), under its name, or its name with
         `` (created)`` added until no database of this session has that key."""
         assert isinstance(watch, CreatedWatch)
-        named = {self._database(name): name for name in self.databases}
+        # A named database made again under its name is read under its key already; a copy
+        # renamed in beside the one followed by its oid is a database of its own.
+        named = {database: key for key, database in state.states.items() if key in self.databases}
         taken = {*reserved, *self.databases}
         listed: list[CreatedJSON] = []
         for created in watch.finish():
@@ -145,7 +147,7 @@ class PostgresEngine:
             listed.append(entry)
             if not created.present:
                 continue
-            key = named.get(created.name)  # the named database, dropped and made again
+            key = named.get(created.name)
             if key is None:
                 key = created.name
                 while key in taken:
