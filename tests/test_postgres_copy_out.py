@@ -33,14 +33,14 @@ def test_an_error_midway_is_the_servers_and_the_connection_stays_usable(
     postgres: Cluster,
 ) -> None:
     query = b"COPY (SELECT 1 / (n - 150000) FROM generate_series(1, 200000) n) TO STDOUT"
-    blocks = []
+    chunks = []
     with psycopg.connect(postgres.application()) as connection:
         with (
             pytest.raises(psycopg.errors.DivisionByZero, match=r"^division by zero$"),
             connection.transaction(),
         ):
-            for block in copy_out(connection, query):
-                blocks.append(bytes(block))
+            for chunk in copy_out(connection, query):
+                chunks.append(chunk)
 
         assert connection.execute("SELECT 1").fetchone() == (1,)
-    assert blocks[:2] == [b"0\n", b"0\n"]  # the error came midway
+    assert chunks[0].startswith(b"0\n0\n")  # the error came midway

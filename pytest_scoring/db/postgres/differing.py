@@ -3,10 +3,11 @@
 Both sides stream a line per row of the server's text (``COPY … TO STDOUT``) in one order
 they share, each read ahead by a thread of its own: for a key of one integer column, in key
 order (a scan of its index: no sort, no aggregate on the server); else ordered by a hash of
-the key under a seed of this diff, each line ending with the row's ``ctid``. Runs of lines up
-to a common sort key are compared as sets of whole lines, in C: equal lines are dropped; only
-the keys (or ctids) of the rest are kept, in a file, and only those rows are then read as
-diff values. Memory stays flat: a few runs of lines at a time, however many rows differ.
+the key under a seed of this diff, each line ending with the row's ``ctid``. The lines both
+sides have in common are skipped a stretch at a time, compared as bytes in C; only where
+they differ does Python look at single lines. The keys (or ctids) of the lines with no equal
+line on the other side are kept, in a file, and only those rows are then read as diff
+values. Memory stays flat: a chunk of lines a side at a time, however many rows differ.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import itertools
 import queue
 import secrets
 import threading
-from bisect import bisect_left
 from collections.abc import Callable
 from collections.abc import Generator
 from collections.abc import Iterator
@@ -34,12 +34,6 @@ from pytest_scoring.db.postgres.copy_out import copy_out
 
 #: Key kinds whose diff values tell apart every two keys the server tells apart.
 _EXACT_KEYS: Final = frozenset({"integer", "text", "bytea", "boolean"})
-#: COPY blocks (lines) joined at once, in C: Python then works per piece, not per line.
-_PIECE_ROWS: Final = 64
-#: Pieces read from one side before they are compared.
-_RUN_PIECES: Final = 64
-#: Bytes of COPY blocks after which a run ends sooner (rows holding large values).
-_RUN_BYTES: Final = 8 << 20
 
 
 def fast(old: PgTable, new: PgTable) -> bool:
@@ -139,37 +133,13 @@ def new_seed() -> int:
     return secrets.randbits(63)
 
 
-def _runs(copy: Generator[Any]) -> Generator[list[bytes]]:
-    """A COPY stream's lines (:func:`stream`'s pieces), in runs of at most
-    :data:`_RUN_PIECES` pieces or about :data:`_RUN_BYTES` (PostgreSQL sends a line a block;
-    a line split across blocks is joined all the same)."""
-    tail = b""
-    with contextlib.closing(copy):  # its COPY ended, even when the runs are left early
-        while pieces := _pieces(copy):
-            lines = b"".join([tail, *pieces]).split(b"\n")
-            tail = lines.pop()
-            yield lines
-    if tail:
-        yield [tail]
-
-
-def _pieces(copy: Iterator[bytes]) -> list[bytes]:
-    pieces, size = [], 0
-    for piece in copy:
-        pieces.append(piece)
-        size += len(piece)
-        if len(pieces) == _RUN_PIECES or size >= _RUN_BYTES:
-            break
-    return pieces
-
-
-def _ahead(runs: Generator[list[bytes]]) -> Generator[list[bytes]]:
-    """``runs`` read by a thread of their own, one run ahead: both sides' servers work at
-    once while this process compares. Closing this generator stops the thread."""
-    ready: queue.Queue[list[bytes] | BaseException | None] = queue.Queue(maxsize=1)
+def _ahead(chunks: Generator[bytes]) -> Generator[bytes]:
+    """``chunks`` read by a thread of their own, one chunk ahead: both sides' servers work
+    at once while this process compares. Closing this generator stops the thread."""
+    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=1)
     stop = threading.Event()
 
-    def hand(item: list[bytes] | BaseException | None) -> bool:
+    def hand(item: bytes | BaseException | None) -> bool:
         """Put ``item`` in the queue, unless the reader stops meanwhile."""
         while not stop.is_set():
             with contextlib.suppress(queue.Full):
@@ -179,9 +149,9 @@ def _ahead(runs: Generator[list[bytes]]) -> Generator[list[bytes]]:
 
     def read() -> None:
         try:
-            with contextlib.closing(runs):
-                for run in runs:
-                    if not hand(run):
+            with contextlib.closing(chunks):
+                for chunk in chunks:
+                    if not hand(chunk):
                         return
             hand(None)
         except BaseException as error:  # handed to the reader
@@ -208,68 +178,105 @@ class Side(NamedTuple):
 
 
 @final
-class _Stream:
-    """One side's lines, taken from the front up to a sort key."""
+class _Lines:
+    """One side's lines, read from the front of a chunk of whole lines."""
 
     def __init__(
         self,
-        copy: Generator[Any],
+        copy: Generator[bytes],
         handles: IO[str],
         table: PgTable,
         check: Callable[[], None] | None,
     ):
-        self._runs: Generator[list[bytes]] = _ahead(_runs(copy))
+        self._chunks: Generator[bytes] = _ahead(copy)
         self._check = check
         self._field = _sort_field(table)
-        #: Lines end with a ctid, the handle of their row (else the sort key, its key, is).
-        self._with_ctid = not by_key(table)
-        self.lines: list[bytes] = []
-        self.done = False
+        #: The sort key is the table's key (else a hash of it, and lines end with a ctid,
+        #: the handle of their row).
+        self._by_key = by_key(table)
+        self.buffer, self.start = b"", 0
         #: Lines read, and lines with no equal line on the other side.
         self.rows = self.differing = 0
         self.handles = handles
-        self.more()
 
-    def more(self) -> None:
-        """Append the next run (``done`` once there is none)."""
-        if self._check is not None:
-            self._check()
-        run = next(self._runs, None)
-        if run is None:
-            self.done = True
-        else:
-            self.rows += len(run)
-            self.lines += run  # a stream not done always has a line
+    def ready(self) -> bool:
+        """Whether a line is at the front (the next chunk read in when none is)."""
+        while self.start == len(self.buffer):
+            if self._check is not None:
+                self._check()
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return False
+            self.rows += chunk.count(b"\n")
+            self.buffer, self.start = chunk, 0
+        return True
 
-    def sort_key(self, line: bytes) -> int:
-        return int(line.split(b"\t", self._field + 1)[self._field])
+    def front(self) -> tuple[int, int]:
+        """The sort key of the line at the front (:meth:`ready` first), and where it ends."""
+        end = self.buffer.index(b"\n", self.start)
+        field = self.buffer[self.start : end].split(b"\t", self._field + 1)[self._field]
+        return int(field), end
 
-    def last(self) -> int:
-        return self.sort_key(self.lines[-1])
+    def take(self, key: int) -> dict[bytes, bytes]:
+        """The lines at the front whose sort key is ``key``, taken off the front: each
+        line's content (without its ctid) to the line."""
+        taken = {}
+        while self.ready() and (front := self.front())[0] == key:
+            line = self.buffer[self.start : front[1]]
+            self.start = front[1] + 1
+            taken[line if self._by_key else line[: line.rindex(b"\t")]] = line
+        return taken
+
+    def differ(self, line: bytes) -> None:
+        """Write the handle of ``line`` (its key or its ctid), one a line."""
+        self.differing += 1
+        cut = line.rindex(b"\t") + 1 if not self._by_key else None
+        handle = line[cut:] if cut is not None else line.split(b"\t", self._field + 1)[self._field]
+        self.handles.write(handle.decode() + "\n")
+
+    def differ_front(self, end: int) -> None:
+        """The line at the front, which ends at ``end``, has no equal line on the other side."""
+        self.differ(self.buffer[self.start : end])
+        self.start = end + 1
 
     def close(self) -> None:
-        self._runs.close()
+        self._chunks.close()
 
-    def take(self, below: int | None) -> dict[bytes, bytes]:
-        """The lines whose sort key is below ``below`` (``None``: all), by content (a line
-        without its ctid)."""
-        end = len(self.lines)
-        if below is not None:
-            end = bisect_left(self.lines, below, key=self.sort_key)
-        taken, self.lines = self.lines[:end], self.lines[end:]
-        if not self._with_ctid:
-            return dict.fromkeys(taken, b"")
-        return {line[: line.rindex(b"\t")]: line for line in taken}
 
-    def keep(self, lines: dict[bytes, bytes], unmatched: Any) -> None:
-        """Write the handles (key or ctid) of ``lines``' entries in ``unmatched``, one a
-        line."""
-        self.differing += len(unmatched)
-        if self._with_ctid:
-            handles = (lines[content][lines[content].rindex(b"\t") + 1 :] for content in unmatched)
-        else:  # in ascending order, as :func:`fetches` reads them
-            handles = (b"%d" % key for key in sorted(self.sort_key(line) for line in unmatched))
-        self.handles.writelines(handle.decode() + "\n" for handle in handles)
+def _skip_common(a: _Lines, b: _Lines) -> bool:
+    """Move both fronts past the whole lines they have in common, compared in C.
+
+    :returns: whether both fronts are lines then, and differ (else a side's chunk ran out).
+    """
+    common = common_length(a.buffer, a.start, b.buffer, b.start)
+    cut = a.buffer.rfind(b"\n", a.start, a.start + common) + 1
+    if cut:
+        b.start += cut - a.start
+        a.start = cut
+    return a.start < len(a.buffer) and b.start < len(b.buffer)
+
+
+#: Bytes compared at first, and the width a differing span is narrowed to.
+_SPAN: Final = 256
+
+
+def common_length(x: bytes, i: int, y: bytes, j: int) -> int:
+    """The length of the common prefix of ``x[i:]`` and ``y[j:]``: spans of doubling width
+    compared while they are equal, the first unequal one halved down to :data:`_SPAN`
+    bytes, whose first differing byte the highest bit of their XOR gives."""
+    length = min(len(x) - i, len(y) - j)
+    done, width = 0, _SPAN
+    while done < length:
+        width = min(width, length - done)
+        left, right = x[i + done : i + done + width], y[j + done : j + done + width]
+        if left == right:
+            done, width = done + width, width * 2
+        elif width > _SPAN:
+            width //= 2
+        else:
+            differ = int.from_bytes(left) ^ int.from_bytes(right)
+            return done + width - (differ.bit_length() + 7) // 8
+    return length
 
 
 class MostlyDifferent(Exception):
@@ -278,8 +285,8 @@ class MostlyDifferent(Exception):
 
 
 def compare_streams(
-    old: Generator[Any],
-    new: Generator[Any],
+    old: Generator[bytes],
+    new: Generator[bytes],
     old_ctids: IO[str],
     new_ctids: IO[str],
     table: PgTable,
@@ -288,44 +295,57 @@ def compare_streams(
     """Stream both sides' COPY output (:func:`copy_sql`), writing the handles (keys or
     ctids) of the rows that have no equal row on the other side, one a line.
 
-    :param check: called before each run of lines is read (a time budget's check).
+    Both sides run in one order: lines they have in common are skipped in C, a stretch at a
+    time. Of the first lines that differ, the one with the smaller sort key has no equal
+    line on the other side; lines of one sort key pair by content (a hash's collisions).
+
+    :param check: called before each chunk of lines is read (a time budget's check).
     :raises MostlyDifferent: early, when most lines differ.
     """
     a, b = (
-        _Stream(side, ctids, table, check) for side, ctids in ((old, old_ctids), (new, new_ctids))
+        _Lines(side, ctids, table, check) for side, ctids in ((old, old_ctids), (new, new_ctids))
     )
+    unique = by_key(table)
     try:
-        while not (a.done and b.done):
-            # Lines below the smallest last sort key of a side still streaming are all there.
-            bound = min(stream.last() for stream in (a, b) if not stream.done)
-            _match(a, b, bound)
-            for stream in (a, b):
-                if not stream.done and stream.last() == bound:
-                    stream.more()
-                if stream.rows >= _SETTLED and stream.differing * 4 > stream.rows:
+        while a.ready() and b.ready():
+            if not _skip_common(a, b):
+                continue  # a side's chunk ran out
+            (old_key, old_end), (new_key, new_end) = a.front(), b.front()
+            if old_key != new_key or unique:
+                if old_key <= new_key:
+                    a.differ_front(old_end)
+                if new_key <= old_key:
+                    b.differ_front(new_end)
+            else:
+                _match(a, b, old_key)
+            for side in (a, b):
+                if side.rows >= _SETTLED and side.differing * 4 > side.rows:
                     raise MostlyDifferent
-        _match(a, b, None)
+        for side in (a, b):
+            while side.ready():
+                side.differ_front(side.front()[1])
     finally:  # the reading threads end before their connections are used again
         a.close()
         b.close()
     return Side(a.rows, old_ctids), Side(b.rows, new_ctids)
 
 
-def _match(a: _Stream, b: _Stream, bound: int | None) -> None:
-    left, right = a.take(bound), b.take(bound)
-    a.keep(left, left.keys() - right.keys())
-    b.keep(right, right.keys() - left.keys())
+def _match(a: _Lines, b: _Lines, key: int) -> None:
+    """The lines of one sort key at both fronts: those with no equal line on the other side
+    differ."""
+    left, right = a.take(key), b.take(key)
+    for content in left.keys() - right.keys():
+        a.differ(left[content])
+    for content in right.keys() - left.keys():
+        b.differ(right[content])
 
 
 def stream(connection: psycopg.Connection[Any], table: PgTable, seed: int) -> Generator[bytes]:
-    """One side's COPY output of ``table``, in pieces of :data:`_PIECE_ROWS` blocks (lines),
+    """One side's COPY output of ``table`` (:func:`copy_sql`), in chunks of whole lines,
     read by libpq's own calls (:mod:`~pytest_scoring.db.postgres.copy_out`).
 
     Inside a savepoint: a stream left early (its COPY cancelled) leaves the side's
     transaction, and its snapshot, usable.
     """
     with connection.transaction():
-        blocks = copy_out(connection, copy_sql(table, seed).as_bytes(connection))
-        with contextlib.closing(blocks):
-            while piece := b"".join(itertools.islice(blocks, _PIECE_ROWS)):
-                yield piece
+        yield from copy_out(connection, copy_sql(table, seed).as_bytes(connection))
