@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import all_gone
+from processes import processes_working_in
 from processes import running
 from runs import make_fifo
 from runs import wait_for_ready
@@ -112,6 +115,35 @@ signal.pause()
         supervisor.interrupt()
         ended = supervisor.wait()
     assert (ended.interrupted, ended.signal) == (True, "SIGKILL")
+
+
+def test_a_killed_evaluators_child_and_its_daemon_are_ended_long_before_their_deadline(
+    tmp_path: Path,
+) -> None:
+    """The evaluator is killed (SIGKILL: none of its own code runs) while its child and a
+    ``setsid`` daemon of the child's run, an hour from their deadline: the supervisor sees
+    the evaluator gone and ends them both."""
+    work = tmp_path / "work"
+    work.mkdir()
+    ready = make_fifo(tmp_path / "ready")
+    child = f"setsid sleep 3600 & echo x > {ready}; exec sleep 3600"
+    evaluator = f"""
+import os
+from pathlib import Path
+from pytest_scoring.process.supervisor import ChildSpec, Supervisor
+with open(os.devnull, "wb") as null:
+    spec = ChildSpec(["sh", "-c", {child!r}], Path({str(work)!r}), dict(os.environ),
+                     null.fileno(), null.fileno(), timeout=3600)
+    Supervisor(spec).wait()
+"""
+    process = subprocess.Popen(python(evaluator), start_new_session=True)
+    wait_for_ready(ready)
+    assert len(processes_working_in(work)) == 2  # the child and its daemon
+
+    process.kill()
+    process.wait()
+
+    all_gone(work)
 
 
 def test_an_interrupt_reaches_the_child_as_sigint(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ other children. It reads what to run as one JSON object on standard input, then:
    cgroup v2 allows (:mod:`.cgroup`), in a cgroup of its own whose ``pids.max`` and
    ``memory.max`` bound the whole tree instead of the data and process limits;
 3. forwards SIGINT to the child's process group, and at the deadline sends SIGINT itself and
-   SIGKILL after the grace period; SIGTERM kills at once;
+   SIGKILL after the grace period; SIGTERM kills at once, and so does the end of the process
+   that started it (a killed evaluator leaves nothing of the child running until its
+   deadline);
 4. when the child has exited, SIGKILLs every process left in its tree and reaps them, looking
    through ``/proc`` again until none is left;
 5. writes ``{exit_code, signal, timed_out, interrupted, duration, cpu_time, containment, …}``
@@ -187,6 +189,8 @@ class Supervision:
         self.interrupted = False
         self._interrupted_at: float | None = None
         self._killed = False
+        #: The process that started this one: once it is gone, nobody waits for the child.
+        self._starter = os.getppid()
         self.subreaper_problem: str | None = None
         self.cgroup: Any = None  # the cgroup module's RunCgroup, or None
 
@@ -234,6 +238,8 @@ class Supervision:
         timeout, grace = self.spec.get("timeout"), float(self.spec.get("grace", 0))
         deadline = None if timeout is None else self.started + float(timeout)
         while not self._reap():
+            if os.getppid() != self._starter:
+                self._kill()
             now = time.monotonic()
             if deadline is not None and now >= deadline and self._interrupted_at is None:
                 self.timed_out = True
@@ -344,8 +350,9 @@ def main() -> int:
 
 
 def _answer(outcome: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(outcome) + "\n")
-    sys.stdout.flush()
+    with contextlib.suppress(BrokenPipeError):  # whoever started this one is gone
+        sys.stdout.write(json.dumps(outcome) + "\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
