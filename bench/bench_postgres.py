@@ -43,6 +43,7 @@ from postgres_cluster import Cluster
 from postgres_cluster import running_cluster
 
 from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres import claims
 
 CHILD = """
 import sys, time
@@ -201,7 +202,7 @@ def main() -> None:
                 f"({diff_s / psql_s:.2f}x); diff peak RSS {peak:.1f} MB; {counts}; "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
-            admin.sweep(cluster.admin_url)
+            claims.sweep(cluster.admin_url, admin.PREFIX)
 
 
 if __name__ == "__main__":

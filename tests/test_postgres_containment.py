@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 from typing import Any
 
@@ -13,10 +14,10 @@ from postgres_cluster import Cluster
 from postgres_cluster import query as run
 
 from pytest_scoring.db.postgres import admin
+from pytest_scoring.db.postgres import claims
 from pytest_scoring.db.postgres.diff import Side
 from pytest_scoring.db.postgres.diff import diff_databases
 from pytest_scoring.db.postgres.engine import PostgresEngine
-from pytest_scoring.errors import DatabaseError
 
 pytestmark = pytest.mark.slow
 
@@ -231,25 +232,38 @@ def test_reset_puts_the_data_back_and_keeps_owner_and_privileges(postgres: Clust
     admin.drop(postgres.admin_url, snap.name)
 
 
-def test_a_sweep_drops_only_what_names_its_prefix(postgres: Cluster) -> None:
+def test_a_sweep_drops_only_unclaimed_databases_of_ours_that_name_its_prefix(
+    postgres: Cluster,
+) -> None:
+    """Under its prefix, a snapshot nobody claims is dropped; one a live session claims, and
+    one the application made, are kept; so is every database of another prefix."""
     app = postgres.application(ACCOUNTS)
-    prefix = admin.new_name("sweeptest") + "_"
-    snap = admin.snapshot(postgres.admin_url, admin.database_of(app))
+    database = admin.database_of(app)
+    kind = f"sweeptest{secrets.token_hex(3)}"
+    prefix = f"{admin.PREFIX}{kind}_"
+    snap = admin.snapshot(postgres.admin_url, database)
     run(postgres.admin_url, f"ALTER DATABASE {snap.name} RENAME TO {prefix}snap")
-    run(postgres.admin_url, f"CREATE ROLE {prefix}role LOGIN")
     run(postgres.admin_url, f"ALTER ROLE {role_of(app)} CREATEDB")
     run(app, f"CREATE DATABASE {prefix}made_by_the_application")
-    kept = admin.snapshot(postgres.admin_url, admin.database_of(app))
+    kept = admin.snapshot(postgres.admin_url, database)
+    live, session = claims.claimed(
+        postgres.admin_url,
+        kind,
+        lambda name: admin.snapshot(postgres.admin_url, database, name=name),
+    )
 
-    assert admin.sweep(postgres.admin_url, prefix) == [f"{prefix}snap", f"{prefix}role"]
+    assert claims.sweep(postgres.admin_url, prefix) == [f"{prefix}snap"]
     assert passwords(postgres, kept.name) == [("alice", "h0"), ("bob", "h0")]
+    assert passwords(postgres, live.name) == [("alice", "h0"), ("bob", "h0")]
     made = "SELECT datname FROM pg_database WHERE datname LIKE %s"
     assert run(postgres.admin_url, made, f"{prefix}made%") == [
         (f"{prefix}made_by_the_application",)
     ]
-    with pytest.raises(DatabaseError, match="a sweep drops only names starting with"):
-        admin.sweep(postgres.admin_url, "app_")
-    admin.drop(postgres.admin_url, kept.name)
+    with pytest.raises(ValueError, match="a sweep drops only names starting with"):
+        claims.sweep(postgres.admin_url, "app_")
+    session.close()
+    for name in (live.name, kept.name):
+        admin.drop(postgres.admin_url, name)
 
 
 def test_a_snapshot_diffs_against_the_state_read_in_place(postgres: Cluster) -> None:

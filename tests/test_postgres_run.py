@@ -31,8 +31,8 @@ from pytest_scoring.core.settings import ServerDatabase
 from pytest_scoring.db.clones import CLONE_PREFIX
 from pytest_scoring.db.clones import clone_states
 from pytest_scoring.db.clones import sweep_clones
-from pytest_scoring.db.postgres.admin import PREFIX
-from pytest_scoring.db.postgres.admin import sweep
+from pytest_scoring.db.postgres import claims
+from pytest_scoring.db.postgres.admin import SNAPSHOT_PREFIX
 from pytest_scoring.db.postgres.engine import PostgresEngine
 from pytest_scoring.process import environment
 
@@ -303,7 +303,7 @@ def test_a_reference_reruns_clone_is_dropped_after_the_evaluator_is_killed(
         live.drop()
         for engine, state in states:
             engine.release(state)
-        sweep(postgres.admin_url, f"{PREFIX}snap_")  # the killed evaluator's start snapshot
+        claims.sweep(postgres.admin_url, SNAPSHOT_PREFIX)  # the killed evaluator's start snapshot
     assert ours(postgres, "clone") == []
     assert left.startswith(CLONE_PREFIX)
 

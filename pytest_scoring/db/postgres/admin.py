@@ -437,44 +437,6 @@ def drop(admin_url: str, name: str, role: str | None = None) -> None:
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
-def sweep(admin_url: str, prefix: str = PREFIX) -> list[str]:
-    """Drop every database, then every role, whose name starts with ``prefix`` (ours only:
-    an evaluator that died leaves its snapshots and clones behind).
-
-    A database is ours when the admin role or a role of ours owns it: one the application
-    made under such a name is not dropped.
-
-    :returns: the names dropped.
-    """
-    if not prefix.startswith(PREFIX):
-        raise DatabaseError(f"{prefix!r}: a sweep drops only names starting with {PREFIX!r}")
-    pattern = prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
-    dropped: list[str] = []
-    with connect(admin_url) as admin:
-        for kind, query in (
-            (
-                "DATABASE",
-                "SELECT d.datname FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba "
-                "WHERE d.datname LIKE %(p)s AND (r.rolname = current_user OR r.rolname LIKE "
-                "%(ours)s) ORDER BY 1",
-            ),
-            ("ROLE", "SELECT rolname FROM pg_roles WHERE rolname LIKE %(p)s ORDER BY 1"),
-        ):
-            ours = PREFIX.replace("_", "\\_") + "%"
-            for (name,) in admin.execute(query, {"p": pattern, "ours": ours}).fetchall():
-                extra = " WITH (FORCE)" if kind == "DATABASE" else ""
-                try:
-                    admin.execute(
-                        sql.SQL("DROP {} IF EXISTS {}{}").format(
-                            sql.SQL(kind), sql.Identifier(name), sql.SQL(extra)
-                        )
-                    )
-                except psycopg.Error:
-                    continue  # a role still owning something elsewhere: not ours to undo
-                dropped.append(name)
-    return dropped
-
-
 @contextlib.contextmanager
 def opened(admin_url: str, name: str) -> Iterator[psycopg.Connection[Any]]:
     """The admin's connection to a closed snapshot: opened for that one connection only.

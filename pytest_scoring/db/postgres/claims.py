@@ -48,8 +48,8 @@ def sweep(admin_url: str, prefix: str) -> list[str]:
     """Drop the databases named ``prefix…`` that no live evaluator claims (and the role of
     ours owning one, a clone's): a killed evaluator left them behind.
 
-    Only databases owned by the admin role or by a role of ours are considered (as
-    :func:`~pytest_scoring.db.postgres.admin.sweep` does).
+    Only databases owned by the admin role or by a role of ours are considered: one the
+    application made under such a name is not dropped.
 
     :returns: the databases dropped.
     """
