@@ -102,9 +102,12 @@ def test_lines_sharing_a_hash_pair_by_content_whatever_their_order_and_ctid(
     assert added == ["(7,2)"]
 
 
-def test_a_table_most_of_whose_lines_differ_is_given_up_early() -> None:
-    old = _keyed(dict.fromkeys(range(20000), "old"))
-    new = _keyed(dict.fromkeys(range(20000), "new"))
+@pytest.mark.parametrize(
+    "before", [dict.fromkeys(range(20_000), "old"), dict.fromkeys(range(10), "new")]
+)
+def test_a_table_most_of_whose_lines_differ_is_given_up_early(before: dict[int, str]) -> None:
+    """Every row changed, or nearly all rows added (the side that runs on alone)."""
+    old, new = _keyed(before), _keyed(dict.fromkeys(range(20_000), "new"))
 
     with pytest.raises(MostlyDifferent):
         _compare(_table(23), old, new, (4096, 4096))

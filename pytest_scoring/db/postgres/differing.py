@@ -218,21 +218,28 @@ class _Lines:
         return int(field), end
 
     def take(self, key: int) -> dict[bytes, bytes]:
-        """The lines at the front whose sort key is ``key``, taken off the front: each
-        line's content (without its ctid) to the line."""
+        """The lines at the front whose sort key (a hash) is ``key``, taken off the front:
+        each line's content (without its ctid) to the line."""
         taken = {}
         while self.ready() and (front := self.front())[0] == key:
             line = self.buffer[self.start : front[1]]
             self.start = front[1] + 1
-            taken[line if self._by_key else line[: line.rindex(b"\t")]] = line
+            taken[line[: line.rindex(b"\t")]] = line
         return taken
 
     def differ(self, line: bytes) -> None:
-        """Write the handle of ``line`` (its key or its ctid), one a line."""
+        """Write the handle of ``line`` (its key, or its ctid), one a line.
+
+        :raises MostlyDifferent: once more than a quarter of the lines read differ.
+        """
         self.differing += 1
-        cut = line.rindex(b"\t") + 1 if not self._by_key else None
-        handle = line[cut:] if cut is not None else line.split(b"\t", self._field + 1)[self._field]
+        if self._by_key:
+            handle = line.split(b"\t", self._field + 1)[self._field]
+        else:
+            handle = line[line.rindex(b"\t") + 1 :]
         self.handles.write(handle.decode() + "\n")
+        if self.rows >= _SETTLED and self.differing * 4 > self.rows:
+            raise MostlyDifferent
 
     def differ_front(self, end: int) -> None:
         """The line at the front, which ends at ``end``, has no equal line on the other side."""
@@ -318,9 +325,6 @@ def compare_streams(
                     b.differ_front(new_end)
             else:
                 _match(a, b, old_key)
-            for side in (a, b):
-                if side.rows >= _SETTLED and side.differing * 4 > side.rows:
-                    raise MostlyDifferent
         for side in (a, b):
             while side.ready():
                 side.differ_front(side.front()[1])
