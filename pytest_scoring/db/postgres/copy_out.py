@@ -19,9 +19,9 @@ import psycopg
 from psycopg import pq
 
 #: Lines joined into one chunk: Python then works per chunk, not per line.
-CHUNK_LINES: Final = 4096
+_CHUNK_LINES: Final = 4096
 #: Bytes after which a chunk ends sooner (rows holding large values).
-CHUNK_BYTES: Final = 8 << 20
+_CHUNK_BYTES: Final = 8 << 20
 #: Messages joined into one piece of a chunk.
 _PIECE: Final = 64
 
@@ -54,7 +54,7 @@ def copy_out(connection: psycopg.Connection[Any], query: bytes) -> Generator[byt
 
 
 def _chunks(pgconn: pq.abc.PGconn, cancelled: bool = False) -> Generator[bytes]:
-    """The COPY's messages joined, about :data:`CHUNK_LINES` or :data:`CHUNK_BYTES` at a
+    """The COPY's messages joined, about :data:`_CHUNK_LINES` or :data:`_CHUNK_BYTES` at a
     time, up to its end (its result still to be read).
 
     One tight loop a message, this call being what the diff of a large table spends most
@@ -73,7 +73,7 @@ def _chunks(pgconn: pq.abc.PGconn, cancelled: bool = False) -> Generator[bytes]:
             if len(blocks) == _PIECE:
                 pieces.append(b"".join(blocks))
                 blocks = []
-                if len(pieces) * _PIECE >= CHUNK_LINES or size >= CHUNK_BYTES:
+                if len(pieces) * _PIECE >= _CHUNK_LINES or size >= _CHUNK_BYTES:
                     yield b"".join(pieces)
                     pieces, size = [], 0
         elif got == 0:
