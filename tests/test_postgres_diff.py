@@ -16,6 +16,8 @@ from test_postgres_containment import run
 from pytest_scoring.core.budget import SelectorTimeout
 from pytest_scoring.core.budget import TimeBudget
 from pytest_scoring.db.diff import diff_paths
+from pytest_scoring.db.diff_types import DatabaseEntryJSON
+from pytest_scoring.db.diff_types import PlanesJSON
 from pytest_scoring.db.postgres import admin
 from pytest_scoring.db.postgres.diff import Side
 from pytest_scoring.db.postgres.diff import diff_databases
@@ -109,6 +111,24 @@ def _sqlite_twin(path: Path, statements: str) -> None:
         db.executescript(statements)
 
 
+def _both_diffs(
+    postgres: Cluster, folder: Path, tables: tuple[str, str], seed: str, changes: str
+) -> tuple[PlanesJSON, DatabaseEntryJSON]:
+    """The same ``changes`` made after the same ``seed`` in SQLite and in PostgreSQL
+    (``tables``: each engine's schema): SQLite's comparisons, and PostgreSQL's entry."""
+    _sqlite_twin(folder / "a.db", tables[0] + seed)
+    (folder / "b.db").write_bytes((folder / "a.db").read_bytes())
+    _sqlite_twin(folder / "b.db", changes)
+    app = postgres.application(tables[1] + seed)
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, changes)
+    sqlite = diff_paths(folder / "a.db", folder / "b.db")["comparisons"]["b.db"]["comparisons"]
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    admin.drop(postgres.admin_url, snap.name)
+    return sqlite, entry
+
+
 def test_a_password_change_has_the_shape_its_sqlite_twin_has(
     postgres: Cluster, tmp_path: Path
 ) -> None:
@@ -124,29 +144,19 @@ def test_a_password_change_has_the_shape_its_sqlite_twin_has(
         "INSERT INTO users (email, password) "
         "VALUES ('al@example.com', 'x'), ('bo@example.com', 'y');"
     )
-    _sqlite_twin(
-        tmp_path / "a.db",
-        f"CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT UNIQUE, password TEXT);{seed}",
+    tables = (
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT UNIQUE, password TEXT);",
+        "CREATE TABLE users (id serial PRIMARY KEY, email text UNIQUE, password text);",
     )
-    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
-    _sqlite_twin(tmp_path / "b.db", changes)
-    app = postgres.application(
-        f"CREATE TABLE users (id serial PRIMARY KEY, email text UNIQUE, password text);{seed}"
-    )
-    database = admin.database_of(app)
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, changes)
 
-    sqlite = diff_paths(tmp_path / "a.db", tmp_path / "b.db")["comparisons"]["b.db"]
-    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    sqlite, entry = _both_diffs(postgres, tmp_path, tables, seed, changes)
 
-    assert entry["comparisons"] == sqlite["comparisons"]
+    assert entry["comparisons"] == sqlite
     assert entry["comparisons"]["data"]["tables"]["users"]["rows_changed"][1]["paired_by"] == [
         "email"
     ]
     assert entry["info"]["engine"] == "postgresql"
     assert entry["info"]["sequences"] == {"users_id_seq": 4}
-    admin.drop(postgres.admin_url, snap.name)
 
 
 def test_sequences_show_their_last_value_at_finish_and_never_rows(postgres: Cluster) -> None:
@@ -193,18 +203,11 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     tables = "CREATE TABLE accounts (name {0} PRIMARY KEY, note {0});" \
         "CREATE TABLE pairs (a int, b int, v {0}, PRIMARY KEY (a, b));" \
         "CREATE TABLE edges (id bigint PRIMARY KEY, v {0});"  # fmt: skip
-    _sqlite_twin(tmp_path / "a.db", tables.format("TEXT") + seed)
-    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
-    _sqlite_twin(tmp_path / "b.db", changes)
-    app = postgres.application(tables.format("text") + seed)
-    database = admin.database_of(app)
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, changes)
+    schemas = (tables.format("TEXT"), tables.format("text"))
 
-    sqlite = diff_paths(tmp_path / "a.db", tmp_path / "b.db")["comparisons"]["b.db"]
-    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    sqlite, entry = _both_diffs(postgres, tmp_path, schemas, seed, changes)
 
-    assert entry["comparisons"] == sqlite["comparisons"]
+    assert entry["comparisons"] == sqlite
     accounts = entry["comparisons"]["data"]["tables"]["accounts"]
     assert accounts["counts"] == {"added": 1, "removed": 2, "changed": 1}
     assert (accounts["before_rows"], accounts["after_rows"]) == (40000, 39999)
@@ -212,7 +215,6 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     assert entry["comparisons"]["data"]["tables"]["pairs"]["counts"]["changed"] == 30001
     edges = entry["comparisons"]["data"]["tables"]["edges"]
     assert edges["counts"] == {"added": 1, "removed": 1, "changed": 3}
-    admin.drop(postgres.admin_url, snap.name)
 
 
 def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_diff_as_the_twin(
@@ -241,24 +243,19 @@ def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_dif
     # SQLite's twin keys its rowid (its rows listed in key order, as the PostgreSQL diff's).
     tables = "CREATE TABLE items (note {0}, id {1} PRIMARY KEY, tag {0});" \
         "CREATE TABLE bare (id {2} PRIMARY KEY);"  # fmt: skip
-    _sqlite_twin(tmp_path / "a.db", tables.format("TEXT", "INTEGER", "INTEGER") + seed)
-    (tmp_path / "b.db").write_bytes((tmp_path / "a.db").read_bytes())
-    _sqlite_twin(tmp_path / "b.db", changes)
-    app = postgres.application(tables.format("text", "int", "smallint") + seed)
-    database = admin.database_of(app)
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, changes)
+    schemas = (
+        tables.format("TEXT", "INTEGER", "INTEGER"),
+        tables.format("text", "int", "smallint"),
+    )
 
-    sqlite = diff_paths(tmp_path / "a.db", tmp_path / "b.db")["comparisons"]["b.db"]
-    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    sqlite, entry = _both_diffs(postgres, tmp_path, schemas, seed, changes)
 
-    assert entry["comparisons"] == sqlite["comparisons"]
+    assert entry["comparisons"] == sqlite
     items = entry["comparisons"]["data"]["tables"]["items"]
     assert items["counts"] == {"added": 2, "removed": 50, "changed": 52}
     assert (items["before_rows"], items["after_rows"]) == (50000, 49952)
     bare = entry["comparisons"]["data"]["tables"]["bare"]
     assert bare["counts"] == {"added": 2, "removed": 3, "changed": 0}
-    admin.drop(postgres.admin_url, snap.name)
 
 
 def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None:

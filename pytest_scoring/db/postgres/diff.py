@@ -182,19 +182,19 @@ def _copy_differing(
 
     :returns: ``False`` (nothing copied) when most rows differ: the table is then read whole.
     """
-    with tempfile.TemporaryFile("w+") as old_ctids, tempfile.TemporaryFile("w+") as new_ctids:
+    with tempfile.TemporaryFile("w+") as old_handles, tempfile.TemporaryFile("w+") as new_handles:
         table = old.tables[name]
         try:
             sides = compare_streams(
-                _side_stream(old, name, seed), _side_stream(new, name, seed), old_ctids,
-                new_ctids, table, None if budget is None else budget.check,
+                _side_stream(old, name, seed), _side_stream(new, name, seed), old_handles,
+                new_handles, table, None if budget is None else budget.check,
             )  # fmt: skip
         except MostlyDifferent:
             return False
         # Both sides' servers look their rows up at once (each on its own connection).
         with ThreadPoolExecutor(2) as pool:
             fetched = [
-                pool.submit(_copy_rows, reading, name, side.ctids, budget)
+                pool.submit(_copy_rows, reading, name, side.handles, budget)
                 for reading, side in ((old, sides[0]), (new, sides[1]))
             ]
             for reading, side, future in zip((old, new), sides, fetched, strict=True):

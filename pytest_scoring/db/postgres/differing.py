@@ -174,7 +174,7 @@ class Side(NamedTuple):
     """What one side's stream left: its row count, and where the differing rows are."""
 
     rows: int
-    ctids: IO[str]
+    handles: IO[str]
 
 
 @final
@@ -227,23 +227,22 @@ class _Lines:
             taken[line[: line.rindex(b"\t")]] = line
         return taken
 
-    def differ(self, line: bytes) -> None:
-        """Write the handle of ``line`` (its key, or its ctid), one a line.
+    def differ(self, line: bytes, key: int) -> None:
+        """Write the handle of ``line``, whose sort key is ``key`` (the row's key, else its
+        ctid), one a line.
 
         :raises MostlyDifferent: once more than a quarter of the lines read differ.
         """
         self.differing += 1
-        if self._by_key:
-            handle = line.split(b"\t", self._field + 1)[self._field]
-        else:
-            handle = line[line.rindex(b"\t") + 1 :]
-        self.handles.write(handle.decode() + "\n")
+        handle = str(key) if self._by_key else line[line.rindex(b"\t") + 1 :].decode()
+        self.handles.write(handle + "\n")
         if self.rows >= _SETTLED and self.differing * 4 > self.rows:
             raise MostlyDifferent
 
-    def differ_front(self, end: int) -> None:
-        """The line at the front, which ends at ``end``, has no equal line on the other side."""
-        self.differ(self.buffer[self.start : end])
+    def differ_front(self, key: int, end: int) -> None:
+        """The line at the front, of sort key ``key``, ending at ``end``, has no equal line
+        on the other side."""
+        self.differ(self.buffer[self.start : end], key)
         self.start = end + 1
 
     def close(self) -> None:
@@ -294,8 +293,8 @@ class MostlyDifferent(Exception):
 def compare_streams(
     old: Generator[bytes],
     new: Generator[bytes],
-    old_ctids: IO[str],
-    new_ctids: IO[str],
+    old_handles: IO[str],
+    new_handles: IO[str],
     table: PgTable,
     check: Callable[[], None] | None = None,
 ) -> tuple[Side, Side]:
@@ -310,7 +309,8 @@ def compare_streams(
     :raises MostlyDifferent: early, when most lines differ.
     """
     a, b = (
-        _Lines(side, ctids, table, check) for side, ctids in ((old, old_ctids), (new, new_ctids))
+        _Lines(side, handles, table, check)
+        for side, handles in ((old, old_handles), (new, new_handles))
     )
     unique = by_key(table)
     try:
@@ -320,18 +320,18 @@ def compare_streams(
             (old_key, old_end), (new_key, new_end) = a.front(), b.front()
             if old_key != new_key or unique:
                 if old_key <= new_key:
-                    a.differ_front(old_end)
+                    a.differ_front(old_key, old_end)
                 if new_key <= old_key:
-                    b.differ_front(new_end)
+                    b.differ_front(new_key, new_end)
             else:
                 _match(a, b, old_key)
         for side in (a, b):
             while side.ready():
-                side.differ_front(side.front()[1])
+                side.differ_front(*side.front())
     finally:  # the reading threads end before their connections are used again
         a.close()
         b.close()
-    return Side(a.rows, old_ctids), Side(b.rows, new_ctids)
+    return Side(a.rows, old_handles), Side(b.rows, new_handles)
 
 
 def _match(a: _Lines, b: _Lines, key: int) -> None:
@@ -339,9 +339,9 @@ def _match(a: _Lines, b: _Lines, key: int) -> None:
     differ."""
     left, right = a.take(key), b.take(key)
     for content in left.keys() - right.keys():
-        a.differ(left[content])
+        a.differ(left[content], key)
     for content in right.keys() - left.keys():
-        b.differ(right[content])
+        b.differ(right[content], key)
 
 
 def stream(connection: psycopg.Connection[Any], table: PgTable, seed: int) -> Generator[bytes]:
