@@ -61,6 +61,11 @@ TYPES: list[tuple[str, str, str, Any, str, Any]] = [
 ]  # fmt: skip
 
 
+#: Every table written anew (rows keep who wrote them, not where they lie): the sides are
+#: then compared on their text, not by where rows lie (docs/databases.md#postgresql).
+REWRITE = ("VACUUM FULL",)
+
+
 def _values(which: int) -> str:
     return ", ".join(row[2 if which == 0 else 4] for row in TYPES)
 
@@ -111,11 +116,21 @@ def _sqlite_twin(path: Path, statements: str) -> None:
         db.executescript(statements)
 
 
-def _both_diffs(
-    postgres: Cluster, folder: Path, tables: tuple[str, str], seed: str, changes: str
+def both_diffs(
+    postgres: Cluster,
+    folder: Path,
+    tables: tuple[str, str],
+    seed: str,
+    changes: str,
+    postgres_only: tuple[str, ...] = (),
 ) -> tuple[PlanesJSON, DatabaseEntryJSON]:
     """The same ``changes`` made after the same ``seed`` in SQLite and in PostgreSQL
-    (``tables``: each engine's schema): SQLite's comparisons, and PostgreSQL's entry."""
+    (``tables``: each engine's schema): SQLite's comparisons, and PostgreSQL's entry.
+
+    :param postgres_only: statements then run in PostgreSQL alone, each on its own (outside
+        a transaction, as ``VACUUM`` must be): the SQLite twin's diff is what they must
+        leave.
+    """
     _sqlite_twin(folder / "a.db", tables[0] + seed)
     (folder / "b.db").write_bytes((folder / "a.db").read_bytes())
     _sqlite_twin(folder / "b.db", changes)
@@ -123,6 +138,8 @@ def _both_diffs(
     database = admin.database_of(app)
     snap = admin.snapshot(postgres.admin_url, database)
     run(app, changes)
+    for statement in postgres_only:
+        run(app, statement)
     sqlite = diff_paths(folder / "a.db", folder / "b.db")["comparisons"]["b.db"]["comparisons"]
     entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
     admin.drop(postgres.admin_url, snap.name)
@@ -149,7 +166,7 @@ def test_a_password_change_has_the_shape_its_sqlite_twin_has(
         "CREATE TABLE users (id serial PRIMARY KEY, email text UNIQUE, password text);",
     )
 
-    sqlite, entry = _both_diffs(postgres, tmp_path, tables, seed, changes)
+    sqlite, entry = both_diffs(postgres, tmp_path, tables, seed, changes)
 
     assert entry["comparisons"] == sqlite
     assert entry["comparisons"]["data"]["tables"]["users"]["rows_changed"][1]["paired_by"] == [
@@ -175,14 +192,15 @@ def test_sequences_show_their_last_value_at_finish_and_never_rows(postgres: Clus
     admin.drop(postgres.admin_url, snap.name)
 
 
+@pytest.mark.parametrize("afterwards", [(), REWRITE], ids=["in place", "rewritten"])
 def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sqlite_twin(
-    postgres: Cluster, tmp_path: Path
+    postgres: Cluster, tmp_path: Path, afterwards: tuple[str, ...]
 ) -> None:
-    """Only the rows that differ are copied (the sides are compared on the server's text
-    first): 40,000 rows ordered by a hash of a text key or of a two-column key, a value
-    holding a tab, a newline and a backslash, a row set to what it was, groups of integer
-    keys at both ends of ``bigint``, and a table most of whose rows changed (read whole)
-    give the SQLite twin's diff, row counts included."""
+    """Only the rows that differ are copied (found by where rows lie and who wrote them, or, every
+    table rewritten, on the server's text): 40,000 rows ordered by a hash of a text key or of a
+    two-column key, a value holding a tab, a newline and a backslash, a row set to what it was,
+    groups of integer keys at both ends of ``bigint``, and a table most of whose rows changed
+    (read whole) give the SQLite twin's diff, row counts included."""
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 40000) "
     seed = (
         f"INSERT INTO accounts {rows}SELECT 'user ' || i, 'note ' || i FROM n;"
@@ -205,7 +223,7 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
         "CREATE TABLE edges (id bigint PRIMARY KEY, v {0});"  # fmt: skip
     schemas = (tables.format("TEXT"), tables.format("text"))
 
-    sqlite, entry = _both_diffs(postgres, tmp_path, schemas, seed, changes)
+    sqlite, entry = both_diffs(postgres, tmp_path, schemas, seed, changes, afterwards)
 
     assert entry["comparisons"] == sqlite
     accounts = entry["comparisons"]["data"]["tables"]["accounts"]
@@ -217,14 +235,15 @@ def test_tables_longer_than_a_run_with_text_and_composite_keys_diff_as_their_sql
     assert edges["counts"] == {"added": 1, "removed": 1, "changed": 3}
 
 
+@pytest.mark.parametrize("afterwards", [(), REWRITE], ids=["in place", "rewritten"])
 def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_diff_as_the_twin(
-    postgres: Cluster, tmp_path: Path
+    postgres: Cluster, tmp_path: Path, afterwards: tuple[str, ...]
 ) -> None:
-    """A table keyed by one integer column streams in key order, whatever order its rows lie
-    in: 50,000 rows inserted in descending key order (the key not the first column), rows
-    moved by updates, every value holding a tab, a newline and a backslash (so lines and
-    COPY escapes run across pieces and runs of lines), ``NULL`` against the text ``\\N``,
-    and a table of its key alone give the SQLite twin's diff."""
+    """A table keyed by one integer column (its text compared: every table rewritten) streams in
+    key order, whatever order its rows lie in: 50,000 rows inserted in descending key order
+    (the key not the first column), rows moved by updates, every value holding a tab, a newline
+    and a backslash (so lines and COPY escapes run across pieces and runs of lines), ``NULL``
+    against the text ``\\N``, and a table of its key alone give the SQLite twin's diff."""
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000) "
     seed = (
         f"INSERT INTO items {rows}SELECT 'v' || i || '\t\n\\' || substr('xxxxxxxx', 1, i % 9),"
@@ -248,7 +267,7 @@ def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_dif
         tables.format("text", "int", "smallint"),
     )
 
-    sqlite, entry = _both_diffs(postgres, tmp_path, schemas, seed, changes)
+    sqlite, entry = both_diffs(postgres, tmp_path, schemas, seed, changes, afterwards)
 
     assert entry["comparisons"] == sqlite
     items = entry["comparisons"]["data"]["tables"]["items"]

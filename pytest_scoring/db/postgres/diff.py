@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from typing import Any
 from typing import Final
 from typing import NamedTuple
+from typing import TypeVar
 from typing import final
 
 import psycopg
@@ -40,12 +41,14 @@ from pytest_scoring.db.diff_types import empty_planes
 from pytest_scoring.db.large_values import UNREADABLE_VALUE
 from pytest_scoring.db.large_values import guard
 from pytest_scoring.db.large_values import too_large
+from pytest_scoring.db.postgres import untouched
 from pytest_scoring.db.postgres.admin import connect
 from pytest_scoring.db.postgres.admin import opened
 from pytest_scoring.db.postgres.catalog import PgTable
 from pytest_scoring.db.postgres.catalog import rows
 from pytest_scoring.db.postgres.catalog import sequences
 from pytest_scoring.db.postgres.catalog import tables
+from pytest_scoring.db.postgres.differing import DifferingRows
 from pytest_scoring.db.postgres.differing import MostlyDifferent
 from pytest_scoring.db.postgres.differing import compare_streams
 from pytest_scoring.db.postgres.differing import fast
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
 ENGINE: Final = "postgresql"
 #: Rows inserted into the SQLite copy per statement batch.
 _BATCH: Final = 2000
+T = TypeVar("T")
 #: Receives every differing row: ``database, table, kind, row, times``.
 RowSink = Callable[[str, str, str, dict[str, Any], int], None]
 
@@ -183,18 +187,14 @@ def _copy_differing(
     :returns: ``False`` (nothing copied) when most rows differ: the table is then read whole.
     """
     with tempfile.TemporaryFile("w+") as old_handles, tempfile.TemporaryFile("w+") as new_handles:
-        table = old.tables[name]
         try:
-            sides = compare_streams(
-                _side_stream(old, name, seed), _side_stream(new, name, seed), old_handles,
-                new_handles, table, None if budget is None else budget.check,
-            )  # fmt: skip
+            sides = _differing(old, new, name, seed, old_handles, new_handles, budget)
         except MostlyDifferent:
             return False
         # Both sides' servers look their rows up at once (each on its own connection).
         with ThreadPoolExecutor(2) as pool:
             fetched = [
-                pool.submit(_copy_rows, reading, name, side.handles, budget)
+                pool.submit(_copy_rows, reading, name, side, budget)
                 for reading, side in ((old, sides[0]), (new, sides[1]))
             ]
             for reading, side, future in zip((old, new), sides, fetched, strict=True):
@@ -203,11 +203,50 @@ def _copy_differing(
     return True
 
 
-def _copy_rows(reading: _Reading, name: str, handles: IO[str], budget: TimeBudget | None) -> None:
-    """The rows of one side's table that ``handles`` name into its copy."""
-    handles.seek(0)
+def _differing(
+    old: _Reading,
+    new: _Reading,
+    name: str,
+    seed: int,
+    old_handles: IO[str],
+    new_handles: IO[str],
+    budget: TimeBudget | None,
+) -> tuple[DifferingRows, DifferingRows]:
+    """Where the rows of one table that differ are: where both sides hold the same table
+    file read the same way, the rows no session wrote are known without reading them
+    (:mod:`~pytest_scoring.db.postgres.untouched`); else both sides' text is compared.
+
+    :raises MostlyDifferent: when most rows differ.
+    """
+    check = None if budget is None else budget.check
+    table = old.tables[name]
+    was, now = _on(old, untouched.layout, table), _on(new, untouched.layout, table)
+    if was is not None and was == now:
+        pages = max(_on(old, untouched.pages, table), _on(new, untouched.pages, table))
+        return untouched.compare(
+            _side_records(old, name, pages), _side_records(new, name, pages), old_handles,
+            new_handles, check,
+        )  # fmt: skip
+    return compare_streams(
+        _side_stream(old, name, seed), _side_stream(new, name, seed), old_handles, new_handles,
+        table, check,
+    )  # fmt: skip
+
+
+def _on(
+    reading: _Reading, read: Callable[[psycopg.Connection[Any], PgTable], T], table: PgTable
+) -> T:
+    """``read`` of one side's table, a failure naming the side."""
     with _named(reading.side):
-        _copy_table(reading.connection, reading.copy, reading.tables[name], budget, handles)
+        return read(reading.connection, table)
+
+
+def _copy_rows(
+    reading: _Reading, name: str, side: DifferingRows, budget: TimeBudget | None
+) -> None:
+    """The rows of one side's table that ``side`` names into its copy."""
+    with _named(reading.side):
+        _copy_table(reading.connection, reading.copy, reading.tables[name], budget, side)
 
 
 def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[bytes]:
@@ -215,16 +254,21 @@ def _side_stream(reading: _Reading, name: str, seed: int) -> Generator[bytes]:
         yield from stream(reading.connection, reading.tables[name], seed)
 
 
+def _side_records(reading: _Reading, name: str, pages: int) -> Generator[bytes]:
+    with _named(reading.side):
+        yield from untouched.records(reading.connection, reading.tables[name], pages)
+
+
 def _copy_table(
     connection: psycopg.Connection[Any],
     copy: sqlite3.Connection,
     table: PgTable,
     budget: TimeBudget | None = None,
-    handles: IO[str] | None = None,
+    differing: DifferingRows | None = None,
 ) -> bool:
     """One table's rows into the SQLite file. :returns: whether its key stayed unique there.
 
-    :param handles: only the rows these keys or ctids (one a line) name
+    :param differing: only the rows its keys or ctids name
         (:func:`~pytest_scoring.db.postgres.differing.fetches`; default: every row).
     """
     names = table.column_names()
@@ -240,10 +284,10 @@ def _copy_table(
     copy.execute(f"CREATE TABLE {quote(copy_name(table.name))} ({columns})")
     insert = f"INSERT INTO {quote(copy_name(table.name))} VALUES ({', '.join('?' * len(names))})"
     copy.execute("BEGIN")
-    if handles is None:
+    if differing is None:
         copy.executemany(insert, rows(connection, table, budget))
     else:
-        for where in fetches(table, handles):
+        for where in fetches(table, differing):
             copy.executemany(insert, rows(connection, table, budget, where))
     copy.execute("COMMIT")
     if rowid_key or not table.primary_key:

@@ -51,7 +51,7 @@ def fast(old: PgTable, new: PgTable) -> bool:
 #: Base types of an integer key the rows that differ are fetched by (``int8[]`` holds them).
 _INTEGER_TYPES: Final = frozenset({20, 21, 23})  # int8, int2, int4
 #: Lines a side has read before :class:`MostlyDifferent` may be raised.
-_SETTLED: Final = 8192
+SETTLED: Final = 8192
 #: Rows read by one query of :func:`fetches` (at most, but for a key range).
 _FETCH: Final = 16384
 
@@ -92,12 +92,13 @@ def _sort_field(table: PgTable) -> int:
     return table.column_names().index(table.primary_key[0]) if by_key(table) else 0
 
 
-def fetches(table: PgTable, handles: IO[str]) -> Iterator[tuple[sql.Composable, list[Any]]]:
-    """The conditions (and their parameters) that read the rows :func:`compare_streams`
-    wrote the handles of: ctids, or keys (ascending), in batches; a long run of consecutive
-    keys as one key range (an index range scan, not a lookup a key)."""
-    lines = (line.rstrip("\n") for line in handles)
-    if not by_key(table):
+def fetches(table: PgTable, side: DifferingRows) -> Iterator[tuple[sql.Composable, list[Any]]]:
+    """The conditions (and their parameters) that read the rows a side's handles name:
+    ctids, or keys (ascending), in batches; a long run of consecutive keys as one key range
+    (an index range scan, not a lookup a key)."""
+    side.handles.seek(0)
+    lines = (line.rstrip("\n") for line in side.handles)
+    if not side.keyed:
         while batch := list(itertools.islice(lines, _FETCH)):
             yield sql.SQL("ctid = ANY(%s::tid[])"), [batch]
         return
@@ -133,7 +134,7 @@ def new_seed() -> int:
     return secrets.randbits(63)
 
 
-def _ahead(chunks: Generator[bytes]) -> Generator[bytes]:
+def ahead(chunks: Generator[bytes]) -> Generator[bytes]:
     """``chunks`` read by a thread of their own, one chunk ahead: both sides' servers work
     at once while this process compares. Closing this generator stops the thread."""
     ready: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=1)
@@ -170,11 +171,13 @@ def _ahead(chunks: Generator[bytes]) -> Generator[bytes]:
 
 
 @final
-class Side(NamedTuple):
+class DifferingRows(NamedTuple):
     """What one side's stream left: its row count, and where the differing rows are."""
 
     rows: int
     handles: IO[str]
+    #: The handles are keys (else ctids): :func:`fetches` reads the rows by them.
+    keyed: bool
 
 
 @final
@@ -188,7 +191,7 @@ class _Lines:
         table: PgTable,
         check: Callable[[], None] | None,
     ):
-        self._chunks: Generator[bytes] = _ahead(copy)
+        self._chunks: Generator[bytes] = ahead(copy)
         self._check = check
         self._field = _sort_field(table)
         #: The sort key is the table's key (else a hash of it, and lines end with a ctid,
@@ -236,7 +239,7 @@ class _Lines:
         self.differing += 1
         handle = str(key) if self._by_key else line[line.rindex(b"\t") + 1 :].decode()
         self.handles.write(handle + "\n")
-        if self.rows >= _SETTLED and self.differing * 4 > self.rows:
+        if self.rows >= SETTLED and self.differing * 4 > self.rows:
             raise MostlyDifferent
 
     def differ_front(self, key: int, end: int) -> None:
@@ -297,7 +300,7 @@ def compare_streams(
     new_handles: IO[str],
     table: PgTable,
     check: Callable[[], None] | None = None,
-) -> tuple[Side, Side]:
+) -> tuple[DifferingRows, DifferingRows]:
     """Stream both sides' COPY output (:func:`copy_sql`), writing the handles (keys or
     ctids) of the rows that have no equal row on the other side, one a line.
 
@@ -331,7 +334,8 @@ def compare_streams(
     finally:  # the reading threads end before their connections are used again
         a.close()
         b.close()
-    return Side(a.rows, old_handles), Side(b.rows, new_handles)
+    keyed = by_key(table)
+    return DifferingRows(a.rows, old_handles, keyed), DifferingRows(b.rows, new_handles, keyed)
 
 
 def _match(a: _Lines, b: _Lines, key: int) -> None:

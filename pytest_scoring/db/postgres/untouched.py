@@ -1,0 +1,203 @@
+"""Which rows of a table no session touched between two copies of one database, found by
+where each row lies (its ``ctid``) and which transaction wrote it (its ``xmin``), without
+reading a value.
+
+A snapshot is a file copy of its database, so a row nobody changed lies at the same place,
+written by the same transaction, on both sides. The server assigns a row's ``xmin``; every
+statement that writes a row writes a new version of it, with the writer's ``xmin``, and a
+transaction that ended before a snapshot can write nothing after it. So two rows of one
+table file with the same ``ctid`` and ``xmin`` are one row version: the same bytes. What
+could still make them read differently is checked first, and any difference sends the table
+to the comparison of its text (:mod:`~pytest_scoring.db.postgres.differing`):
+
+* the table file (``relfilenode``): ``VACUUM FULL``, ``CLUSTER``, ``TRUNCATE`` or a rewrite
+  by ``ALTER TABLE`` write a new file, where rows keep their ``xmin`` but move;
+* the columns as stored (number, name, type, dropped, generated, the value a column added
+  later reads as in older rows): dropping a column and adding it again with a default
+  changes every row's value without writing one;
+* the labels of the enums the columns hold (``ALTER TYPE … RENAME VALUE``); a column of any
+  other type whose text the catalog writes (``regclass`` and the like, composite types, a
+  range or base type of the application's) is never compared this way.
+
+Both sides send a record per row (``ctid`` and ``xmin``, 10 bytes, as the server's binary
+form gives them) aggregated by the server into one value per range of pages: a few messages
+a table instead of one a row. Records both sides share are skipped a stretch at a time,
+compared as bytes in C; the ``ctid`` of each other record is written to a file, and only
+those rows are then read as diff values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from collections.abc import Generator
+from collections.abc import Iterator
+from typing import IO
+from typing import Any
+from typing import Final
+
+import psycopg
+from psycopg import sql
+
+from pytest_scoring.db.postgres.catalog import PgTable
+from pytest_scoring.db.postgres.differing import SETTLED
+from pytest_scoring.db.postgres.differing import DifferingRows
+from pytest_scoring.db.postgres.differing import MostlyDifferent
+from pytest_scoring.db.postgres.differing import ahead
+from pytest_scoring.db.postgres.differing import common_length
+
+#: The first version with TID range scans: a range of pages read without a full scan.
+_TID_RANGES: Final = 140000
+#: Pages a record query covers: at most 291 rows a page, so at most 6 MB of records.
+_PAGES: Final = 2048
+#: A record: ``ctid`` (page, 4 bytes, then line, 2 bytes, both big-endian), ``xmin`` (4).
+_RECORD: Final = 10
+_CTID: Final = 6
+#: Past the last page a table can have: the end of the last range.
+_NO_PAGE: Final = 2**32 - 1
+
+#: Each column's type, through domains and array elements, and what its text depends on:
+#: ``NULL`` for a type whose text the catalog could change otherwise than through the
+#: labels of an enum (every type of the application's but domains, arrays and enums;
+#: built-in composite types; the ``reg…`` types, whose text is a catalog name).
+_LAYOUT_SQL: Final = """
+WITH RECURSIVE rel AS (
+    SELECT c.oid, c.relfilenode FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %s AND c.relname = %s
+), chain(type) AS (
+    SELECT a.atttypid FROM pg_attribute a JOIN rel ON a.attrelid = rel.oid WHERE a.attnum > 0
+  UNION
+    SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.typelem END
+    FROM chain JOIN pg_type t ON t.oid = chain.type
+    WHERE t.typtype = 'd' OR (t.typcategory = 'A' AND t.typelem <> 0)
+)
+SELECT rel.relfilenode,
+  (SELECT json_agg(json_build_array(a.attnum, a.attname, a.atttypid, a.atttypmod,
+          a.attisdropped, a.attgenerated, a.atthasmissing, a.attmissingval::text)
+          ORDER BY a.attnum)
+     FROM pg_attribute a WHERE a.attrelid = rel.oid AND a.attnum > 0),
+  (SELECT json_agg(json_build_array(t.oid, CASE
+          WHEN t.typtype = 'e' THEN (SELECT json_agg(json_build_array(e.oid, e.enumlabel)
+                                     ORDER BY e.oid) FROM pg_enum e WHERE e.enumtypid = t.oid)
+          WHEN t.typtype = 'd' OR (t.typcategory = 'A' AND t.typelem <> 0) THEN '[]'::json
+          WHEN t.oid < 16384 AND t.typtype IN ('b', 'r', 'm') AND t.typname NOT LIKE 'reg%%'
+            THEN '[]'::json
+          END) ORDER BY t.oid)
+     FROM chain JOIN pg_type t ON t.oid = chain.type)
+FROM rel
+"""
+
+
+def layout(connection: psycopg.Connection[Any], table: PgTable) -> str | None:
+    """What a row's text depends on besides the row's own bytes (the table file, its
+    columns, its enums' labels); ``None`` when a column's type is one whose text the catalog
+    could change otherwise, or the server has no TID range scans."""
+    if connection.info.server_version < _TID_RANGES:
+        return None
+    found = connection.execute(_LAYOUT_SQL, (table.schema, table.relname)).fetchone()
+    if found is None:
+        return None
+    filenode, columns, types = found
+    if any(state is None for _oid, state in types or ()):
+        return None
+    return json.dumps([filenode, columns, types])
+
+
+def pages(connection: psycopg.Connection[Any], table: PgTable) -> int:
+    """The pages of the table's file (both sides' records are read up to the larger)."""
+    query = sql.SQL("SELECT pg_relation_size({}) / current_setting('block_size')::int").format(
+        sql.Literal(_qualified(table))
+    )
+    found = connection.execute(query).fetchone()
+    return int(found[0]) if found else 0
+
+
+def _qualified(table: PgTable) -> str:
+    return sql.Identifier(table.schema, table.relname).as_string()
+
+
+def records(connection: psycopg.Connection[Any], table: PgTable, pages: int) -> Generator[bytes]:
+    """The table's records, a range of :data:`_PAGES` pages at a time (the last range open
+    ended), in page and line order; each range's even when it holds none (both sides'
+    ranges are compared one with the other)."""
+    ref = sql.SQL("ONLY {}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.relname))
+    query = sql.SQL(
+        "SELECT string_agg(tidsend(ctid) || xidsend(xmin), ''::bytea) FROM {} "
+        "WHERE ctid >= %s::tid AND ctid < %s::tid"
+    ).format(ref)
+    for first in range(0, pages + 1, _PAGES):
+        end = first + _PAGES if first + _PAGES <= pages else _NO_PAGE
+        found = connection.execute(query, (f"({first},0)", f"({end},0)"), binary=True).fetchone()
+        yield b"" if found is None or found[0] is None else bytes(found[0])
+
+
+def compare(
+    old: Generator[bytes],
+    new: Generator[bytes],
+    old_handles: IO[str],
+    new_handles: IO[str],
+    check: Callable[[], None] | None = None,
+) -> tuple[DifferingRows, DifferingRows]:
+    """Write the ``ctid`` of each row of either side that has no row of the same ``ctid``
+    and ``xmin`` on the other, one a line.
+
+    :param old: the before side's :func:`records`; ``new``: the after side's, of the same
+        table (its :func:`layout` the same on both sides), up to the same page. Both are
+        read at once, each by a thread of its own.
+    :param check: called before each range of pages is compared (a time budget's check).
+    :raises MostlyDifferent: early, when most rows differ.
+    """
+    sides = ahead(old), ahead(new)
+    handles = old_handles, new_handles
+    rows, differing = [0, 0], [0, 0]
+    try:
+        for ranges in zip(*sides, strict=True):
+            if check is not None:
+                check()
+            for side, found in enumerate(ranges):
+                rows[side] += len(found) // _RECORD
+            for side, record in unmatched(*ranges):
+                differing[side] += 1
+                handles[side].write(_ctid(record) + "\n")
+            if any(_mostly(rows[side], differing[side]) for side in (0, 1)):
+                raise MostlyDifferent
+    finally:  # the reading threads end before their connections are used again
+        for reader in sides:
+            reader.close()
+    return (
+        DifferingRows(rows[0], old_handles, keyed=False),
+        DifferingRows(rows[1], new_handles, keyed=False),
+    )
+
+
+def _mostly(rows: int, differing: int) -> bool:
+    """Whether more than a quarter of a side's rows differ, once enough are read to tell."""
+    return rows >= SETTLED and 4 * differing > rows
+
+
+def unmatched(old: bytes, new: bytes) -> Iterator[tuple[int, bytes]]:
+    """The records of each side (0: ``old``, 1: ``new``; each in ``ctid`` order) that have
+    no equal record on the other: of two records that differ, the one of the smaller
+    ``ctid`` (both, for one ``ctid``, its ``xmin`` differing)."""
+    i = j = 0
+    while i < len(old) and j < len(new):
+        common = common_length(old, i, new, j)
+        common -= common % _RECORD
+        i, j = i + common, j + common
+        if i == len(old) or j == len(new):
+            break
+        left, right = old[i : i + _RECORD], new[j : j + _RECORD]
+        if left[:_CTID] <= right[:_CTID]:
+            yield 0, left
+            i += _RECORD
+        if right[:_CTID] <= left[:_CTID]:
+            yield 1, right
+            j += _RECORD
+    for side, records, start in ((0, old, i), (1, new, j)):
+        for at in range(start, len(records), _RECORD):
+            yield side, records[at : at + _RECORD]
+
+
+def _ctid(record: bytes) -> str:
+    """A record's ``ctid`` as the server writes one: ``(page,line)``."""
+    return f"({int.from_bytes(record[:4])},{int.from_bytes(record[4:_CTID])})"
