@@ -17,7 +17,8 @@ to the comparison of its text (:mod:`~pytest_scoring.db.postgres.differing`):
   changes every row's value without writing one;
 * the labels of the enums the columns hold (``ALTER TYPE … RENAME VALUE``); a column of any
   other type whose text the catalog writes (``regclass`` and the like, composite types, a
-  range or base type of the application's) is never compared this way.
+  range or base type of the application's), or a virtual generated one (its expression
+  can change: PostgreSQL 18), is never compared this way.
 
 Both sides send a record per row (``ctid`` and ``xmin``, 10 bytes, as the server's binary
 form gives them) aggregated by the server into one value per range of pages: a few messages
@@ -56,10 +57,11 @@ _CTID: Final = 6
 #: Past the last page a table can have: the end of the last range.
 _NO_PAGE: Final = 2**32 - 1
 
-#: Each column's type, through domains and array elements, and what its text depends on:
-#: ``NULL`` for a type whose text the catalog could change otherwise than through the
-#: labels of an enum (every type of the application's but domains, arrays and enums;
-#: built-in composite types; the ``reg…`` types, whose text is a catalog name).
+#: The table file; its columns as stored; each column's type, through domains and array
+#: elements, and what its text depends on: ``NULL`` for a type whose text the catalog could
+#: change otherwise than through the labels of an enum (every type of the application's but
+#: domains, arrays and enums; built-in composite types; the ``reg…`` types, whose text is a
+#: catalog name); whether a column is a virtual generated one.
 _LAYOUT_SQL: Final = """
 WITH RECURSIVE rel AS (
     SELECT c.oid, c.relfilenode FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -83,7 +85,8 @@ SELECT rel.relfilenode,
           WHEN t.oid < 16384 AND t.typtype IN ('b', 'r', 'm') AND t.typname NOT LIKE 'reg%%'
             THEN '[]'::json
           END) ORDER BY t.oid)
-     FROM chain JOIN pg_type t ON t.oid = chain.type)
+     FROM chain JOIN pg_type t ON t.oid = chain.type),
+  EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = rel.oid AND a.attgenerated = 'v')
 FROM rel
 """
 
@@ -97,8 +100,8 @@ def layout(connection: psycopg.Connection[Any], table: PgTable) -> str | None:
     found = connection.execute(_LAYOUT_SQL, (table.schema, table.relname)).fetchone()
     if found is None:
         return None
-    filenode, columns, types = found
-    if any(state is None for _oid, state in types or ()):
+    filenode, columns, types, virtual = found
+    if virtual or any(state is None for _oid, state in types or ()):
         return None
     return json.dumps([filenode, columns, types])
 
