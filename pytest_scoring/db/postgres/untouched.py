@@ -18,7 +18,10 @@ to the comparison of its text (:mod:`~pytest_scoring.db.postgres.differing`):
 * the labels of the enums the columns hold (``ALTER TYPE … RENAME VALUE``); a column of any
   other type whose text the catalog writes (``regclass`` and the like, composite types, a
   range or base type of the application's), or a virtual generated one (its expression
-  can change: PostgreSQL 18), is never compared this way.
+  can change: PostgreSQL 18), is never compared this way;
+* the file the rows are read from: the table is locked before its layout is read, and a
+  rewrite that committed after the read's snapshot (a session still running, where the
+  finish state is read in place) shows as a file other than the one the snapshot names.
 
 Both sides send a record per row (``ctid`` and ``xmin``, 10 bytes, as the server's binary
 form gives them) aggregated by the server into one value per range of pages: a few messages
@@ -73,7 +76,7 @@ WITH RECURSIVE rel AS (
     FROM chain JOIN pg_type t ON t.oid = chain.type
     WHERE t.typtype = 'd' OR (t.typcategory = 'A' AND t.typelem <> 0)
 )
-SELECT rel.relfilenode,
+SELECT rel.relfilenode, pg_relation_filenode(rel.oid),
   (SELECT json_agg(json_build_array(a.attnum, a.attname, a.atttypid, a.atttypmod,
           a.attisdropped, a.attgenerated, a.atthasmissing, a.attmissingval::text)
           ORDER BY a.attnum)
@@ -94,16 +97,30 @@ FROM rel
 def layout(connection: psycopg.Connection[Any], table: PgTable) -> str | None:
     """What a row's text depends on besides the row's own bytes (the table file, its
     columns, its enums' labels); ``None`` when a column's type is one whose text the catalog
-    could change otherwise, or the server has no TID range scans."""
+    could change otherwise, a column is computed as it is read, the table's file is not the
+    one the transaction's snapshot names, or the server has no TID range scans.
+
+    The table is locked first (``ACCESS SHARE``, to the transaction's end): no rewrite can
+    commit between this and the reading of its records. One that committed after the
+    snapshot was taken (a session still running, where the finish state is read in place)
+    would have the rows read from its new file, where they moved, while the snapshot's
+    catalog names the old one: the file the server reads (``pg_relation_filenode``, from the
+    current catalog) must then be the snapshot's.
+    """
     if connection.info.server_version < _TID_RANGES:
         return None
+    connection.execute(sql.SQL("LOCK TABLE ONLY {} IN ACCESS SHARE MODE").format(_ref(table)))
     found = connection.execute(_LAYOUT_SQL, (table.schema, table.relname)).fetchone()
     if found is None:
         return None
-    filenode, columns, types, virtual = found
-    if virtual or any(state is None for _oid, state in types or ()):
+    filenode, reading, columns, types, virtual = found
+    if filenode != reading or virtual or any(state is None for _oid, state in types or ()):
         return None
     return json.dumps([filenode, columns, types])
+
+
+def _ref(table: PgTable) -> sql.Composable:
+    return sql.Identifier(table.schema, table.relname)
 
 
 def pages(connection: psycopg.Connection[Any], table: PgTable) -> int:
@@ -123,11 +140,10 @@ def records(connection: psycopg.Connection[Any], table: PgTable, pages: int) -> 
     """The table's records, a range of :data:`_PAGES` pages at a time (the last range open
     ended), in page and line order; each range's even when it holds none (both sides'
     ranges are compared one with the other)."""
-    ref = sql.SQL("ONLY {}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.relname))
     query = sql.SQL(
-        "SELECT string_agg(tidsend(ctid) || xidsend(xmin), ''::bytea) FROM {} "
+        "SELECT string_agg(tidsend(ctid) || xidsend(xmin), ''::bytea) FROM ONLY {} "
         "WHERE ctid >= %s::tid AND ctid < %s::tid"
-    ).format(ref)
+    ).format(_ref(table))
     for first in range(0, pages + 1, _PAGES):
         end = first + _PAGES if first + _PAGES <= pages else _NO_PAGE
         found = connection.execute(query, (f"({first},0)", f"({end},0)"), binary=True).fetchone()
