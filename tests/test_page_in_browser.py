@@ -378,8 +378,9 @@ def test_a_batch_page_says_how_many_repositories_tampering_made_n(
     open_page(browser, folder)
     (banner,) = browser.find_elements(By.CSS_SELECTOR, ".tampering")
     assert "made the test scores of 1 repository N" in banner.text
-    # The repository's own section says it too, once opened.
+    # The repository's own section says it too, once opened (built on the click's hashchange).
     browser.find_element(By.CSS_SELECTOR, "a[href='#sample-1']").click()
+    assert shown_soon(browser, "#sample-1 table.scores")
     banners = browser.find_elements(By.CSS_SELECTOR, ".tampering")
     assert [banner.text.startswith("Tampering proven: ") for banner in banners] == [True, True]
     assert (
