@@ -52,7 +52,10 @@ from pytest_scoring.db.postgres.differing import common_length
 
 #: The first version with TID range scans: a range of pages read without a full scan.
 _TID_RANGES: Final = 140000
-#: Pages a record query covers: at most 291 rows a page, so at most 6 MB of records.
+#: Pages the first record query covers; each next one twice as many, up to :data:`_PAGES`
+#: (a table most of whose rows differ is told early).
+_FIRST_PAGES: Final = 64
+#: Pages a record query covers at most: at most 291 rows a page, so at most 6 MB of records.
 _PAGES: Final = 2048
 #: A record: ``ctid`` (page, 4 bytes, then line, 2 bytes, both big-endian), ``xmin`` (4).
 _RECORD: Final = 10
@@ -137,17 +140,26 @@ def _qualified(table: PgTable) -> str:
 
 
 def records(connection: psycopg.Connection[Any], table: PgTable, pages: int) -> Generator[bytes]:
-    """The table's records, a range of :data:`_PAGES` pages at a time (the last range open
-    ended), in page and line order; each range's even when it holds none (both sides'
-    ranges are compared one with the other)."""
+    """The table's records, a range of pages at a time (:func:`_ranges`), in page and line
+    order; each range's even when it holds none (both sides' ranges are compared one with
+    the other)."""
     query = sql.SQL(
         "SELECT string_agg(tidsend(ctid) || xidsend(xmin), ''::bytea) FROM ONLY {} "
         "WHERE ctid >= %s::tid AND ctid < %s::tid"
     ).format(_ref(table))
-    for first in range(0, pages + 1, _PAGES):
-        end = first + _PAGES if first + _PAGES <= pages else _NO_PAGE
+    for first, end in _ranges(pages):
         found = connection.execute(query, (f"({first},0)", f"({end},0)"), binary=True).fetchone()
         yield b"" if found is None or found[0] is None else bytes(found[0])
+
+
+def _ranges(pages: int) -> Iterator[tuple[int, int]]:
+    """Ranges of pages, ``[first, end)``, covering ``pages`` and all after (the last one
+    open ended): :data:`_FIRST_PAGES` first, each next twice as long, up to :data:`_PAGES`."""
+    first, size = 0, _FIRST_PAGES
+    while first + size <= pages:
+        yield first, first + size
+        first, size = first + size, min(2 * size, _PAGES)
+    yield first, _NO_PAGE
 
 
 def compare(
