@@ -111,6 +111,18 @@ def test_every_column_type_reads_as_the_docs_say_whatever_the_server_settings(
     admin.drop(postgres.admin_url, snap.name)
 
 
+def diff_after(postgres: Cluster, setup: str, changes: str) -> DatabaseEntryJSON:
+    """The entry of an application's database made by ``setup``, its snapshot against its
+    state in place after ``changes``."""
+    app = postgres.application(setup)
+    database = admin.database_of(app)
+    snap = admin.snapshot(postgres.admin_url, database)
+    run(app, changes)
+    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
+    admin.drop(postgres.admin_url, snap.name)
+    return entry
+
+
 def _sqlite_twin(path: Path, statements: str) -> None:
     with contextlib.closing(sqlite3.connect(path)) as db:
         db.executescript(statements)
@@ -278,7 +290,8 @@ def test_integer_keys_out_of_physical_order_and_values_escaped_across_pieces_dif
 
 
 def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None:
-    app = postgres.application(
+    entry = diff_after(
+        postgres,
         "CREATE SCHEMA billing;"
         "CREATE TABLE billing.events (day date, note text) PARTITION BY RANGE (day);"
         "CREATE TABLE billing.events_2023 PARTITION OF billing.events "
@@ -287,13 +300,9 @@ def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None
         "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');"
         "CREATE VIEW recent AS SELECT * FROM billing.events;"
         "CREATE MATERIALIZED VIEW frozen AS SELECT * FROM billing.events;"
-        "INSERT INTO billing.events VALUES ('2023-05-01', 'old')"
+        "INSERT INTO billing.events VALUES ('2023-05-01', 'old')",
+        "INSERT INTO billing.events VALUES ('2024-05-01', 'new'), ('2023-05-01', 'old')",
     )
-    database = admin.database_of(app)
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, "INSERT INTO billing.events VALUES ('2024-05-01', 'new'), ('2023-05-01', 'old')")
-
-    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
 
     tables = entry["comparisons"]["data"]["tables"]
     assert sorted(tables) == ["billing.events_2023", "billing.events_2024"]
@@ -301,7 +310,6 @@ def test_partitions_are_diffed_one_by_one_views_never(postgres: Cluster) -> None
     # No key: the rows pair as a multiset, so the second 'old' row is one row added.
     assert tables["billing.events_2023"]["counts"] == {"added": 1, "removed": 0, "changed": 0}
     assert tables["billing.events_2023"]["pairing"] == {"key": [], "unique": []}
-    admin.drop(postgres.admin_url, snap.name)
 
 
 def test_schema_changes_show_postgresql_types(postgres: Cluster) -> None:

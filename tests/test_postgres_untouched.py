@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 from postgres_cluster import Cluster
-from test_postgres_containment import run
 from test_postgres_diff import both_diffs
+from test_postgres_diff import diff_after
 
-from pytest_scoring.db.postgres import admin
-from pytest_scoring.db.postgres.diff import Side
-from pytest_scoring.db.postgres.diff import diff_databases
 from pytest_scoring.db.postgres.untouched import unmatched
+
+pytestmark = pytest.mark.slow
 
 #: ``n`` from 1 to 3,000, for a seed's ``INSERT … SELECT``.
 ROWS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
@@ -58,9 +57,6 @@ def test_nothing_is_unmatched_between_equal_sides_or_missing_from_an_empty_one()
     records = [_record(page, 1, 7) for page in range(9)]
     assert list(unmatched(b"".join(records), b"".join(records))) == []
     assert list(unmatched(b"", b"".join(records))) == [(1, record) for record in records]
-
-
-pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
@@ -183,16 +179,13 @@ def test_tables_that_swap_names_diff_by_their_contents(postgres: Cluster, tmp_pa
 
 def test_a_regclass_value_shows_the_rename_of_the_table_it_names(postgres: Cluster) -> None:
     """A ``regclass`` column's text is a table's name: renaming that table changes it."""
-    app = postgres.application(
+    entry = diff_after(
+        postgres,
         "CREATE TABLE ledger (id int PRIMARY KEY);"
         "CREATE TABLE refs (id int PRIMARY KEY, target regclass);"
-        "INSERT INTO refs VALUES (1, 'ledger'), (2, 'refs');"
+        "INSERT INTO refs VALUES (1, 'ledger'), (2, 'refs');",
+        "ALTER TABLE ledger RENAME TO journal",
     )
-    database = admin.database_of(app)
-    snap = admin.snapshot(postgres.admin_url, database)
-    run(app, "ALTER TABLE ledger RENAME TO journal")
-
-    entry = diff_databases(postgres.admin_url, Side(snap.name), Side(database, False), "app")
 
     refs = entry["comparisons"]["data"]["tables"]["refs"]
     assert refs["rows_changed"] == [
@@ -201,7 +194,6 @@ def test_a_regclass_value_shows_the_rename_of_the_table_it_names(postgres: Clust
             "changes": {"target": {"old_value": "public.ledger", "new_value": "public.journal"}},
         }
     ]
-    admin.drop(postgres.admin_url, snap.name)
 
 
 def test_a_table_of_many_page_ranges_diffs_as_its_sqlite_twin(
