@@ -146,7 +146,9 @@ def test_a_rewrite_committed_while_the_finish_state_is_read_in_place_hides_nothi
     layout, calls = untouched.layout, []
 
     def rewrite() -> None:
-        with psycopg.connect(app, autocommit=True, options="-c lock_timeout=500") as other:
+        """``VACUUM FULL``, given up after 5 s waiting for its lock (an autoanalyze of the
+        table may hold one a moment; the diff's read holds one to its end)."""
+        with psycopg.connect(app, autocommit=True, options="-c lock_timeout=5s") as other:
             other.execute("VACUUM FULL accounts")
 
     def racing(connection: psycopg.Connection[Any], table: Any) -> str | None:
