@@ -139,9 +139,9 @@ def export(
 ) -> tuple[Export | None, Export | None]:
     """Every table of both sides into their SQLite files.
 
-    A table both sides have with the same columns and primary key is compared on the
-    server's text first (:mod:`~pytest_scoring.db.postgres.differing`): only the rows that
-    differ are copied. Any other table is copied whole, as is one most of whose rows differ.
+    A table both sides have with the same columns is compared first, when it can be
+    (:func:`_differing`): only the rows that differ are copied. Any other table is copied
+    whole, as is one most of whose rows differ.
 
     :param budget: checked after each batch of rows.
     """
@@ -152,8 +152,8 @@ def export(
         if reading is None:
             continue
         for name, table in reading.tables.items():
-            paired = other is not None and name in other.tables and fast(table, other.tables[name])
-            if paired and other is not None and name not in whole:
+            paired = other is not None and name in other.tables
+            if paired and other is not None and name not in whole and _comparable(table, other):
                 if reading is new or _copy_differing(reading, other, name, seed, budget, counts):
                     continue
                 whole.add(name)  # and read whole on both sides
@@ -174,6 +174,15 @@ def export(
     )
 
 
+def _comparable(table: PgTable, other: _Reading) -> bool:
+    """Whether only the rows of ``table`` that differ from ``other``'s may be copied: the same
+    columns, and a primary key whose values pair exactly or none (every row then pairs as
+    SQLite's passes pair it, whichever rows are left out as the same on both sides)."""
+    theirs = other.tables[table.name]
+    keyless = not table.primary_key and not theirs.primary_key
+    return table.columns == theirs.columns and (keyless or fast(table, theirs))
+
+
 def _copy_differing(
     old: _Reading,
     new: _Reading,
@@ -184,12 +193,15 @@ def _copy_differing(
 ) -> bool:
     """The rows of one table that differ between the sides, into both copies.
 
-    :returns: ``False`` (nothing copied) when most rows differ: the table is then read whole.
+    :returns: ``False`` (nothing copied) when most rows differ, or the sides cannot be
+        compared: the table is then read whole.
     """
     with tempfile.TemporaryFile("w+") as old_handles, tempfile.TemporaryFile("w+") as new_handles:
         try:
             sides = _differing(old, new, name, seed, old_handles, new_handles, budget)
         except MostlyDifferent:
+            return False
+        if sides is None:
             return False
         # Both sides' servers look their rows up at once (each on its own connection).
         with ThreadPoolExecutor(2) as pool:
@@ -211,10 +223,11 @@ def _differing(
     old_handles: IO[str],
     new_handles: IO[str],
     budget: TimeBudget | None,
-) -> tuple[DifferingRows, DifferingRows]:
+) -> tuple[DifferingRows, DifferingRows] | None:
     """Where the rows of one table that differ are: where both sides hold the same table
     file read the same way, the rows no session wrote are known without reading them
-    (:mod:`~pytest_scoring.db.postgres.untouched`); else both sides' text is compared.
+    (:mod:`~pytest_scoring.db.postgres.untouched`); else, for a table with an exact primary
+    key, both sides' text is compared; else ``None``.
 
     :raises MostlyDifferent: when most rows differ.
     """
@@ -227,6 +240,8 @@ def _differing(
             _side_records(old, name, pages), _side_records(new, name, pages), old_handles,
             new_handles, check,
         )  # fmt: skip
+    if not fast(table, new.tables[name]):
+        return None
     return compare_streams(
         _side_stream(old, name, seed), _side_stream(new, name, seed), old_handles, new_handles,
         table, check,
