@@ -200,8 +200,9 @@ def test_a_regclass_value_shows_the_rename_of_the_table_it_names(postgres: Clust
 def test_a_table_of_many_page_ranges_diffs_as_its_sqlite_twin(
     postgres: Cluster, tmp_path: Path
 ) -> None:
-    """30,000 rows ten to a page (over 2,048 pages: more than one range of pages), changed
-    on both sides of a range's end and at the table's end: the twin's diff."""
+    """30,000 rows ten to a page (over 3,000 pages: ranges of 64 pages doubling to 2,048,
+    then the last one open ended), changed on both sides of ranges' ends and at the table's
+    end: the twin's diff."""
     rows = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000) "
     tables = (ACCOUNTS[0], ACCOUNTS[1].replace(");", ") WITH (fillfactor = 10);"))
     seed = f"INSERT INTO accounts {rows}SELECT i, 'user' || i || '@example.com', 'user' FROM n;"

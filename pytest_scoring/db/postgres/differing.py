@@ -334,8 +334,7 @@ def compare_streams(
     finally:  # the reading threads end before their connections are used again
         a.close()
         b.close()
-    keyed = by_key(table)
-    return DifferingRows(a.rows, old_handles, keyed), DifferingRows(b.rows, new_handles, keyed)
+    return DifferingRows(a.rows, old_handles, unique), DifferingRows(b.rows, new_handles, unique)
 
 
 def _match(a: _Lines, b: _Lines, key: int) -> None:
